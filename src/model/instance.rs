@@ -1,0 +1,267 @@
+//! MODEL.md section 1: an instance is a chain of layers `1..=L`.
+//!
+//! Layer numbers are 1-based everywhere in the public API, as in the papers and the plan
+//! files; `a(0)` is the network input.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+use crate::error::{read_json, InputError};
+use crate::units::{Bytes, Seconds};
+
+/// One layer of the chain (a group of DAG nodes for a linearized network).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    pub name: String,
+    /// u_F(l): seconds of the forward pass for one batch.
+    pub fwd: Seconds,
+    /// u_B(l): seconds of the backward pass for one batch.
+    pub bwd: Seconds,
+    /// W(l): bytes of parameters.
+    pub weights: Bytes,
+    /// a(l): bytes of the output activation (and of the gradient b(l)); for a linearized DAG,
+    /// the total size of every tensor crossing the cut after this layer.
+    pub out: Bytes,
+    /// Bytes kept from the forward to the backward pass for one batch. Default: a(l-1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stash: Option<Bytes>,
+}
+
+/// A profiled network, linearized into a chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    pub name: String,
+    /// a(0): bytes of the network input.
+    pub input: Bytes,
+    pub layers: Vec<Layer>,
+    /// Free-form provenance: source, device, image, batch, dtype, tool version.
+    #[serde(default)]
+    pub meta: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Instance {
+    /// Reads and checks an instance file; errors name the file and the field.
+    pub fn load(path: &Path) -> Result<Instance, InputError> {
+        let instance: Instance = read_json(path)?;
+        instance.check().map_err(|e| e.in_file(path))?;
+        Ok(instance)
+    }
+
+    /// Number of layers L.
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    /// Layer `l`, 1-based.
+    pub fn layer(&self, l: usize) -> &Layer {
+        &self.layers[l - 1]
+    }
+
+    /// a(l) for `l` in `0..=L`: a(0) is the input.
+    pub fn a(&self, l: usize) -> Bytes {
+        if l == 0 {
+            self.input
+        } else {
+            self.layers[l - 1].out
+        }
+    }
+
+    /// The stash of layer `l` (1-based): its explicit value, or a(l-1).
+    pub fn stash(&self, l: usize) -> Bytes {
+        self.layers[l - 1].stash.unwrap_or_else(|| self.a(l - 1))
+    }
+
+    /// Checks every number is finite and non-negative and the chain is not empty.
+    pub fn check(&self) -> Result<(), InputError> {
+        let bad = |field: String, reason: &str| Err(InputError::new("instance", field, reason));
+        if self.layers.is_empty() {
+            return bad("layers".into(), "the chain has no layer");
+        }
+        check_quantity("input", self.input)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let at = |f: &str| format!("layers[{i}].{f}");
+            check_quantity(&at("fwd"), layer.fwd)?;
+            check_quantity(&at("bwd"), layer.bwd)?;
+            check_quantity(&at("weights"), layer.weights)?;
+            check_quantity(&at("out"), layer.out)?;
+            if let Some(s) = layer.stash {
+                check_quantity(&at("stash"), s)?;
+            }
+        }
+        if self.layers.iter().all(|l| l.fwd + l.bwd == 0.0) {
+            return bad("layers".into(), "every layer takes zero time");
+        }
+        Ok(())
+    }
+
+    /// SHA-256 of the instance's canonical JSON, in hex: plans carry it so a plan can be
+    /// matched to the exact instance it was made for.
+    pub fn content_hash(&self) -> String {
+        let bytes = serde_json::to_vec(self).expect("an instance always serializes");
+        let digest = Sha256::digest(&bytes);
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Prefix sums for O(1) range queries.
+    pub fn sums(&self) -> ChainSums {
+        ChainSums::new(self)
+    }
+}
+
+fn check_quantity(field: &str, value: f64) -> Result<(), InputError> {
+    if !value.is_finite() {
+        Err(InputError::new(
+            "instance",
+            field,
+            format!("{value} is not a finite number"),
+        ))
+    } else if value < 0.0 {
+        Err(InputError::new(
+            "instance",
+            field,
+            format!("{value} is negative"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Prefix sums over the chain, giving U(k,l) and friends in O(1). Ranges are 1-based and
+/// inclusive, like stages: `u(k, l)` is the paper's U(k,l).
+#[derive(Debug, Clone)]
+pub struct ChainSums {
+    fwd: Vec<f64>,
+    bwd: Vec<f64>,
+    weights: Vec<f64>,
+    stash: Vec<f64>,
+    out: Vec<f64>,
+}
+
+impl ChainSums {
+    pub fn new(instance: &Instance) -> Self {
+        let n = instance.len();
+        let mut s = ChainSums {
+            fwd: vec![0.0; n + 1],
+            bwd: vec![0.0; n + 1],
+            weights: vec![0.0; n + 1],
+            stash: vec![0.0; n + 1],
+            out: Vec::with_capacity(n + 1),
+        };
+        s.out.push(instance.input);
+        for l in 1..=n {
+            let layer = instance.layer(l);
+            s.fwd[l] = s.fwd[l - 1] + layer.fwd;
+            s.bwd[l] = s.bwd[l - 1] + layer.bwd;
+            s.weights[l] = s.weights[l - 1] + layer.weights;
+            s.stash[l] = s.stash[l - 1] + instance.stash(l);
+            s.out.push(layer.out);
+        }
+        s
+    }
+
+    /// Number of layers L.
+    pub fn len(&self) -> usize {
+        self.fwd.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// U_F(k..=l).
+    pub fn u_f(&self, k: usize, l: usize) -> Seconds {
+        self.fwd[l] - self.fwd[k - 1]
+    }
+    /// U_B(k..=l).
+    pub fn u_b(&self, k: usize, l: usize) -> Seconds {
+        self.bwd[l] - self.bwd[k - 1]
+    }
+    /// U(k, l) = U_F + U_B over layers k..=l.
+    pub fn u(&self, k: usize, l: usize) -> Seconds {
+        self.u_f(k, l) + self.u_b(k, l)
+    }
+    /// Sum of W over k..=l.
+    pub fn weights(&self, k: usize, l: usize) -> Bytes {
+        self.weights[l] - self.weights[k - 1]
+    }
+    /// Sum of stashes over k..=l (MadPipe's a-bar of a stage).
+    pub fn stash(&self, k: usize, l: usize) -> Bytes {
+        self.stash[l] - self.stash[k - 1]
+    }
+    /// a(l) for l in 0..=L.
+    pub fn a(&self, l: usize) -> Bytes {
+        self.out[l]
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A small chain used across unit tests.
+    pub fn chain(fwd: &[f64], bwd: &[f64], weights: &[f64], out: &[f64], input: f64) -> Instance {
+        Instance {
+            name: "test".into(),
+            input,
+            layers: (0..fwd.len())
+                .map(|i| Layer {
+                    name: format!("l{}", i + 1),
+                    fwd: fwd[i],
+                    bwd: bwd[i],
+                    weights: weights[i],
+                    out: out[i],
+                    stash: None,
+                })
+                .collect(),
+            meta: Default::default(),
+        }
+    }
+
+    #[test]
+    fn sums_and_defaults() {
+        let i = chain(
+            &[1., 2., 3.],
+            &[2., 4., 6.],
+            &[10., 0., 5.],
+            &[7., 8., 9.],
+            4.,
+        );
+        let s = i.sums();
+        assert_eq!(s.u(1, 3), 18.0);
+        assert_eq!(s.u(2, 2), 6.0);
+        assert_eq!(s.weights(1, 3), 15.0);
+        assert_eq!(i.stash(1), 4.0);
+        assert_eq!(s.stash(1, 3), 4.0 + 7.0 + 8.0);
+        assert_eq!(s.a(0), 4.0);
+        assert_eq!(s.a(3), 9.0);
+    }
+
+    #[test]
+    fn bad_numbers_are_named() {
+        let mut i = chain(&[1.], &[1.], &[1.], &[1.], 1.);
+        i.layers[0].bwd = f64::NAN;
+        let e = i.check().unwrap_err();
+        assert_eq!(e.field, "layers[0].bwd");
+        i.layers[0].bwd = -1.0;
+        assert!(i.check().unwrap_err().reason.contains("negative"));
+        i.layers.clear();
+        assert_eq!(i.check().unwrap_err().field, "layers");
+    }
+
+    #[test]
+    fn hash_changes_with_content() {
+        let a = chain(&[1.], &[1.], &[1.], &[1.], 1.);
+        let mut b = a.clone();
+        assert_eq!(a.content_hash(), b.content_hash());
+        b.layers[0].fwd = 2.0;
+        assert_ne!(a.content_hash(), b.content_hash());
+        assert_eq!(a.content_hash().len(), 64);
+    }
+}

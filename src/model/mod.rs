@@ -1,0 +1,16 @@
+//! The model every part shares (MODEL.md sections 1 to 6 and 9).
+
+mod allocation;
+mod instance;
+mod pattern;
+mod plan;
+mod platform;
+
+pub use allocation::{Allocation, Stage};
+pub use instance::{ChainSums, Instance, Layer};
+pub use pattern::{BatchGraph, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
+pub use plan::{Plan, PlanReport, Status};
+pub use platform::Platform;
+
+#[cfg(test)]
+pub(crate) use instance::tests::chain;

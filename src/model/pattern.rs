@@ -1,0 +1,211 @@
+//! MODEL.md sections 4 and 5: the operations of one batch and periodic patterns.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::model::{Allocation, Instance, Platform};
+use crate::units::Seconds;
+
+/// The kind of an operation of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum OpKind {
+    /// Forward pass of a stage.
+    F,
+    /// Backward pass of a stage.
+    B,
+    /// Forward transfer a(last layer) after a stage.
+    CF,
+    /// Backward transfer b(last layer) after a stage.
+    CB,
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpKind::F => "F",
+            OpKind::B => "B",
+            OpKind::CF => "CF",
+            OpKind::CB => "CB",
+        })
+    }
+}
+
+/// An operation: its kind and the stage it belongs to (index into the allocation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId {
+    pub kind: OpKind,
+    pub stage: usize,
+}
+
+impl fmt::Display for OpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.kind, self.stage)
+    }
+}
+
+/// Where an operation runs: a processor, or the link between two processors (`a < b`).
+/// With a full-duplex link, forward transfers go on `Link { a, b, backward: false }` and
+/// backward ones on `backward: true`; half duplex uses `backward: false` for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    Processor(usize),
+    Link { a: usize, b: usize, backward: bool },
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::Processor(p) => write!(f, "processor {p}"),
+            Resource::Link {
+                a,
+                b,
+                backward: false,
+            } => write!(f, "link {a}-{b}"),
+            Resource::Link {
+                a,
+                b,
+                backward: true,
+            } => write!(f, "link {a}-{b} (backward)"),
+        }
+    }
+}
+
+/// One operation of one batch, with its resource and duration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Operation {
+    pub id: OpId,
+    pub resource: Resource,
+    pub duration: Seconds,
+}
+
+/// The operations and dependencies of one batch for an allocation (MODEL.md section 4).
+#[derive(Debug, Clone)]
+pub struct BatchGraph {
+    pub ops: Vec<Operation>,
+    /// `(before, after)` as indices into `ops`.
+    pub deps: Vec<(usize, usize)>,
+}
+
+impl BatchGraph {
+    pub fn new(instance: &Instance, platform: &Platform, allocation: &Allocation) -> Self {
+        let sums = instance.sums();
+        let n = allocation.len();
+        let mut ops = Vec::with_capacity(4 * n);
+        // Index of F_s, B_s, CF_s, CB_s in `ops`.
+        let mut f = vec![0; n];
+        let mut b = vec![0; n];
+        let mut cf = vec![None; n];
+        let mut cb = vec![None; n];
+        for (s, st) in allocation.stages.iter().enumerate() {
+            let p = Resource::Processor(st.processor);
+            f[s] = ops.len();
+            ops.push(Operation {
+                id: OpId {
+                    kind: OpKind::F,
+                    stage: s,
+                },
+                resource: p,
+                duration: sums.u_f(st.first, st.last),
+            });
+            b[s] = ops.len();
+            ops.push(Operation {
+                id: OpId {
+                    kind: OpKind::B,
+                    stage: s,
+                },
+                resource: p,
+                duration: sums.u_b(st.first, st.last),
+            });
+            if allocation.crosses(s) {
+                let q = allocation.stages[s + 1].processor;
+                let (lo, hi) = (st.processor.min(q), st.processor.max(q));
+                let d = sums.a(st.last) / platform.bandwidth;
+                cf[s] = Some(ops.len());
+                ops.push(Operation {
+                    id: OpId {
+                        kind: OpKind::CF,
+                        stage: s,
+                    },
+                    resource: Resource::Link {
+                        a: lo,
+                        b: hi,
+                        backward: false,
+                    },
+                    duration: d,
+                });
+                cb[s] = Some(ops.len());
+                ops.push(Operation {
+                    id: OpId {
+                        kind: OpKind::CB,
+                        stage: s,
+                    },
+                    resource: Resource::Link {
+                        a: lo,
+                        b: hi,
+                        backward: platform.full_duplex,
+                    },
+                    duration: d,
+                });
+            }
+        }
+        let mut deps = Vec::with_capacity(4 * n);
+        for s in 0..n {
+            if s + 1 < n {
+                match (cf[s], cb[s]) {
+                    (Some(cf), Some(cb)) => {
+                        deps.push((f[s], cf));
+                        deps.push((cf, f[s + 1]));
+                        deps.push((b[s + 1], cb));
+                        deps.push((cb, b[s]));
+                    }
+                    _ => {
+                        deps.push((f[s], f[s + 1]));
+                        deps.push((b[s + 1], b[s]));
+                    }
+                }
+            } else {
+                deps.push((f[s], b[s]));
+            }
+        }
+        BatchGraph { ops, deps }
+    }
+
+    /// Index in `ops` of an operation, if the allocation has it.
+    pub fn find(&self, id: OpId) -> Option<usize> {
+        self.ops.iter().position(|o| o.id == id)
+    }
+}
+
+/// One operation's place in a periodic pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PatternOp {
+    pub kind: OpKind,
+    /// Index into the plan's stages.
+    pub stage: usize,
+    /// t_o in [0, T).
+    pub start: Seconds,
+    /// h_o: in period k the operation processes batch k - h_o.
+    pub shift: i64,
+}
+
+impl PatternOp {
+    pub fn id(&self) -> OpId {
+        OpId {
+            kind: self.kind,
+            stage: self.stage,
+        }
+    }
+}
+
+/// A periodic pattern (MODEL.md section 5): repeated every `period` seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pattern {
+    pub period: Seconds,
+    pub ops: Vec<PatternOp>,
+}
+
+impl Pattern {
+    pub fn get(&self, id: OpId) -> Option<&PatternOp> {
+        self.ops.iter().find(|o| o.id() == id)
+    }
+}

@@ -1,0 +1,124 @@
+//! MODEL.md section 9: the plan file of the asynchronous problem and the JSON report.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+use crate::error::{read_json, InputError};
+use crate::model::{Allocation, Instance, Pattern, Platform, Stage};
+use crate::units::{Bytes, BytesPerSecond, Seconds};
+
+/// A plan file: everything needed to judge, draw or execute a plan on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The instance, embedded.
+    pub instance: Instance,
+    /// SHA-256 of the embedded instance's canonical JSON ([`Instance::content_hash`]).
+    #[serde(default)]
+    pub instance_hash: String,
+    pub platform: Platform,
+    pub algorithm: String,
+    /// The algorithm's own estimate of the period before validation (MadPipe's dashed line).
+    pub planned_period: Option<Seconds>,
+    /// Stages in chain order, layers 1-based and inclusive.
+    pub stages: Vec<Stage>,
+    /// The periodic pattern; absent for a plan that has an allocation only (status "planned").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// A proven lower bound on the period, when the algorithm has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<Seconds>,
+    /// Seconds the algorithm took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solve_seconds: Option<Seconds>,
+}
+
+impl Plan {
+    pub fn allocation(&self) -> Allocation {
+        Allocation::new(self.stages.clone())
+    }
+
+    /// Reads a plan file and checks its instance, platform and stages.
+    pub fn load(path: &Path) -> Result<Plan, InputError> {
+        let plan: Plan = read_json(path)?;
+        let prefix = |mut e: InputError, what: &str| {
+            e.source = path.display().to_string();
+            e.field = if e.field.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what}.{}", e.field)
+            };
+            e
+        };
+        plan.instance.check().map_err(|e| prefix(e, "instance"))?;
+        plan.platform.check().map_err(|e| prefix(e, "platform"))?;
+        if !plan.instance_hash.is_empty() && plan.instance_hash != plan.instance.content_hash() {
+            return Err(InputError::new(
+                path.display().to_string(),
+                "instance_hash",
+                "does not match the embedded instance (was the instance edited after planning?)",
+            ));
+        }
+        plan.allocation()
+            .check(plan.instance.len(), plan.platform.processors)
+            .map_err(|e| {
+                prefix(
+                    InputError {
+                        field: e.field.trim_start_matches("plan").to_string(),
+                        ..e
+                    },
+                    "",
+                )
+            })
+            .map_err(|mut e| {
+                e.field = e.field.trim_start_matches('.').to_string();
+                e
+            })?;
+        Ok(plan)
+    }
+
+    /// Writes the plan as pretty JSON, atomically.
+    pub fn save(&self, path: &Path) -> Result<(), InputError> {
+        let text = serde_json::to_vec_pretty(self).expect("a plan always serializes");
+        crate::error::write_atomic(path, &text)
+    }
+}
+
+/// The status of a plan in the JSON output (MODEL.md section 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The validator accepted the plan and its period.
+    Valid,
+    /// No plan of this algorithm fits.
+    Infeasible,
+    /// A solver stopped at its limit; the best valid plan found is reported.
+    Timeout,
+    /// An allocation with the algorithm's estimate only, not yet scheduled.
+    Planned,
+    /// The algorithm failed, or produced a plan the validator rejected.
+    Error,
+}
+
+/// The JSON object every planning command prints with `--json` (MODEL.md section 9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    pub algorithm: String,
+    pub instance: String,
+    pub processors: usize,
+    pub memory: Bytes,
+    pub bandwidth: BytesPerSecond,
+    pub status: Status,
+    /// The validated period, or null.
+    pub period: Option<Seconds>,
+    pub planned_period: Option<Seconds>,
+    /// The validated memory peak of every processor, in bytes.
+    pub peak_memory: Vec<Bytes>,
+    pub solve_seconds: Option<Seconds>,
+    pub lower_bound: Option<Seconds>,
+    /// The stages of the plan, when there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Stage>,
+    /// Why the plan is infeasible or in error, or what the validator objected to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+}
