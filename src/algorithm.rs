@@ -1,0 +1,246 @@
+//! The one small trait every partitioner, scheduler and MILP implements, the driver that
+//! judges what they return, and the registry of algorithms by name.
+//!
+//! An algorithm ([`Planner`]) only proposes: an allocation, maybe a pattern, its own period
+//! estimate and, for exact methods, a bound. [`run`] times it, sends the pattern through the
+//! judge and builds the [`PlanReport`]; the period and peaks reported are the judge's.
+
+use std::time::Instant;
+
+use crate::judge::{judge, Judgement};
+use crate::model::{Allocation, Instance, Pattern, Plan, PlanReport, Platform, Status};
+use crate::schedule::one_f_one_b_star;
+use crate::units::Seconds;
+
+/// A planning problem: an instance on a platform.
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    pub instance: &'a Instance,
+    pub platform: &'a Platform,
+}
+
+/// What an algorithm found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    pub allocation: Allocation,
+    /// The periodic pattern, or `None` for an allocation only (reported as "planned").
+    pub pattern: Option<Pattern>,
+    /// The algorithm's own period estimate before validation.
+    pub planned_period: Option<Seconds>,
+    /// A proven lower bound on the optimal period of the algorithm's search space.
+    pub lower_bound: Option<Seconds>,
+    /// True when a solver stopped at a limit with this incumbent (reported as "timeout").
+    pub stopped_at_limit: bool,
+}
+
+impl Solution {
+    pub fn new(allocation: Allocation, pattern: Option<Pattern>) -> Self {
+        Solution {
+            allocation,
+            pattern,
+            planned_period: None,
+            lower_bound: None,
+            stopped_at_limit: false,
+        }
+    }
+}
+
+/// The result of a planning attempt that did not fail.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Found(Solution),
+    /// No plan of this algorithm fits; the reason in words, and a bound when known.
+    Infeasible {
+        reason: String,
+        lower_bound: Option<Seconds>,
+    },
+}
+
+/// The trait every algorithm implements.
+pub trait Planner {
+    /// The name under which the registry knows it (`1f1b*`, `pipedream`, `madpipe`...).
+    fn name(&self) -> String;
+    /// Proposes a plan. Errors are for failures (bad options, solver crash), not for
+    /// infeasibility, which is an [`Outcome`].
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome>;
+}
+
+/// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
+pub fn run(planner: &dyn Planner, problem: &Problem) -> (Option<Plan>, PlanReport) {
+    let started = Instant::now();
+    let outcome = planner.plan(problem);
+    let seconds = started.elapsed().as_secs_f64();
+    let mut report = PlanReport {
+        algorithm: planner.name(),
+        instance: problem.instance.name.clone(),
+        processors: problem.platform.processors,
+        memory: problem.platform.memory,
+        bandwidth: problem.platform.bandwidth,
+        status: Status::Error,
+        period: None,
+        planned_period: None,
+        peak_memory: vec![],
+        solve_seconds: Some(seconds),
+        lower_bound: None,
+        stages: vec![],
+        messages: vec![],
+    };
+    match outcome {
+        Err(e) => {
+            report.messages.push(format!("{e:#}"));
+            (None, report)
+        }
+        Ok(Outcome::Infeasible {
+            reason,
+            lower_bound,
+        }) => {
+            report.status = Status::Infeasible;
+            report.lower_bound = lower_bound;
+            report.messages.push(reason);
+            (None, report)
+        }
+        Ok(Outcome::Found(sol)) => {
+            report.planned_period = sol.planned_period;
+            report.lower_bound = sol.lower_bound;
+            report.stages = sol.allocation.stages.clone();
+            let plan = Plan {
+                instance: problem.instance.clone(),
+                instance_hash: problem.instance.content_hash(),
+                platform: problem.platform.clone(),
+                algorithm: planner.name(),
+                planned_period: sol.planned_period,
+                stages: sol.allocation.stages.clone(),
+                pattern: sol.pattern.clone(),
+                lower_bound: sol.lower_bound,
+                solve_seconds: Some(seconds),
+            };
+            match &sol.pattern {
+                None => {
+                    report.status = Status::Planned;
+                    if let Err(e) = sol
+                        .allocation
+                        .check(problem.instance.len(), problem.platform.processors)
+                    {
+                        report.status = Status::Error;
+                        report
+                            .messages
+                            .push(format!("the algorithm's allocation is malformed: {e}"));
+                    }
+                }
+                Some(pattern) => {
+                    let j: Judgement =
+                        judge(problem.instance, problem.platform, &sol.allocation, pattern);
+                    report.peak_memory = j.peak_memory.clone();
+                    if j.valid {
+                        report.period = Some(j.period);
+                        report.status = if sol.stopped_at_limit {
+                            Status::Timeout
+                        } else {
+                            Status::Valid
+                        };
+                    } else {
+                        report.status = Status::Error;
+                        report
+                            .messages
+                            .push("the validator rejected the algorithm's plan".into());
+                        report
+                            .messages
+                            .extend(j.violations.iter().map(|v| v.to_string()));
+                    }
+                }
+            }
+            (Some(plan), report)
+        }
+    }
+}
+
+/// Options shared by the command line and experiment files; each algorithm reads the ones
+/// it understands and rejects a missing one it needs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options {
+    /// 0-based index of each stage's first layer (`--partition 0,60,120,180`).
+    pub partition: Option<Vec<usize>>,
+    /// A target period instead of the smallest one that fits.
+    pub period: Option<Seconds>,
+}
+
+/// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
+/// processor `i`, at the given period or at the smallest period that fits memory.
+#[derive(Debug, Clone)]
+pub struct OneFOneBStarPlanner {
+    pub partition: Vec<usize>,
+    pub period: Option<Seconds>,
+}
+
+impl Planner for OneFOneBStarPlanner {
+    fn name(&self) -> String {
+        "1f1b*".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
+        if allocation.len() > problem.platform.processors {
+            anyhow::bail!(
+                "--partition has {} stages but the platform has {} processors",
+                allocation.len(),
+                problem.platform.processors
+            );
+        }
+        let r = match self.period {
+            Some(t) => one_f_one_b_star::one_f_one_b_star(
+                problem.instance,
+                problem.platform,
+                &allocation,
+                t,
+            ),
+            None => one_f_one_b_star::min_period_fitting(
+                problem.instance,
+                problem.platform,
+                &allocation,
+            ),
+        };
+        match r {
+            Ok(r) => {
+                let mut sol = Solution::new(allocation, Some(r.pattern));
+                sol.planned_period = None;
+                Ok(Outcome::Found(sol))
+            }
+            Err(e @ one_f_one_b_star::OneFOneBStarError::NotContiguous(_)) => Err(e.into()),
+            Err(e) => Ok(Outcome::Infeasible {
+                reason: e.to_string(),
+                lower_bound: None,
+            }),
+        }
+    }
+}
+
+/// Names the registry knows, for `--help` and error messages.
+pub const ALGORITHMS: &[&str] = &["1f1b*"];
+
+/// Builds the planner registered under `name`.
+pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate::InputError> {
+    let missing = |flag: &str| {
+        crate::InputError::new(
+            format!("--{flag}"),
+            "",
+            format!("algorithm {name} needs --{flag}"),
+        )
+    };
+    match name {
+        "1f1b*" | "1f1bstar" | "1f1b" => Ok(Box::new(OneFOneBStarPlanner {
+            partition: options
+                .partition
+                .clone()
+                .ok_or_else(|| missing("partition"))?,
+            period: options.period,
+        })),
+        _ => Err(crate::InputError::new(
+            "--algorithm",
+            "",
+            format!(
+                "unknown algorithm {name:?}; known: {}",
+                ALGORITHMS.join(", ")
+            ),
+        )),
+    }
+}
