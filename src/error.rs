@@ -85,6 +85,14 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), InputError> {
     std::fs::create_dir_all(&dir).map_err(|e| InputError::file(&dir, e))?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| InputError::file(path, e))?;
     std::io::Write::write_all(&mut tmp, text).map_err(|e| InputError::file(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // NamedTempFile is created 0600; results are meant to be shared.
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
     tmp.persist(path)
         .map_err(|e| InputError::file(path, e.error))?;
     Ok(())

@@ -16,7 +16,12 @@
 //! `live_s(tau) = [tau >= t_F] - [tau >= r] + k + h_B - h_F`
 //! (batches whose F has started by `tau`, minus those whose B has finished by `tau`). It is
 //! a step function changing only at `t_F` and `r`, so the peak is the largest value at
-//! those points.
+//! those points. Two instants closer than the tolerance are the same instant: a backward
+//! that ends within it of a forward's start has finished when that forward starts.
+//!
+//! A stage whose forward and backward both take zero time holds its stash at no instant
+//! under this rule (its batches finish as they start), where MadPipe's M(k, l, g) would
+//! still count `g` of them; real stages always take time.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -368,10 +373,11 @@ pub fn memory_peaks(
             _ => {}
         }
     }
+    let eps = TOLERANCE * t;
     let mut peaks = fixed.clone();
     let mut peak_at = vec![0.0; platform.processors];
     for p in 0..platform.processors {
-        // (stash, t_F, r, base) for every stage on p.
+        // (stash, t_F, r, base) for every stage on p, residues snapped as described above.
         let mut stages = Vec::new();
         for (s, st) in allocation.stages.iter().enumerate() {
             if st.processor != p {
@@ -379,30 +385,24 @@ pub fn memory_peaks(
             }
             let (tf, hf) = place(f_index[s]);
             let (tb, hb) = place(b_index[s]);
-            let end = tb + graph.ops[b_index[s]].duration;
-            let mut k = (end / t).floor();
-            let mut r = end - k * t;
-            if r >= t {
-                r -= t;
-                k += 1.0;
-            }
-            if r < 0.0 {
-                r = 0.0;
-            }
-            let base = k as i64 + hb - hf;
-            stages.push((sums.stash(st.first, st.last), tf, r, base));
+            let (tf, kf) = residue(tf, t, eps);
+            let (r, kb) = residue(tb + graph.ops[b_index[s]].duration, t, eps);
+            stages.push((sums.stash(st.first, st.last), tf, r, kb - kf + hb - hf));
         }
         if stages.is_empty() {
             continue;
         }
         let mut best = f64::NEG_INFINITY;
         let mut best_at = 0.0;
-        let events: Vec<f64> = stages.iter().flat_map(|&(_, tf, r, _)| [tf, r]).collect();
+        let events: Vec<f64> = stages
+            .iter()
+            .flat_map(|&(_, tf, r, _)| [tf.max(0.0), r.max(0.0)])
+            .collect();
         for &tau in &events {
             let act: f64 = stages
                 .iter()
                 .map(|&(stash, tf, r, base)| {
-                    let live = (tau >= tf) as i64 - (tau >= r) as i64 + base;
+                    let live = (tau + eps >= tf) as i64 - (tau + eps >= r) as i64 + base;
                     stash * live as f64
                 })
                 .sum();
@@ -415,4 +415,16 @@ pub fn memory_peaks(
         peak_at[p] = best_at;
     }
     (peaks, peak_at)
+}
+
+/// `x = k T + r` with `r` in `[-eps, T - eps)`: a time within `eps` before a period boundary
+/// counts as on it, the same tolerance the dependency checks use.
+fn residue(x: Seconds, t: Seconds, eps: Seconds) -> (Seconds, i64) {
+    let mut k = (x / t).floor();
+    let mut r = x - k * t;
+    if r >= t - eps {
+        r -= t;
+        k += 1.0;
+    }
+    (r, k as i64)
 }

@@ -1,0 +1,3 @@
+//! Pictures of plans (SVG through plotters).
+
+pub mod gantt;

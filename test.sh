@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then formatting, lints and every test.
+# Usage: ./test.sh            (what CI runs)
+set -euo pipefail
+cd "$(dirname "$0")"
+source .ci/setup.sh
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+echo "== cargo fmt --check" >&2
+cargo fmt --all -- --check
+echo "== cargo clippy --all-targets -- -D warnings" >&2
+cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo test" >&2
+cargo test --all-targets --quiet
