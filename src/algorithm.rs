@@ -66,7 +66,14 @@ pub trait Planner {
 }
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
-pub fn run(planner: &dyn Planner, problem: &Problem) -> (Option<Plan>, PlanReport) {
+///
+/// An algorithm's failure is a report with status "error"; only bad input (an
+/// [`InputError`](crate::InputError) from the planner, such as a malformed `--partition`) is
+/// returned as an error.
+pub fn run(
+    planner: &dyn Planner,
+    problem: &Problem,
+) -> Result<(Option<Plan>, PlanReport), crate::InputError> {
     let started = Instant::now();
     let outcome = planner.plan(problem);
     let seconds = started.elapsed().as_secs_f64();
@@ -85,11 +92,14 @@ pub fn run(planner: &dyn Planner, problem: &Problem) -> (Option<Plan>, PlanRepor
         stages: vec![],
         messages: vec![],
     };
-    match outcome {
-        Err(e) => {
-            report.messages.push(format!("{e:#}"));
-            (None, report)
-        }
+    Ok(match outcome {
+        Err(e) => match e.downcast::<crate::InputError>() {
+            Ok(input) => return Err(input),
+            Err(e) => {
+                report.messages.push(format!("{e:#}"));
+                (None, report)
+            }
+        },
         Ok(Outcome::Infeasible {
             reason,
             lower_bound,
@@ -151,7 +161,7 @@ pub fn run(planner: &dyn Planner, problem: &Problem) -> (Option<Plan>, PlanRepor
             }
             (Some(plan), report)
         }
-    }
+    })
 }
 
 /// Options shared by the command line and experiment files; each algorithm reads the ones
@@ -180,11 +190,16 @@ impl Planner for OneFOneBStarPlanner {
     fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
         let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
         if allocation.len() > problem.platform.processors {
-            anyhow::bail!(
-                "--partition has {} stages but the platform has {} processors",
-                allocation.len(),
-                problem.platform.processors
-            );
+            return Err(crate::InputError::new(
+                "--partition",
+                "",
+                format!(
+                    "{} stages but the platform has {} processors",
+                    allocation.len(),
+                    problem.platform.processors
+                ),
+            )
+            .into());
         }
         let r = match self.period {
             Some(t) => one_f_one_b_star::one_f_one_b_star(

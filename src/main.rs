@@ -154,7 +154,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
             instance: &instance,
             platform: &platform,
         },
-    );
+    )?;
     if let (Some(path), Some(plan)) = (&args.out, &plan) {
         plan.save(path)?;
     }

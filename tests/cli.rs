@@ -1,0 +1,226 @@
+//! The command line end to end: plan, validate, gantt, and the errors bad input gets.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn pipeopt() -> Command {
+    Command::cargo_bin("pipeopt").unwrap()
+}
+
+/// A small chain written to a temporary directory.
+fn toy_instance(dir: &Path) -> PathBuf {
+    let layers: Vec<serde_json::Value> = (0..12)
+        .map(|i| {
+            let f = 0.002 + 0.001 * (i % 5) as f64;
+            serde_json::json!({"name": format!("l{i}"), "fwd": f, "bwd": 2.0 * f,
+                               "weights": 1e7 * (1 + i % 3) as f64, "out": 4e7 / (1 + i / 4) as f64})
+        })
+        .collect();
+    let inst = serde_json::json!({"name": "toy", "input": 5e7, "layers": layers, "meta": {"source": "test"}});
+    let path = dir.join("toy.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&inst).unwrap()).unwrap();
+    path
+}
+
+fn plan_args(instance: &Path, out: &Path) -> Vec<String> {
+    [
+        "plan",
+        "--instance",
+        instance.to_str().unwrap(),
+        "--processors",
+        "3",
+        "--memory",
+        "2GiB",
+        "--bandwidth",
+        "12GB/s",
+        "--algorithm",
+        "1f1b*",
+        "--partition",
+        "0,4,8",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn plan_validate_gantt_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    let out = pipeopt().args(plan_args(&inst, &plan)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("exactly one JSON object");
+    assert_eq!(report["status"], "valid");
+    assert_eq!(report["peak_memory"].as_array().unwrap().len(), 3);
+    let period = report["period"].as_f64().unwrap();
+
+    let out = pipeopt()
+        .args(["validate", plan.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["period"].as_f64().unwrap(), period);
+    assert_eq!(v["peak_memory"], report["peak_memory"]);
+
+    let svg = dir.path().join("plan.svg");
+    pipeopt()
+        .args([
+            "gantt",
+            plan.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("processor 2") && text.contains("link 0-1"));
+}
+
+#[test]
+fn an_invalid_plan_exits_1_and_names_the_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    pipeopt().args(plan_args(&inst, &plan)).assert().success();
+    // Start B of the last stage together with its F: the F -> B dependency breaks.
+    let mut p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let ops = p["pattern"]["ops"].as_array_mut().unwrap();
+    let f = ops
+        .iter()
+        .find(|o| o["kind"] == "F" && o["stage"] == 2)
+        .unwrap()
+        .clone();
+    let b = ops
+        .iter_mut()
+        .find(|o| o["kind"] == "B" && o["stage"] == 2)
+        .unwrap();
+    b["start"] = f["start"].clone();
+    b["shift"] = f["shift"].clone();
+    std::fs::write(&plan, serde_json::to_string(&p).unwrap()).unwrap();
+    pipeopt()
+        .args(["validate", plan.to_str().unwrap()])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("F2 -> B2").and(predicate::str::contains("batch 0")));
+    let out = pipeopt()
+        .args(["validate", plan.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert!(!v["violations"].as_array().unwrap().is_empty());
+}
+
+/// Bad input: a message naming the file and the field, exit 2, no panic, nothing written.
+#[test]
+fn bad_instances_name_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(toy_instance(dir.path())).unwrap();
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("empty", String::new(), "empty"),
+        ("truncated", good[..good.len() / 2].to_string(), "EOF"),
+        (
+            "negative",
+            good.replacen("\"fwd\": 0.002", "\"fwd\": -0.002", 1),
+            "layers[0].fwd",
+        ),
+        (
+            "nan",
+            good.replacen("\"fwd\": 0.002", "\"fwd\": NaN", 1),
+            "layers[0].fwd",
+        ),
+        (
+            "string",
+            good.replacen("\"fwd\": 0.002", "\"fwd\": \"fast\"", 1),
+            "layers[0].fwd",
+        ),
+        (
+            "nolayers",
+            r#"{"name": "x", "input": 1, "layers": []}"#.to_string(),
+            "layers",
+        ),
+        (
+            "missing",
+            r#"{"name": "x", "layers": []}"#.to_string(),
+            "input",
+        ),
+    ];
+    for (name, text, needle) in cases {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, text).unwrap();
+        let out_plan = dir.path().join(format!("{name}-plan.json"));
+        pipeopt()
+            .args(plan_args(&path, &out_plan))
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains(path.to_str().unwrap())
+                    .and(predicate::str::contains(needle)),
+            );
+        assert!(
+            !out_plan.exists(),
+            "{name}: a plan was written for bad input"
+        );
+    }
+}
+
+#[test]
+fn bad_flags_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    let mut args = plan_args(&inst, &plan);
+    let m = args.iter().position(|a| a == "2GiB").unwrap();
+    args[m] = "2Gib".into();
+    pipeopt()
+        .args(&args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown unit"));
+    let mut args = plan_args(&inst, &plan);
+    let p = args.iter().position(|a| a == "0,4,8").unwrap();
+    args[p] = "0,8,4".into();
+    pipeopt()
+        .args(&args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--partition"));
+    let mut args = plan_args(&inst, &plan);
+    let a = args.iter().position(|a| a == "1f1b*").unwrap();
+    args[a] = "magic".into();
+    pipeopt()
+        .args(&args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown algorithm"));
+}
+
+#[test]
+fn impossible_memory_is_infeasible_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    let mut args = plan_args(&inst, &plan);
+    let m = args.iter().position(|a| a == "2GiB").unwrap();
+    args[m] = "1MiB".into();
+    let out = pipeopt().args(&args).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "infeasible");
+    assert!(v["period"].is_null());
+    assert!(!plan.exists());
+}
