@@ -152,19 +152,7 @@ pub fn static_memory(
     platform: &Platform,
     allocation: &Allocation,
 ) -> Vec<Bytes> {
-    let sums = instance.sums();
-    let mut mem = vec![0.0; platform.processors];
-    for (s, st) in allocation.stages.iter().enumerate() {
-        let m = &mut mem[st.processor];
-        *m += 3.0 * sums.weights(st.first, st.last);
-        if s > 0 && allocation.crosses(s - 1) {
-            *m += 2.0 * sums.a(st.first - 1);
-        }
-        if allocation.crosses(s) {
-            *m += 2.0 * sums.a(st.last);
-        }
-    }
-    mem
+    BatchGraph::new(instance, platform, allocation).static_memory
 }
 
 /// Judges a periodic pattern for an allocation (MODEL.md sections 4 to 6).
@@ -174,6 +162,25 @@ pub fn judge(
     allocation: &Allocation,
     pattern: &Pattern,
 ) -> Judgement {
+    if let Err(e) = allocation.check(instance.len(), platform.processors) {
+        return Judgement {
+            valid: false,
+            period: pattern.period,
+            peak_memory: vec![],
+            peak_at: vec![],
+            loads: vec![],
+            violations: vec![Violation::Structure {
+                message: e.to_string(),
+            }],
+        };
+    }
+    let graph = BatchGraph::new(instance, platform, allocation);
+    judge_graph(&graph, platform.memory, pattern)
+}
+
+/// Judges a pattern against any batch graph: the one judge behind [`judge`], also used by
+/// plans whose operations are not the standard stages (Bi-Partition).
+pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judgement {
     let t = pattern.period;
     let mut out = Judgement {
         valid: false,
@@ -186,15 +193,10 @@ pub fn judge(
     let structure = |out: &mut Judgement, message: String| {
         out.violations.push(Violation::Structure { message });
     };
-    if let Err(e) = allocation.check(instance.len(), platform.processors) {
-        structure(&mut out, e.to_string());
-        return out;
-    }
     if !(t.is_finite() && t > 0.0) {
         structure(&mut out, format!("the period {t} is not a positive number"));
         return out;
     }
-    let graph = BatchGraph::new(instance, platform, allocation);
 
     // Structure: exactly one pattern entry per operation, starts in [0, T).
     let mut entry: Vec<Option<usize>> = vec![None; graph.ops.len()];
@@ -332,16 +334,16 @@ pub fn judge(
     }
 
     // 3. Memory peaks.
-    let (peaks, peak_at) = memory_peaks(instance, platform, allocation, &graph, t, |i| {
+    let (peaks, peak_at) = memory_peaks(graph, t, |i| {
         let p = at(i);
         (p.start, p.shift)
     });
     for (p, (&peak, &when)) in peaks.iter().zip(&peak_at).enumerate() {
-        if peak > platform.memory * (1.0 + 1e-12) {
+        if peak > memory * (1.0 + 1e-12) {
             out.violations.push(Violation::Memory {
                 processor: p,
                 peak,
-                limit: platform.memory,
+                limit: memory,
                 at: when,
             });
         }
@@ -355,55 +357,38 @@ pub fn judge(
 /// Exact memory peak of every processor for a pattern, and the time in the period where it
 /// is reached, for period `t`. `place(i)` gives `(start, shift)` of operation `i` of `graph`.
 pub fn memory_peaks(
-    instance: &Instance,
-    platform: &Platform,
-    allocation: &Allocation,
     graph: &BatchGraph,
     t: Seconds,
     place: impl Fn(usize) -> (Seconds, i64),
 ) -> (Vec<Bytes>, Vec<Seconds>) {
-    let sums = instance.sums();
-    let fixed = static_memory(instance, platform, allocation);
-    let mut f_index = vec![0; allocation.len()];
-    let mut b_index = vec![0; allocation.len()];
-    for (i, op) in graph.ops.iter().enumerate() {
-        match op.id.kind {
-            crate::model::OpKind::F => f_index[op.id.stage] = i,
-            crate::model::OpKind::B => b_index[op.id.stage] = i,
-            _ => {}
-        }
-    }
     let eps = TOLERANCE * t;
-    let mut peaks = fixed.clone();
-    let mut peak_at = vec![0.0; platform.processors];
-    for p in 0..platform.processors {
-        // (stash, t_F, r, base) for every stage on p, residues snapped as described above.
-        let mut stages = Vec::new();
-        for (s, st) in allocation.stages.iter().enumerate() {
-            if st.processor != p {
-                continue;
-            }
-            let (tf, hf) = place(f_index[s]);
-            let (tb, hb) = place(b_index[s]);
+    let mut peaks = graph.static_memory.clone();
+    let mut peak_at = vec![0.0; graph.processors];
+    for p in 0..graph.processors {
+        // (bytes, t_F, r, base) for every item held on p, residues snapped as described above.
+        let mut items = Vec::new();
+        for h in graph.held.iter().filter(|h| h.processor == p) {
+            let (tf, hf) = place(h.from);
+            let (tb, hb) = place(h.until);
             let (tf, kf) = residue(tf, t, eps);
-            let (r, kb) = residue(tb + graph.ops[b_index[s]].duration, t, eps);
-            stages.push((sums.stash(st.first, st.last), tf, r, kb - kf + hb - hf));
+            let (r, kb) = residue(tb + graph.ops[h.until].duration, t, eps);
+            items.push((h.bytes, tf, r, kb - kf + hb - hf));
         }
-        if stages.is_empty() {
+        if items.is_empty() {
             continue;
         }
         let mut best = f64::NEG_INFINITY;
         let mut best_at = 0.0;
-        let events: Vec<f64> = stages
+        let events: Vec<f64> = items
             .iter()
             .flat_map(|&(_, tf, r, _)| [tf.max(0.0), r.max(0.0)])
             .collect();
         for &tau in &events {
-            let act: f64 = stages
+            let act: f64 = items
                 .iter()
-                .map(|&(stash, tf, r, base)| {
+                .map(|&(bytes, tf, r, base)| {
                     let live = (tau + eps >= tf) as i64 - (tau + eps >= r) as i64 + base;
-                    stash * live as f64
+                    bytes * live as f64
                 })
                 .sum();
             if act > best || (act == best && tau < best_at) {
@@ -411,7 +396,7 @@ pub fn memory_peaks(
                 best_at = tau;
             }
         }
-        peaks[p] = fixed[p] + best;
+        peaks[p] += best;
         peak_at[p] = best_at;
     }
     (peaks, peak_at)

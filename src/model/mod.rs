@@ -8,7 +8,7 @@ mod platform;
 
 pub use allocation::{Allocation, Stage};
 pub use instance::{ChainSums, Instance, Layer};
-pub use pattern::{BatchGraph, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
+pub use pattern::{BatchGraph, Held, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
 pub use plan::{Plan, PlanReport, Status};
 pub use platform::Platform;
 

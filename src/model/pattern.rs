@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::model::{Allocation, Instance, Platform};
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 /// The kind of an operation of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -78,12 +78,33 @@ pub struct Operation {
     pub duration: Seconds,
 }
 
-/// The operations and dependencies of one batch for an allocation (MODEL.md section 4).
+/// Bytes a processor holds for each batch from the start of one operation of that batch
+/// until the end of another (MODEL.md section 6: a stage's stash, from F_s to B_s).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Held {
+    pub processor: usize,
+    pub bytes: Bytes,
+    /// Index in `ops` of the operation whose start allocates it.
+    pub from: usize,
+    /// Index in `ops` of the operation whose end frees it.
+    pub until: usize,
+}
+
+/// Everything the judge needs about one batch of a plan: the operations with their
+/// resources and durations, the dependencies, and the memory rule (MODEL.md sections 4
+/// and 6). Plans of other shapes (Bi-Partition's split forward and backward ranges) build
+/// their own `BatchGraph` and go through the same judge.
 #[derive(Debug, Clone)]
 pub struct BatchGraph {
     pub ops: Vec<Operation>,
     /// `(before, after)` as indices into `ops`.
     pub deps: Vec<(usize, usize)>,
+    /// Number of processors.
+    pub processors: usize,
+    /// Memory that does not depend on the schedule (weights, buffers), per processor.
+    pub static_memory: Vec<Bytes>,
+    /// Memory held per live batch.
+    pub held: Vec<Held>,
 }
 
 impl BatchGraph {
@@ -167,7 +188,32 @@ impl BatchGraph {
                 deps.push((f[s], b[s]));
             }
         }
-        BatchGraph { ops, deps }
+        let mut static_memory = vec![0.0; platform.processors];
+        let mut held = Vec::with_capacity(n);
+        for (s, st) in allocation.stages.iter().enumerate() {
+            let m = &mut static_memory[st.processor];
+            // Two weight versions and one gradient accumulator (PipeDream-2BW, MadPipe).
+            *m += 3.0 * sums.weights(st.first, st.last);
+            if s > 0 && allocation.crosses(s - 1) {
+                *m += 2.0 * sums.a(st.first - 1);
+            }
+            if allocation.crosses(s) {
+                *m += 2.0 * sums.a(st.last);
+            }
+            held.push(Held {
+                processor: st.processor,
+                bytes: sums.stash(st.first, st.last),
+                from: f[s],
+                until: b[s],
+            });
+        }
+        BatchGraph {
+            ops,
+            deps,
+            processors: platform.processors,
+            static_memory,
+            held,
+        }
     }
 
     /// Index in `ops` of an operation, if the allocation has it.
