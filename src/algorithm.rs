@@ -165,12 +165,20 @@ pub fn run(
 }
 
 /// Options shared by the command line and experiment files; each algorithm reads the ones
-/// it understands and rejects a missing one it needs.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// it understands and rejects a missing one it needs. In an experiment file they are the
+/// `options` table of an `[[algorithm]]` (durations as `"60s"` or seconds).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Options {
     /// 0-based index of each stage's first layer (`--partition 0,60,120,180`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<Vec<usize>>,
     /// A target period instead of the smallest one that fits.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
     pub period: Option<Seconds>,
 }
 
@@ -232,6 +240,35 @@ impl Planner for OneFOneBStarPlanner {
 /// Names the registry knows, for `--help` and error messages.
 pub const ALGORITHMS: &[&str] = &["1f1b*"];
 
+/// The registry's own name for `name` (accepting aliases), or an error listing the names.
+pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
+    let c = match name {
+        "1f1b*" | "1f1bstar" | "1f1b" => "1f1b*",
+        other => ALGORITHMS
+            .iter()
+            .copied()
+            .find(|&a| a == other)
+            .unwrap_or(""),
+    };
+    if c.is_empty() {
+        Err(crate::InputError::new(
+            "--algorithm",
+            "",
+            format!(
+                "unknown algorithm {name:?}; known: {}",
+                ALGORITHMS.join(", ")
+            ),
+        ))
+    } else {
+        Ok(c)
+    }
+}
+
+/// Checks that the registry knows `name`.
+pub fn check_name(name: &str) -> Result<(), crate::InputError> {
+    canonical(name).map(|_| ())
+}
+
 /// Builds the planner registered under `name`.
 pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate::InputError> {
     let missing = |flag: &str| {
@@ -241,21 +278,14 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             format!("algorithm {name} needs --{flag}"),
         )
     };
-    match name {
-        "1f1b*" | "1f1bstar" | "1f1b" => Ok(Box::new(OneFOneBStarPlanner {
+    match canonical(name)? {
+        "1f1b*" => Ok(Box::new(OneFOneBStarPlanner {
             partition: options
                 .partition
                 .clone()
                 .ok_or_else(|| missing("partition"))?,
             period: options.period,
         })),
-        _ => Err(crate::InputError::new(
-            "--algorithm",
-            "",
-            format!(
-                "unknown algorithm {name:?}; known: {}",
-                ALGORITHMS.join(", ")
-            ),
-        )),
+        other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

@@ -9,6 +9,7 @@ pub mod judge;
 pub mod model;
 pub mod plot;
 pub mod schedule;
+pub mod sweep;
 pub mod units;
 
 pub use error::InputError;

@@ -51,6 +51,67 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run an experiment (a TOML grid): parallel, resumable, shardable; writes
+    /// results/<name>.parquet and .csv.
+    ///
+    /// Every finished job is appended to results/<name>/journal.jsonl at once, so a sweep
+    /// killed at any moment and run again loses and duplicates nothing. Each job runs in its
+    /// own process by default: a solver crash or hang costs one row, recorded as an error.
+    Sweep {
+        /// The experiment file (see experiments/*.toml).
+        experiment: PathBuf,
+        /// Run only shard i of n (1-based, e.g. 3/16): jobs i-1, i-1+n, ... of the grid.
+        /// Tables go to results/<name>/shard-i-of-n.parquet; `merge` joins them.
+        #[arg(long)]
+        shard: Option<pipeopt::sweep::run::Shard>,
+        /// Parallel jobs (default: the experiment's `workers`, 0 = one per core).
+        #[arg(long, short = 'j')]
+        workers: Option<usize>,
+        /// How jobs are isolated.
+        #[arg(long, value_enum, default_value = "process")]
+        isolation: pipeopt::sweep::run::Isolation,
+        /// Print a JSON summary instead of a line for people.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one sweep job read as JSON from stdin and print its row (used by `sweep`).
+    #[command(hide = true)]
+    SweepJob,
+    /// Merge Parquet tables (the shards of one grid) into one, one row per job.
+    Merge {
+        /// The tables to merge.
+        #[arg(required = true)]
+        tables: Vec<PathBuf>,
+        /// Output table (default: results/<dir of the first input>.parquet).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
+    /// Draw the figures of a results table (periods, ratios, speedups) as SVG files.
+    Figures {
+        /// The results table (Parquet).
+        table: PathBuf,
+        /// The directory to write into.
+        #[arg(long, short = 'o')]
+        out: PathBuf,
+        /// The algorithm the ratio figure divides by.
+        #[arg(long, default_value = "madpipe")]
+        ratio_to: String,
+    },
+    /// Summarise a results table: runs, valid, infeasible, mean speedup, and geometric means
+    /// of period ratios to one algorithm (madpipe.txt Figure 7).
+    Table {
+        /// The results table (Parquet).
+        table: PathBuf,
+        /// Columns to group by, besides the algorithm (e.g. memory, processors, instance).
+        #[arg(long, value_delimiter = ',', default_value = "memory")]
+        by: Vec<String>,
+        /// Divide each period by this algorithm's period on the same case.
+        #[arg(long)]
+        ratio_to: Option<String>,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Draw a plan's pattern over a few periods as SVG: one row per processor and per link,
     /// colour by batch.
     Gantt {
@@ -125,6 +186,101 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan(args),
         Command::Validate { plan, json } => validate(plan, json),
+        Command::Sweep {
+            experiment,
+            shard,
+            workers,
+            isolation,
+            json,
+        } => {
+            use pipeopt::sweep::{config::Experiment, run};
+            let exp = Experiment::load(&experiment)?;
+            eprintln!("{}: {} jobs", exp.name, exp.len());
+            let opts = run::SweepOptions {
+                shard,
+                isolation,
+                workers,
+                progress: !json,
+                executable: None,
+            };
+            let summary = run::sweep(&exp, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string(&summary)?);
+            } else {
+                println!(
+                    "{}: {} jobs ({} already done, {} run, {} errors) in {:.1} s -> {} and {}",
+                    summary.experiment,
+                    summary.jobs,
+                    summary.already_done,
+                    summary.ran,
+                    summary.errors,
+                    summary.seconds,
+                    summary.parquet.display(),
+                    summary.csv.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SweepJob => {
+            pipeopt::sweep::run::sweep_job_main()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Merge { tables, out } => {
+            let out = match out {
+                Some(o) => o,
+                None => {
+                    let dir = tables[0]
+                        .parent()
+                        .and_then(|d| d.file_name())
+                        .ok_or_else(|| {
+                            InputError::new("--out", "", "cannot guess the output name; give --out")
+                        })?;
+                    let base = tables[0]
+                        .parent()
+                        .and_then(|d| d.parent())
+                        .unwrap_or(std::path::Path::new("."));
+                    base.join(format!("{}.parquet", dir.to_string_lossy()))
+                }
+            };
+            let n = pipeopt::sweep::table::merge(&tables, &out)?;
+            eprintln!(
+                "merged {} tables: {n} rows -> {}",
+                tables.len(),
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Figures {
+            table,
+            out,
+            ratio_to,
+        } => {
+            let rows = pipeopt::sweep::table::read_rows(&table)?;
+            for f in pipeopt::sweep::figures::write_figures(&rows, &out, Some(&ratio_to))? {
+                eprintln!("wrote {}", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Table {
+            table,
+            by,
+            ratio_to,
+            json,
+        } => {
+            let df = pipeopt::sweep::table::read_frame(&table)?;
+            let summary = pipeopt::sweep::table::summary(&df, &by, ratio_to.as_deref())
+                .map_err(|e| InputError::file(&table, e))?;
+            if json {
+                println!("{}", pipeopt::sweep::table::to_json(&summary));
+            } else {
+                std::env::set_var("POLARS_FMT_MAX_ROWS", "200");
+                std::env::set_var("POLARS_FMT_MAX_COLS", "20");
+                std::env::set_var("POLARS_TABLE_WIDTH", "220");
+                std::env::set_var("POLARS_FMT_STR_LEN", "40");
+                println!("{summary}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Gantt { plan, out, periods } => {
             let plan = Plan::load(&plan)?;
             pipeopt::plot::gantt::write_svg(&plan, periods, &out)?;

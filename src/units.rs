@@ -171,6 +171,46 @@ impl fmt::Display for ShowSeconds {
     }
 }
 
+/// Serde helpers: a quantity written either as a number in SI units or as a string with a
+/// unit (`"60s"`, `"16GiB"`, `"12GB/s"`), for configuration files.
+pub mod serde_units {
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrText {
+        Number(f64),
+        Text(String),
+    }
+
+    fn with<'de, D: Deserializer<'de>>(
+        d: D,
+        parse: fn(&str) -> Result<f64, super::UnitError>,
+    ) -> Result<Option<f64>, D::Error> {
+        match Option::<NumberOrText>::deserialize(d)? {
+            None => Ok(None),
+            Some(NumberOrText::Number(x)) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+            Some(NumberOrText::Number(x)) => Err(serde::de::Error::custom(format!(
+                "{x} is not a non-negative number"
+            ))),
+            Some(NumberOrText::Text(t)) => parse(&t).map(Some).map_err(serde::de::Error::custom),
+        }
+    }
+
+    /// An optional duration (`"60s"` or `60`).
+    pub fn seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        with(d, super::parse_seconds)
+    }
+    /// An optional size (`"16GiB"` or a number of bytes).
+    pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        with(d, super::parse_bytes)
+    }
+    /// An optional bandwidth (`"12GB/s"` or bytes per second).
+    pub fn bandwidth<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        with(d, super::parse_bandwidth)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,284 @@
+//! The experiment format: a TOML grid of instances x processors x memory x bandwidth x
+//! algorithms x repetitions.
+//!
+//! ```toml
+//! name = "memory"                       # results go to results/memory.{parquet,csv}
+//! instances = ["instances/resnet50-1000-b8.json", "instances/*-1000-b8.json"]  # paths or globs
+//! processors = [2, 4, 8]
+//! memory = ["3GiB", "8GiB", "16GiB"]
+//! bandwidth = ["12GB/s", "24GB/s"]
+//! repetitions = 1                       # optional, default 1
+//! output = "results"                    # optional, default "results" (relative to the file's repository)
+//! workers = 0                           # optional, parallel jobs; 0 = one per core
+//! job_timeout = "15min"                 # optional wall-clock limit of one job
+//!
+//! [[algorithm]]
+//! name = "1f1b*"
+//! label = "1f1b*-even"                  # optional: the name in the tables (default: name)
+//! options = { partition = [0, 40, 80, 120] }   # optional: algorithm::Options
+//! ```
+//! Paths are relative to the current directory. Unknown keys are errors that name the key.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::algorithm::Options;
+use crate::error::InputError;
+use crate::units::{parse_bandwidth, parse_bytes, parse_seconds};
+
+/// One algorithm of the grid, with its options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlgorithmSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub options: Options,
+}
+
+impl AlgorithmSpec {
+    /// The name in the tables: the label, or the algorithm's name.
+    pub fn label(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.name)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExperiment {
+    name: String,
+    instances: Vec<String>,
+    processors: Vec<usize>,
+    memory: Vec<String>,
+    bandwidth: Vec<String>,
+    #[serde(default = "one")]
+    repetitions: usize,
+    #[serde(default)]
+    output: Option<PathBuf>,
+    #[serde(default)]
+    workers: usize,
+    #[serde(default)]
+    job_timeout: Option<String>,
+    #[serde(rename = "algorithm")]
+    algorithms: Vec<AlgorithmSpec>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A checked experiment, with every quantity in SI units and every glob expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    pub name: String,
+    /// Instance files, in the order given (globs sorted), without duplicates.
+    pub instances: Vec<PathBuf>,
+    pub processors: Vec<usize>,
+    pub memory: Vec<f64>,
+    pub bandwidth: Vec<f64>,
+    pub repetitions: usize,
+    /// Directory where tables and the journal go.
+    pub output: PathBuf,
+    /// Parallel jobs; 0 = one per core.
+    pub workers: usize,
+    /// Wall-clock limit of one job, seconds.
+    pub job_timeout: f64,
+    pub algorithms: Vec<AlgorithmSpec>,
+    /// SHA-256 of the file's text: rows carry it so results can be traced to their config.
+    pub config_hash: String,
+}
+
+impl Experiment {
+    /// Reads and checks an experiment file.
+    pub fn load(path: &Path) -> Result<Experiment, InputError> {
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::file(path, e))?;
+        Experiment::parse(&text, path)
+    }
+
+    /// Parses an experiment's text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Experiment, InputError> {
+        let src = path.display().to_string();
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| InputError::new(&src, "", e.to_string()))?;
+        let raw: RawExperiment = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            InputError::new(
+                &src,
+                if field == "." { String::new() } else { field },
+                inner.message().trim().to_string(),
+            )
+        })?;
+        let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
+        if raw.name.is_empty() || raw.name.contains(['/', '\\']) {
+            return Err(bad(
+                "name",
+                "must be a non-empty file name (no slashes)".into(),
+            ));
+        }
+        let nonempty = |field: &str, n: usize| {
+            if n == 0 {
+                Err(bad(field, "the list is empty".into()))
+            } else {
+                Ok(())
+            }
+        };
+        nonempty("instances", raw.instances.len())?;
+        nonempty("processors", raw.processors.len())?;
+        nonempty("memory", raw.memory.len())?;
+        nonempty("bandwidth", raw.bandwidth.len())?;
+        nonempty("algorithm", raw.algorithms.len())?;
+        if let Some(i) = raw.processors.iter().position(|&p| p == 0) {
+            return Err(bad(
+                &format!("processors[{i}]"),
+                "must be at least 1".into(),
+            ));
+        }
+        if raw.repetitions == 0 {
+            return Err(bad("repetitions", "must be at least 1".into()));
+        }
+        let parse_list =
+            |field: &str, list: &[String], f: fn(&str) -> Result<f64, crate::units::UnitError>| {
+                list.iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let v = f(t).map_err(|e| bad(&format!("{field}[{i}]"), e.to_string()))?;
+                        if v > 0.0 {
+                            Ok(v)
+                        } else {
+                            Err(bad(&format!("{field}[{i}]"), "must be positive".into()))
+                        }
+                    })
+                    .collect::<Result<Vec<f64>, InputError>>()
+            };
+        let memory = parse_list("memory", &raw.memory, parse_bytes)?;
+        let bandwidth = parse_list("bandwidth", &raw.bandwidth, parse_bandwidth)?;
+        let job_timeout = match &raw.job_timeout {
+            None => 3600.0,
+            Some(t) => parse_seconds(t).map_err(|e| bad("job_timeout", e.to_string()))?,
+        };
+        let mut labels = std::collections::HashSet::new();
+        for (i, a) in raw.algorithms.iter().enumerate() {
+            crate::algorithm::check_name(&a.name)
+                .map_err(|e| bad(&format!("algorithm[{i}].name"), e.reason))?;
+            if !labels.insert(a.label().to_string()) {
+                return Err(bad(
+                    &format!("algorithm[{i}]"),
+                    format!(
+                        "the label {:?} is used twice; give one a `label`",
+                        a.label()
+                    ),
+                ));
+            }
+        }
+        let mut instances = Vec::new();
+        for (i, pattern) in raw.instances.iter().enumerate() {
+            let field = format!("instances[{i}]");
+            let is_glob = pattern.contains(['*', '?', '[']);
+            if is_glob {
+                let mut found: Vec<PathBuf> = glob::glob(pattern)
+                    .map_err(|e| bad(&field, e.to_string()))?
+                    .filter_map(Result::ok)
+                    .collect();
+                found.sort();
+                if found.is_empty() {
+                    return Err(bad(&field, format!("{pattern:?} matches no file")));
+                }
+                instances.extend(found);
+            } else {
+                let p = PathBuf::from(pattern);
+                if !p.is_file() {
+                    return Err(bad(&field, format!("{pattern:?} is not a file")));
+                }
+                instances.push(p);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        instances.retain(|p| seen.insert(p.clone()));
+        use sha2::Digest;
+        let config_hash = sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(Experiment {
+            name: raw.name,
+            instances,
+            processors: raw.processors,
+            memory,
+            bandwidth,
+            repetitions: raw.repetitions,
+            output: raw.output.unwrap_or_else(|| PathBuf::from("results")),
+            workers: raw.workers,
+            job_timeout,
+            algorithms: raw.algorithms,
+            config_hash,
+        })
+    }
+
+    /// Number of jobs in the grid.
+    pub fn len(&self) -> usize {
+        self.instances.len()
+            * self.processors.len()
+            * self.memory.len()
+            * self.bandwidth.len()
+            * self.algorithms.len()
+            * self.repetitions
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Experiment, InputError> {
+        Experiment::parse(text, Path::new("exp.toml"))
+    }
+
+    const GOOD: &str = r#"
+        name = "t"
+        instances = ["instances/toy-chain.json"]
+        processors = [2, 4]
+        memory = ["3GiB", "16GiB"]
+        bandwidth = ["12GB/s"]
+        [[algorithm]]
+        name = "1f1b*"
+        options = { partition = [0, 12], period = "200ms" }
+    "#;
+
+    #[test]
+    fn good_file() {
+        let e = parse(GOOD).unwrap();
+        assert_eq!(e.len(), 4);
+        assert_eq!(e.memory, vec![3.0 * 1073741824.0, 16.0 * 1073741824.0]);
+        assert_eq!(e.bandwidth, vec![12e9]);
+        assert_eq!(e.algorithms[0].options.period, Some(0.2));
+        assert_eq!(e.config_hash.len(), 64);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = parse(&GOOD.replace("\"3GiB\"", "\"3 parsecs\"")).unwrap_err();
+        assert_eq!(e.field, "memory[0]");
+        let e = parse(&GOOD.replace("processors = [2, 4]", "processors = [2, 4]\nprocesors = 3"))
+            .unwrap_err();
+        assert!(e.reason.contains("procesors"), "{e}");
+        let e = parse(&GOOD.replace("period = \"200ms\"", "perod = 1")).unwrap_err();
+        assert!(
+            e.field.starts_with("algorithm[0].options") || e.reason.contains("perod"),
+            "{e}"
+        );
+        let e = parse(&GOOD.replace("name = \"1f1b*\"", "name = \"magic\"")).unwrap_err();
+        assert_eq!(e.field, "algorithm[0].name");
+        let e = parse(&GOOD.replace("toy-chain.json", "nope.json")).unwrap_err();
+        assert_eq!(e.field, "instances[0]");
+        let e = parse(&GOOD.replace("processors = [2, 4]", "processors = []")).unwrap_err();
+        assert_eq!(e.field, "processors");
+        let e = parse("name = ").unwrap_err();
+        assert_eq!(e.source, "exp.toml");
+    }
+}

@@ -1,0 +1,7 @@
+//! Experiments: a TOML grid run in parallel, resumable and sharded, written as polars tables
+//! (Parquet and CSV) with figures beside them. Only this module knows polars.
+
+pub mod config;
+pub mod figures;
+pub mod run;
+pub mod table;
