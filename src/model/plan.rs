@@ -58,21 +58,10 @@ impl Plan {
                 "does not match the embedded instance (was the instance edited after planning?)",
             ));
         }
+        // Allocation errors already name the field (`stages[2].last`).
         plan.allocation()
             .check(plan.instance.len(), plan.platform.processors)
-            .map_err(|e| {
-                prefix(
-                    InputError {
-                        field: e.field.trim_start_matches("plan").to_string(),
-                        ..e
-                    },
-                    "",
-                )
-            })
-            .map_err(|mut e| {
-                e.field = e.field.trim_start_matches('.').to_string();
-                e
-            })?;
+            .map_err(|e| e.in_file(path))?;
         Ok(plan)
     }
 
