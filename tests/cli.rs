@@ -231,7 +231,8 @@ fn a_plan_with_bad_stages_names_the_field() {
     let inst = toy_instance(dir.path());
     let plan = dir.path().join("plan.json");
     pipeopt().args(plan_args(&inst, &plan)).assert().success();
-    let mut p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let mut p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     p["stages"][1]["last"] = serde_json::json!(99);
     std::fs::write(&plan, serde_json::to_string(&p).unwrap()).unwrap();
     pipeopt()
@@ -240,7 +241,8 @@ fn a_plan_with_bad_stages_names_the_field() {
         .code(2)
         .stderr(predicate::str::contains("stages[1].last"));
     // Editing the embedded instance breaks its hash.
-    let mut p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let mut p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     p["stages"][1]["last"] = serde_json::json!(8);
     p["instance"]["layers"][0]["fwd"] = serde_json::json!(1.0);
     std::fs::write(&plan, serde_json::to_string(&p).unwrap()).unwrap();
