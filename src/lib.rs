@@ -4,6 +4,7 @@
 //! one exact validator ([`judge`]). See ARCHITECTURE.md for the code map and the invariants.
 
 pub mod error;
+pub mod io;
 pub mod model;
 pub mod units;
 
