@@ -82,7 +82,10 @@ fn raw(path: &Path) -> Raw {
 #[test]
 fn every_profile_imports_with_the_dags_sums() {
     let files = profiles();
-    assert!(files.len() >= 6, "expected the six profiles, found {files:?}");
+    assert!(
+        files.len() >= 6,
+        "expected the six profiles, found {files:?}"
+    );
     for path in files {
         let inst = import_pipedream(&path, None).unwrap_or_else(|e| panic!("{e}"));
         let r = raw(&path);
@@ -181,7 +184,11 @@ fn grouping_only_merges_free_nodes() {
                     n.fwd + n.bwd + n.weights > 0.0
                 })
                 .count();
-            assert!(costly <= 1, "{}: a layer holds {costly} costly nodes", path.display());
+            assert!(
+                costly <= 1,
+                "{}: a layer holds {costly} costly nodes",
+                path.display()
+            );
         }
     }
 }
@@ -259,7 +266,11 @@ fn bad_inputs_name_file_line_and_field() {
         let path = write(dir.path(), file, &text);
         let e = import_pipedream(&path, None).expect_err(file);
         assert!(e.source.ends_with(file), "{file}: {e}");
-        assert!(e.field.starts_with(field), "{file}: field {:?}: {e}", e.field);
+        assert!(
+            e.field.starts_with(field),
+            "{file}: field {:?}: {e}",
+            e.field
+        );
         assert!(!e.reason.is_empty());
     }
     // A DAG whose nodes all take zero time is not a usable instance.
@@ -278,7 +289,10 @@ fn bad_inputs_name_file_line_and_field() {
 fn random_dag() -> impl Strategy<Value = Graph> {
     (2usize..40).prop_flat_map(|n| {
         (
-            proptest::collection::vec((0u8..4, 0.0f64..5.0, 0.0f64..5.0, 0.0f64..1e6, 0.0f64..1e3), n),
+            proptest::collection::vec(
+                (0u8..4, 0.0f64..5.0, 0.0f64..5.0, 0.0f64..1e6, 0.0f64..1e3),
+                n,
+            ),
             proptest::collection::vec((0..n, 0..n), 0..3 * n),
             Just(n).prop_perm(),
         )
@@ -299,10 +313,7 @@ fn random_dag() -> impl Strategy<Value = Graph> {
                         }
                     })
                     .collect();
-                let edges: Vec<(usize, usize)> = pairs
-                    .into_iter()
-                    .filter(|(a, b)| a < b)
-                    .collect();
+                let edges: Vec<(usize, usize)> = pairs.into_iter().filter(|(a, b)| a < b).collect();
                 Graph::new("random", nodes, edges).expect("acyclic by construction")
             })
     })

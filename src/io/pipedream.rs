@@ -244,17 +244,16 @@ impl Graph {
             ];
             let mut got = [0.0; 4];
             for k in 0..4 {
-                got[k] = fields[k].ok_or_else(|| {
-                    err(
-                        names[k],
-                        "is missing (truncated line?)".to_string(),
-                    )
-                })?;
+                got[k] = fields[k]
+                    .ok_or_else(|| err(names[k], "is missing (truncated line?)".to_string()))?;
             }
             if let Some(&first) = index.get(id) {
                 return Err(err(
                     "node",
-                    format!("node {id} is defined twice (first on line {})", nodes[first].line),
+                    format!(
+                        "node {id} is defined twice (first on line {})",
+                        nodes[first].line
+                    ),
                 ));
             }
             index.insert(id.to_string(), nodes.len());
@@ -633,7 +632,10 @@ node4 -- Add -- forward_compute_time=1.0, backward_compute_time=1.0, activation_
         // node3 is free: the cuts before and after it are equivalent; before it 100+10
         // crosses (node1 feeds node3, node2 feeds node4), after it 10+20: the latter is kept.
         let names: Vec<&str> = inst.layers.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["node1: Input", "node2+node3: Conv | Relu", "node4: Add"]);
+        assert_eq!(
+            names,
+            ["node1: Input", "node2+node3: Conv | Relu", "node4: Add"]
+        );
         assert_eq!(inst.layers[0].out, 100.0);
         assert_eq!(inst.layers[1].out, 30.0);
         assert_eq!(inst.layers[2].out, 7.0);
