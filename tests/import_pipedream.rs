@@ -3,7 +3,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use pipeopt::io::{import_pipedream, linearize_detailed, read_graph, Graph, GraphNode};
+use pipeopt::io::{
+    import_pipedream, import_summary, linearize_detailed, read_graph, Graph, GraphNode,
+};
 use proptest::prelude::*;
 
 fn shared() -> PathBuf {
@@ -101,6 +103,9 @@ fn every_profile_imports_with_the_dags_sums() {
         assert!(inst.len() > 1 && inst.len() <= r.ids.len(), "{name}");
         assert_eq!(inst.meta["format"], "pipedream graph.txt");
         assert_eq!(inst.meta["batch"], 128);
+        let summary = import_summary(&inst, Path::new("out.json"));
+        assert_eq!(summary["layers"], inst.len());
+        assert!(close(summary["weights"].as_f64().unwrap(), sum(&r.par)));
         // Every node appears in exactly one layer name.
         let mut seen = HashSet::new();
         for l in &inst.layers {

@@ -5,5 +5,6 @@
 pub mod pipedream;
 
 pub use pipedream::{
-    import_pipedream, linearize, linearize_detailed, read_graph, Graph, GraphNode, Linearization,
+    import_pipedream, import_summary, linearize, linearize_detailed, read_graph, Graph, GraphNode,
+    Linearization,
 };

@@ -589,6 +589,28 @@ pub fn import_pipedream(path: &Path, name: Option<&str>) -> Result<Instance, Inp
     Ok(instance)
 }
 
+/// The `--json` object of `pipeopt import pipedream`: where the instance went and its
+/// totals (sums of fwd and bwd in seconds, weights, input and the largest `out` in bytes).
+pub fn import_summary(instance: &Instance, out: &Path) -> Value {
+    let sum = |f: fn(&Layer) -> f64| instance.layers.iter().map(f).sum::<f64>();
+    let max_out = instance.layers[..instance.len().saturating_sub(1)]
+        .iter()
+        .map(|l| l.out)
+        .fold(0.0, f64::max);
+    json!({
+        "instance": out.display().to_string(),
+        "name": instance.name,
+        "layers": instance.len(),
+        "dag_nodes": instance.meta.get("dag_nodes").cloned().unwrap_or(Value::Null),
+        "order": instance.meta.get("order").cloned().unwrap_or(Value::Null),
+        "fwd": sum(|l| l.fwd),
+        "bwd": sum(|l| l.bwd),
+        "weights": sum(|l| l.weights),
+        "input": instance.input,
+        "max_out": max_out,
+    })
+}
+
 fn default_name(path: &Path) -> String {
     let stem = path
         .file_stem()
