@@ -215,7 +215,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream"];
 
 /// Builds the planner registered under `name`.
 pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate::InputError> {
@@ -233,6 +233,10 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 .clone()
                 .ok_or_else(|| missing("partition"))?,
             period: options.period,
+        })),
+        "pipedream" => Ok(Box::new(crate::partition::pipedream::PipeDreamPlanner {
+            period: options.period,
+            ignore_memory: false,
         })),
         _ => Err(crate::InputError::new(
             "--algorithm",

@@ -5,8 +5,10 @@
 
 pub mod algorithm;
 pub mod error;
+pub mod io;
 pub mod judge;
 pub mod model;
+pub mod partition;
 pub mod schedule;
 pub mod units;
 
