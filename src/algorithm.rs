@@ -238,7 +238,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream"];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
 pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
@@ -285,6 +285,10 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 .clone()
                 .ok_or_else(|| missing("partition"))?,
             period: options.period,
+        })),
+        "pipedream" => Ok(Box::new(crate::partition::pipedream::PipeDreamPlanner {
+            period: options.period,
+            ignore_memory: false,
         })),
         other => unreachable!("algorithm {other} is listed but not built"),
     }
