@@ -162,6 +162,8 @@ pub struct Options {
     pub partition: Option<Vec<usize>>,
     /// A target period instead of the smallest one that fits.
     pub period: Option<Seconds>,
+    /// MadPipe's discretization and iteration count (madpipe.txt section 5.1 defaults).
+    pub madpipe: crate::partition::madpipe::MadPipeConfig,
 }
 
 /// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
@@ -215,7 +217,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "madpipe-dp"];
 
 /// Builds the planner registered under `name`.
 pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate::InputError> {
@@ -234,6 +236,12 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 .ok_or_else(|| missing("partition"))?,
             period: options.period,
         })),
+        "madpipe-dp" => {
+            options.madpipe.check()?;
+            Ok(Box::new(crate::partition::madpipe::MadPipeDpPlanner {
+                config: options.madpipe,
+            }))
+        }
         _ => Err(crate::InputError::new(
             "--algorithm",
             "",

@@ -1,0 +1,3 @@
+//! Partitioners: algorithms that cut the chain into stages and map them to processors.
+
+pub mod madpipe;
