@@ -93,16 +93,125 @@ fn dp_space(layers: usize, processors: usize) -> Vec<Vec<(usize, usize, bool)>> 
     out
 }
 
+/// The DP's objective of one allocation of its space, written again from madpipe.txt
+/// section 4.2 independently of the library (which has its own [`dp_objective`]): walk the
+/// stages from the last, keep the delay V, the special load t_P and memory m_P; normal
+/// stages need M(k, l, g) <= M, the special one sum M(k, l, g - 1) <= M with
+/// g = ceil((V + U(k, l)) / T^); V' = (V (+) U(k, l)) (+) C(k - 1). Rounding as documented:
+/// t_P and m_P up, V down, on grids of `levels` equal steps.
+fn objective_by_formulas(
+    instance: &Instance,
+    platform: &Platform,
+    t_hat: f64,
+    config: &MadPipeConfig,
+    stages: &[(usize, usize, bool)],
+) -> Option<f64> {
+    let n = instance.len();
+    let a = |l: usize| instance.a(l);
+    let big_u = |k: usize, l: usize| -> f64 {
+        (k..=l)
+            .map(|i| instance.layer(i).fwd + instance.layer(i).bwd)
+            .sum()
+    };
+    let c = |l: usize| {
+        if l == 0 || l == n {
+            0.0
+        } else {
+            2.0 * a(l) / platform.bandwidth
+        }
+    };
+    let mem = |k: usize, l: usize, g: f64| -> f64 {
+        let mut m: f64 = (k..=l)
+            .map(|i| 3.0 * instance.layer(i).weights + g * a(i - 1))
+            .sum();
+        if k > 1 {
+            m += 2.0 * a(k - 1);
+        }
+        if l < n {
+            m += 2.0 * a(l);
+        }
+        m
+    };
+    let step = |levels: usize, range: f64| {
+        if levels == 0 {
+            0.0
+        } else {
+            range / (levels - 1) as f64
+        }
+    };
+    let total = big_u(1, n);
+    let comm: f64 = (1..n).map(c).sum();
+    let (st, sm, sv) = (
+        step(config.levels_time, total),
+        step(config.levels_memory, platform.memory),
+        step(config.levels_delay, total + comm),
+    );
+    let up = |x: f64, s: f64| {
+        if s == 0.0 {
+            x
+        } else {
+            (x / s - 1e-9).ceil() * s
+        }
+    };
+    let down = |x: f64, s: f64| {
+        if s == 0.0 {
+            x
+        } else {
+            (x / s + 1e-9).floor() * s
+        }
+    };
+    let group = |x: f64| (x / t_hat).ceil();
+    let oplus = |x: f64, y: f64| {
+        if group(x) == group(x + y) {
+            x + y
+        } else {
+            t_hat * group(x) + y
+        }
+    };
+    let fits = |m: f64| m <= platform.memory * (1.0 + 1e-12);
+    let (mut v, mut tp, mut mp, mut period) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for &(k, l, special) in stages.iter().rev() {
+        let u = big_u(k, l);
+        let g = group(v + u);
+        if special {
+            tp = up(tp + u, st);
+            mp = up(mp + mem(k, l, (g - 1.0).max(0.0)), sm);
+            if !fits(mp) {
+                return None;
+            }
+            period = period.max(tp);
+        } else {
+            if !fits(mem(k, l, g.max(1.0))) {
+                return None;
+            }
+            period = period.max(u);
+        }
+        period = period.max(c(k - 1));
+        v = down(oplus(oplus(v, u), c(k - 1)), sv);
+    }
+    Some(period)
+}
+
 fn brute_force(
     instance: &Instance,
     platform: &Platform,
     t_hat: f64,
     config: &MadPipeConfig,
 ) -> Option<f64> {
-    dp_space(instance.len(), platform.processors)
-        .iter()
-        .filter_map(|a| dp_objective(instance, platform, t_hat, config, a))
-        .min_by(f64::total_cmp)
+    let mut best: Option<f64> = None;
+    for a in dp_space(instance.len(), platform.processors) {
+        let mine = objective_by_formulas(instance, platform, t_hat, config, &a);
+        let library = dp_objective(instance, platform, t_hat, config, &a);
+        match (mine, library) {
+            (None, None) => {}
+            (Some(x), Some(y)) => assert!(close(x, y), "{a:?}: formulas {x}, library {y}"),
+            _ => panic!("{a:?}: formulas {mine:?}, library {library:?}"),
+        }
+        if let Some(x) = mine {
+            best = Some(best.map_or(x, |b: f64| b.min(x)));
+        }
+    }
+    best
 }
 
 /// The DP's allocation, as `(first, last, special)` stages, for [`dp_objective`].
