@@ -38,6 +38,8 @@
 //!   each target period is searched with `c = ub`: this is how work is shared across the
 //!   target periods. Each search climbs a ladder of cutoffs from a lower bound on the DP
 //!   value, so that the first (cheap, tightly pruned) rung that succeeds gives the optimum.
+//! * Dominance: a label at least as good in `m_P`, `V` and maximum so far as another of the
+//!   same `(p, t_P)` makes it useless (see `undominated`); it is not expanded.
 //! * The labels of one layer are expanded in parallel (rayon), then merged in order, so the
 //!   result is deterministic.
 //!
@@ -180,7 +182,7 @@ struct Grid {
 
 impl Grid {
     fn new(levels: usize, range: f64) -> Grid {
-        let step = if levels < 2 || !(range > 0.0) {
+        let step = if levels < 2 || range.is_nan() || range <= 0.0 {
             0.0
         } else {
             range / (levels - 1) as f64
@@ -269,6 +271,9 @@ struct Label {
 
 type Key = (usize, u64, u64, u64);
 
+/// A stage of the DP's allocation: `(first, last, on the special processor)`.
+type DpStage = (usize, usize, bool);
+
 fn key(l: &Label) -> Key {
     (l.p, l.t.to_bits(), l.m.to_bits(), l.v.to_bits())
 }
@@ -332,8 +337,50 @@ fn expand(ctx: &Ctx, l: usize, idx: usize, lab: &Label, cut: f64, out: &mut Vec<
     }
 }
 
+/// Marks the labels of one layer that no other label dominates. Within the same `(p, t_P)`,
+/// a label with `m_P' <= m_P`, `V' <= V` and a maximum so far `<= ` is at least as good in
+/// every future (every later quantity is monotone in `m_P` and `V`, roundings included), so
+/// the dominated label need not be expanded.
+fn undominated(labels: &[Label]) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..labels.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&labels[a], &labels[b]);
+        x.p.cmp(&y.p)
+            .then(x.t.total_cmp(&y.t))
+            .then(x.m.total_cmp(&y.m))
+            .then(x.v.total_cmp(&y.v))
+            .then(x.val.total_cmp(&y.val))
+    });
+    let mut alive = vec![true; labels.len()];
+    // Pareto staircase of (V, val) over the labels seen in the current (p, t_P) group:
+    // V increasing, val strictly decreasing.
+    let mut stair: Vec<(f64, f64)> = Vec::new();
+    let mut group: Option<(usize, u64)> = None;
+    for &i in &order {
+        let lab = &labels[i];
+        let g = Some((lab.p, lab.t.to_bits()));
+        if g != group {
+            group = g;
+            stair.clear();
+        }
+        // The last staircase entry with V' <= V has the smallest val among them.
+        let pos = stair.partition_point(|&(v, _)| v <= lab.v);
+        if pos > 0 && stair[pos - 1].1 <= lab.val {
+            alive[i] = false;
+            continue;
+        }
+        // Insert, dropping the entries it dominates (V'' >= V and val'' >= val).
+        let mut end = pos;
+        while end < stair.len() && stair[end].1 >= lab.val {
+            end += 1;
+        }
+        stair.splice(pos..end, [(lab.v, lab.val)]);
+    }
+    alive
+}
+
 /// The bounded DP: the best allocation of value `< cut`, if any.
-fn dp_bounded(ctx: &Ctx, processors: usize, cut: f64) -> Option<(f64, Vec<(usize, usize, bool)>)> {
+fn dp_bounded(ctx: &Ctx, processors: usize, cut: f64) -> Option<(f64, Vec<DpStage>)> {
     let n = ctx.layers;
     let mut levels: Vec<Vec<Label>> = vec![Vec::new(); n + 1];
     let mut maps: Vec<HashMap<Key, usize>> = vec![HashMap::new(); n + 1];
@@ -349,13 +396,16 @@ fn dp_bounded(ctx: &Ctx, processors: usize, cut: f64) -> Option<(f64, Vec<(usize
     });
     for l in (1..=n).rev() {
         let labels = std::mem::take(&mut levels[l]);
+        let alive = undominated(&labels);
         let proposals: Vec<Vec<(usize, Label)>> = labels
             .par_iter()
             .enumerate()
             .with_min_len(16)
             .map(|(i, lab)| {
                 let mut out = Vec::new();
-                expand(ctx, l, i, lab, cut, &mut out);
+                if alive[i] {
+                    expand(ctx, l, i, lab, cut, &mut out);
+                }
                 out
             })
             .collect();
@@ -466,7 +516,12 @@ fn dp_search(ctx: &Ctx, processors: usize, lower: f64, cut: f64) -> Option<DpRes
     let n = ctx.layers;
     let largest_c = (1..n).map(|l| ctx.c(l)).fold(0.0, f64::max);
     let cap = (ctx.grid_t.up(ctx.sums.u(1, n)) + ctx.grid_t.step).max(largest_c) * (1.0 + 1e-9);
-    let mut rung = (lower * 1.05).max(f64::MIN_POSITIVE);
+    // With a finite cutoff (Algorithm 1 knows an allocation), one search below it.
+    let mut rung = if cut.is_finite() {
+        cut
+    } else {
+        (lower * 1.05).max(f64::MIN_POSITIVE)
+    };
     loop {
         let c = if rung >= cut || rung > cap { cut } else { rung };
         if let Some((period, stages)) = dp_bounded(ctx, processors, c) {
