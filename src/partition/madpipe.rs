@@ -38,8 +38,8 @@
 //!   each target period is searched with `c = ub`: this is how work is shared across the
 //!   target periods. Each search climbs a ladder of cutoffs from a lower bound on the DP
 //!   value, so that the first (cheap, tightly pruned) rung that succeeds gives the optimum.
-//! * Dominance: a label at least as good in `m_P`, `V` and maximum so far as another of the
-//!   same `(p, t_P)` makes it useless (see `undominated`); it is not expanded.
+//! * Dominance: a label at least as good in `t_P`, `m_P`, `V` and maximum so far as another
+//!   with the same `p` makes it useless (see `undominated`); it is not expanded.
 //! * The labels of one layer are expanded in parallel (rayon), then merged in order, so the
 //!   result is deterministic.
 //!
@@ -337,10 +337,10 @@ fn expand(ctx: &Ctx, l: usize, idx: usize, lab: &Label, cut: f64, out: &mut Vec<
     }
 }
 
-/// Marks the labels of one layer that no other label dominates. Within the same `(p, t_P)`,
-/// a label with `m_P' <= m_P`, `V' <= V` and a maximum so far `<= ` is at least as good in
-/// every future (every later quantity is monotone in `m_P` and `V`, roundings included), so
-/// the dominated label need not be expanded.
+/// Marks the labels of one layer that no other label dominates. Among labels with the same
+/// `p`, one with `t_P' <= t_P`, `m_P' <= m_P`, `V' <= V` and a maximum so far `<=` is at
+/// least as good in every future (every later quantity is monotone in `t_P`, `m_P` and `V`,
+/// roundings included), so the dominated label need not be expanded.
 fn undominated(labels: &[Label]) -> Vec<bool> {
     let mut order: Vec<usize> = (0..labels.len()).collect();
     order.sort_by(|&a, &b| {
@@ -352,29 +352,40 @@ fn undominated(labels: &[Label]) -> Vec<bool> {
             .then(x.val.total_cmp(&y.val))
     });
     let mut alive = vec![true; labels.len()];
-    // Pareto staircase of (V, val) over the labels seen in the current (p, t_P) group:
-    // V increasing, val strictly decreasing.
-    let mut stair: Vec<(f64, f64)> = Vec::new();
-    let mut group: Option<(usize, u64)> = None;
+    // For each m_P seen in the current p group, the Pareto staircase of (V, val) over the
+    // labels seen so far (all have t_P' <= t_P): V increasing, val strictly decreasing.
+    let mut stairs: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+    let mut group = None;
     for &i in &order {
         let lab = &labels[i];
-        let g = Some((lab.p, lab.t.to_bits()));
-        if g != group {
-            group = g;
-            stair.clear();
+        if group != Some(lab.p) {
+            group = Some(lab.p);
+            stairs.clear();
         }
-        // The last staircase entry with V' <= V has the smallest val among them.
-        let pos = stair.partition_point(|&(v, _)| v <= lab.v);
-        if pos > 0 && stair[pos - 1].1 <= lab.val {
+        // The last entry with V' <= V of a staircase has the smallest val among them.
+        let dominated = stairs
+            .iter()
+            .take_while(|(m, _)| *m <= lab.m)
+            .any(|(_, st)| {
+                let pos = st.partition_point(|&(v, _)| v <= lab.v);
+                pos > 0 && st[pos - 1].1 <= lab.val
+            });
+        if dominated {
             alive[i] = false;
             continue;
         }
+        let at = stairs.partition_point(|(m, _)| *m < lab.m);
+        if at == stairs.len() || stairs[at].0 != lab.m {
+            stairs.insert(at, (lab.m, Vec::new()));
+        }
+        let st = &mut stairs[at].1;
         // Insert, dropping the entries it dominates (V'' >= V and val'' >= val).
+        let pos = st.partition_point(|&(v, _)| v <= lab.v);
         let mut end = pos;
-        while end < stair.len() && stair[end].1 >= lab.val {
+        while end < st.len() && st[end].1 >= lab.val {
             end += 1;
         }
-        stair.splice(pos..end, [(lab.v, lab.val)]);
+        st.splice(pos..end, [(lab.v, lab.val)]);
     }
     alive
 }
