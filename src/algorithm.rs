@@ -180,6 +180,9 @@ pub struct Options {
         deserialize_with = "crate::units::serde_units::seconds"
     )]
     pub period: Option<Seconds>,
+    /// MadPipe's discretization and iteration count (madpipe.txt section 5.1 defaults).
+    #[serde(default)]
+    pub madpipe: crate::partition::madpipe::MadPipeConfig,
 }
 
 /// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
@@ -238,7 +241,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp"];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
 pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
@@ -290,6 +293,12 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             period: options.period,
             ignore_memory: false,
         })),
+        "madpipe-dp" => {
+            options.madpipe.check()?;
+            Ok(Box::new(crate::partition::madpipe::MadPipeDpPlanner {
+                config: options.madpipe,
+            }))
+        }
         other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

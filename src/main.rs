@@ -302,6 +302,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         partition: args.partition,
         period: args.period,
+        ..Options::default()
     };
     let planner = algorithm::planner(&args.algorithm, &options)?;
     let (plan, report) = algorithm::run(

@@ -1,3 +1,4 @@
-//! Partitioners: cut the chain into stages and map them to processors.
+//! Partitioners: algorithms that cut the chain into stages and map them to processors.
 
+pub mod madpipe;
 pub mod pipedream;
