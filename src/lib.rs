@@ -7,6 +7,7 @@ pub mod algorithm;
 pub mod error;
 pub mod judge;
 pub mod model;
+pub mod partition;
 pub mod plot;
 pub mod schedule;
 pub mod units;
