@@ -5,6 +5,7 @@
 
 pub mod algorithm;
 pub mod error;
+pub mod io;
 pub mod judge;
 pub mod model;
 pub mod partition;

@@ -1,0 +1,10 @@
+//! Importers of third-party profiles into pipeopt instances (MODEL.md section 1).
+//!
+//! [`pipedream`] reads PipeDream's `graph.txt` profiles and linearizes their DAG into a chain.
+
+pub mod pipedream;
+
+pub use pipedream::{
+    import_pipedream, import_summary, linearize, linearize_detailed, read_graph, Graph, GraphNode,
+    Linearization,
+};

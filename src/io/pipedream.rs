@@ -1,0 +1,679 @@
+//! PipeDream's `graph.txt` profiles, read and linearized into a chain (MODEL.md section 1).
+//!
+//! Source: Narayanan et al., "PipeDream: Generalized Pipeline Parallelism for DNN Training"
+//! (SOSP 2019), section 3.1, and the profile format of its repository (msr-fiddle/pipedream,
+//! `profiler/*/profiles/*/graph.txt`, described in `shared/pipedream-profiles/README.md`).
+//!
+//! # Format
+//! A node line `nodeN -- <description> -- forward_compute_time=<ms>, backward_compute_time=<ms>,
+//! activation_size=<bytes>, parameter_size=<bytes>` and a (whitespace-indented) edge line
+//! `nodeA -- nodeB`: the output of A feeds B. The description is what lies between the first
+//! and the last ` -- ` of the line, so it may itself contain ` -- `. An `activation_size`
+//! may be a list `[a; b; c]` (a node with several output tensors, GNMT's LSTMs): as PipeDream
+//! does, its size is the sum. Times are converted from milliseconds to seconds; sizes stay in
+//! bytes.
+//!
+//! # Linearization (where we depart from PipeDream)
+//! PipeDream's optimizer partitions the DAG over its *antichains*, whose number explodes on
+//! branching networks (its optimizer runs out of 24 GiB on inception_v3). We instead fix one
+//! topological order and cut only between consecutive nodes of it, as MadPipe does:
+//! - **Order.** Two deterministic candidates are built with Kahn's algorithm, ties broken by
+//!   node number (`nodeN` → N, then file order): (a) *by id*, a min-heap on the node number,
+//!   PipeDream's own numbering (roughly the profiler's execution order); (b) *branch first*, a
+//!   LIFO stack, so the newest ready node runs next and a branch is finished before its
+//!   sibling starts (depth-first). The one with the smaller sum of crossing sizes over all
+//!   cuts is kept (ties: by id): fewer bytes live at a cut means cheaper cuts and buffers.
+//!   The chosen order is recorded in `meta.order`.
+//! - **Crossing size.** The cut after position `i` is crossed by the output of every node at
+//!   or before `i` that some node after `i` consumes, each tensor counted once however many
+//!   consumers it has. A chain layer's `out` is the crossing size of the cut after it. For
+//!   the last layer there is no cut: its `out` is the size of the outputs of the DAG's sinks
+//!   inside it (what leaves the network). Outputs of sinks elsewhere (inception_v3's
+//!   auxiliary head) cross no cut.
+//! - **Grouping.** Two cuts are *equivalent* when only nodes with zero forward time, zero
+//!   backward time and zero weights lie between them (`__getitem__`, free `Add`s, inplace
+//!   ops profiled at 0): they split time and weights identically, so only the one with the
+//!   smallest crossing size is kept (ties: the earliest). A run of such nodes at the start
+//!   or end of the order joins its neighbour, since a stage made of them alone would do no
+//!   work. Every other cut is kept, so a chain layer is one node or one node plus free
+//!   neighbours. This changes which stage stashes a free node's inputs, never times or
+//!   weights.
+//! - **Stash.** Each chain layer's `stash` is set explicitly to the size of the distinct
+//!   tensors its nodes take as input (from inside or outside the layer), as MODEL.md asks.
+//! - **Input.** PipeDream's `Input` node has a forward time (data loading) and no inputs;
+//!   its optimizer counts it in the first stage, so we keep it in the chain as an ordinary
+//!   node (it is a source, hence first): sums of fwd, bwd and weights stay the DAG's.
+//!   The instance's `input`, a(0), is the total activation size of the DAG's sources (the
+//!   network input as the `Input` node emits it).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::error::InputError;
+use crate::model::{Instance, Layer};
+use crate::units::{Bytes, Seconds};
+
+/// The format name recorded in `meta.format`.
+pub const FORMAT: &str = "pipedream graph.txt";
+
+/// One node of a PipeDream profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphNode {
+    /// `nodeN`.
+    pub id: String,
+    /// The layer description, e.g. `Conv2d(3, 64, ...)`.
+    pub desc: String,
+    /// Forward time in seconds.
+    pub fwd: Seconds,
+    /// Backward time in seconds.
+    pub bwd: Seconds,
+    /// Bytes of the node's output (sum over its output tensors).
+    pub activation: Bytes,
+    /// Bytes of parameters.
+    pub weights: Bytes,
+    /// The 1-based line of the file the node was defined on (0 when built in code).
+    pub line: usize,
+}
+
+impl GraphNode {
+    fn is_free(&self) -> bool {
+        self.fwd == 0.0 && self.bwd == 0.0 && self.weights == 0.0
+    }
+}
+
+/// A checked profile DAG: values finite and non-negative, edges between known nodes,
+/// no duplicate edge, no cycle.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    source: String,
+    nodes: Vec<GraphNode>,
+    edges: Vec<(usize, usize)>,
+    succ: Vec<Vec<usize>>,
+    pred: Vec<Vec<usize>>,
+}
+
+impl Graph {
+    /// Builds a graph from nodes and edges `(from, to)` (indices into `nodes`); duplicate
+    /// edges are dropped. Errors name `source` and the field at fault.
+    pub fn new(
+        source: impl Into<String>,
+        nodes: Vec<GraphNode>,
+        edges: Vec<(usize, usize)>,
+    ) -> Result<Graph, InputError> {
+        let source = source.into();
+        if nodes.is_empty() {
+            return Err(InputError::new(source, "", "the graph has no node"));
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            let at = |f: &str| {
+                if n.line > 0 {
+                    format!("line {}: {f}", n.line)
+                } else {
+                    format!("nodes[{i}].{f}")
+                }
+            };
+            for (f, v) in [
+                ("forward_compute_time", n.fwd),
+                ("backward_compute_time", n.bwd),
+                ("activation_size", n.activation),
+                ("parameter_size", n.weights),
+            ] {
+                check_value(v).map_err(|r| InputError::new(source.clone(), at(f), r))?;
+            }
+        }
+        let mut succ = vec![Vec::new(); nodes.len()];
+        let mut pred = vec![Vec::new(); nodes.len()];
+        let mut kept = Vec::with_capacity(edges.len());
+        for (k, &(a, b)) in edges.iter().enumerate() {
+            if a >= nodes.len() || b >= nodes.len() {
+                return Err(InputError::new(
+                    source,
+                    format!("edges[{k}]"),
+                    format!("edge ({a}, {b}) names a node that does not exist"),
+                ));
+            }
+            if !succ[a].contains(&b) {
+                succ[a].push(b);
+                pred[b].push(a);
+                kept.push((a, b));
+            }
+        }
+        let graph = Graph {
+            source,
+            nodes,
+            edges: kept,
+            succ,
+            pred,
+        };
+        if let Err(stuck) = graph.kahn(false) {
+            let n = &graph.nodes[stuck];
+            let field = if n.line > 0 {
+                format!("line {}: {}", n.line, n.id)
+            } else {
+                format!("nodes[{stuck}]")
+            };
+            return Err(InputError::new(
+                graph.source,
+                field,
+                format!("node {} is on a cycle of edges", n.id),
+            ));
+        }
+        Ok(graph)
+    }
+
+    /// Parses the text of a `graph.txt`; `source` names it in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Graph, InputError> {
+        if text.trim().is_empty() {
+            return Err(InputError::new(source, "", "the file is empty"));
+        }
+        let mut nodes: Vec<GraphNode> = Vec::new();
+        let mut index: std::collections::HashMap<String, usize> = Default::default();
+        let mut raw_edges: Vec<(usize, String, String)> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line_no = i + 1;
+            let line = raw.trim_end();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let err = |field: &str, reason: String| {
+                InputError::new(source, format!("line {line_no}: {field}"), reason)
+            };
+            if line.starts_with(char::is_whitespace) {
+                let body = line.trim();
+                let parts: Vec<&str> = body.split(" -- ").collect();
+                if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {
+                    return Err(err(
+                        "edge",
+                        format!("{body:?} is not an edge `nodeA -- nodeB`"),
+                    ));
+                }
+                raw_edges.push((
+                    line_no,
+                    parts[0].trim().to_string(),
+                    parts[1].trim().to_string(),
+                ));
+                continue;
+            }
+            let Some((id, rest)) = line.split_once(" -- ") else {
+                return Err(err(
+                    "node",
+                    format!("{line:?} is not a node line `nodeN -- <description> -- <values>`"),
+                ));
+            };
+            let id = id.trim();
+            if id.is_empty() || id.contains(char::is_whitespace) {
+                return Err(err("node", format!("{id:?} is not a node name")));
+            }
+            let Some((desc, values)) = rest.rsplit_once(" -- ") else {
+                return Err(err(
+                    "node",
+                    format!("node {id} has no ` -- ` before its values (truncated line?)"),
+                ));
+            };
+            let mut fields: [Option<f64>; 4] = [None; 4];
+            for item in values.split(',') {
+                let item = item.trim();
+                let Some((key, value)) = item.split_once('=') else {
+                    return Err(err(
+                        "values",
+                        format!("{item:?} is not `key=value` (truncated line?)"),
+                    ));
+                };
+                let key = key.trim();
+                let slot = match key {
+                    "forward_compute_time" => 0,
+                    "backward_compute_time" => 1,
+                    "activation_size" => 2,
+                    "parameter_size" => 3,
+                    _ => return Err(err(key, "is not a known field".to_string())),
+                };
+                if fields[slot].is_some() {
+                    return Err(err(key, "is given twice".to_string()));
+                }
+                let v = parse_value(value.trim(), slot == 2).map_err(|r| err(key, r))?;
+                fields[slot] = Some(v);
+            }
+            let names = [
+                "forward_compute_time",
+                "backward_compute_time",
+                "activation_size",
+                "parameter_size",
+            ];
+            let mut got = [0.0; 4];
+            for k in 0..4 {
+                got[k] = fields[k]
+                    .ok_or_else(|| err(names[k], "is missing (truncated line?)".to_string()))?;
+            }
+            if let Some(&first) = index.get(id) {
+                return Err(err(
+                    "node",
+                    format!(
+                        "node {id} is defined twice (first on line {})",
+                        nodes[first].line
+                    ),
+                ));
+            }
+            index.insert(id.to_string(), nodes.len());
+            nodes.push(GraphNode {
+                id: id.to_string(),
+                desc: desc.trim().to_string(),
+                fwd: got[0] / 1000.0,
+                bwd: got[1] / 1000.0,
+                activation: got[2],
+                weights: got[3],
+                line: line_no,
+            });
+        }
+        if nodes.is_empty() {
+            return Err(InputError::new(source, "", "the file has no node line"));
+        }
+        let mut edges = Vec::with_capacity(raw_edges.len());
+        for (line_no, a, b) in raw_edges {
+            let find = |name: &str| {
+                index.get(name).copied().ok_or_else(|| {
+                    InputError::new(
+                        source,
+                        format!("line {line_no}: edge"),
+                        format!("node {name} is not defined in the file"),
+                    )
+                })
+            };
+            edges.push((find(&a)?, find(&b)?));
+        }
+        Graph::new(source, nodes, edges)
+    }
+
+    /// What errors name: the file.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn nodes(&self) -> &[GraphNode] {
+        &self.nodes
+    }
+
+    /// Edges `(from, to)`, indices into [`Graph::nodes`], without duplicates.
+    pub fn edges(&self) -> &[(usize, usize)] {
+        &self.edges
+    }
+
+    pub fn successors(&self, v: usize) -> &[usize] {
+        &self.succ[v]
+    }
+
+    pub fn predecessors(&self, v: usize) -> &[usize] {
+        &self.pred[v]
+    }
+
+    /// Sort key: the number in `nodeN`, then the position in the file.
+    fn key(&self, v: usize) -> (u64, usize) {
+        let n = self.nodes[v]
+            .id
+            .strip_prefix("node")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(u64::MAX);
+        (n, v)
+    }
+
+    /// Kahn's algorithm; `lifo` picks the branch-first order, else by id. `Err(v)` names a
+    /// node on a cycle.
+    fn kahn(&self, lifo: bool) -> Result<Vec<usize>, usize> {
+        let n = self.nodes.len();
+        let mut indeg: Vec<usize> = self.pred.iter().map(Vec::len).collect();
+        let mut order = Vec::with_capacity(n);
+        if lifo {
+            let mut stack: Vec<usize> = (0..n).filter(|&v| indeg[v] == 0).collect();
+            stack.sort_by_key(|&v| Reverse(self.key(v)));
+            let mut ready = Vec::new();
+            while let Some(v) = stack.pop() {
+                order.push(v);
+                ready.clear();
+                for &w in &self.succ[v] {
+                    indeg[w] -= 1;
+                    if indeg[w] == 0 {
+                        ready.push(w);
+                    }
+                }
+                ready.sort_by_key(|&w| Reverse(self.key(w)));
+                stack.extend_from_slice(&ready);
+            }
+        } else {
+            let mut heap: BinaryHeap<Reverse<((u64, usize), usize)>> = (0..n)
+                .filter(|&v| indeg[v] == 0)
+                .map(|v| Reverse((self.key(v), v)))
+                .collect();
+            while let Some(Reverse((_, v))) = heap.pop() {
+                order.push(v);
+                for &w in &self.succ[v] {
+                    indeg[w] -= 1;
+                    if indeg[w] == 0 {
+                        heap.push(Reverse((self.key(w), w)));
+                    }
+                }
+            }
+        }
+        if order.len() == n {
+            Ok(order)
+        } else {
+            Err((0..n).find(|&v| indeg[v] > 0).unwrap_or(0))
+        }
+    }
+
+    /// `cross[c]` for `c` in `0..=n`: bytes crossing the cut before position `c` of `order`
+    /// (so `cross[0] = cross[n] = 0`); each tensor counted once.
+    pub fn crossing_sizes(&self, order: &[usize]) -> Vec<Bytes> {
+        let n = order.len();
+        let mut pos = vec![0usize; self.nodes.len()];
+        for (p, &v) in order.iter().enumerate() {
+            pos[v] = p;
+        }
+        // The output of v (at position p) crosses the cuts before positions p+1..=last use.
+        let mut diff = vec![0.0; n + 2];
+        for &v in order {
+            if let Some(last) = self.succ[v].iter().map(|&w| pos[w]).max() {
+                let p = pos[v];
+                if last > p {
+                    diff[p + 1] += self.nodes[v].activation;
+                    diff[last + 1] -= self.nodes[v].activation;
+                }
+            }
+        }
+        let mut cross = Vec::with_capacity(n + 1);
+        let mut acc = 0.0;
+        for d in diff.iter().take(n + 1) {
+            acc += d;
+            cross.push(acc);
+        }
+        cross[0] = 0.0;
+        cross[n] = 0.0;
+        cross
+    }
+
+    /// The deterministic topological order the chain follows (see the module doc), and
+    /// its name (`"by id"` or `"branch first"`).
+    pub fn chain_order(&self) -> (Vec<usize>, &'static str) {
+        // Both succeed: `Graph::new` rejected cycles.
+        let by_id = self.kahn(false).unwrap_or_default();
+        let branch = self.kahn(true).unwrap_or_default();
+        let total = |o: &[usize]| self.crossing_sizes(o).iter().sum::<f64>();
+        if total(&branch) < total(&by_id) {
+            (branch, "branch first")
+        } else {
+            (by_id, "by id")
+        }
+    }
+}
+
+fn check_value(v: f64) -> Result<(), String> {
+    if v.is_nan() {
+        Err("is NaN".to_string())
+    } else if !v.is_finite() {
+        Err(format!("{v} is not a finite number"))
+    } else if v < 0.0 {
+        Err(format!("{v} is negative"))
+    } else {
+        Ok(())
+    }
+}
+
+/// One number, or for `list_ok` a list `[a; b; ...]` summed; checked finite, non-negative.
+fn parse_value(text: &str, list_ok: bool) -> Result<f64, String> {
+    let one = |t: &str| -> Result<f64, String> {
+        let t = t.trim();
+        let v: f64 = t.parse().map_err(|_| format!("{t:?} is not a number"))?;
+        check_value(v).map_err(|r| format!("{t:?} {r}"))?;
+        Ok(v)
+    };
+    if list_ok && text.starts_with('[') {
+        let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) else {
+            return Err(format!("{text:?} is an unclosed list (truncated line?)"));
+        };
+        let mut sum = 0.0;
+        for part in inner.split(';') {
+            sum += one(part)?;
+        }
+        Ok(sum)
+    } else {
+        one(text)
+    }
+}
+
+/// A linearized graph: the order, the chain layers as position ranges, and the instance.
+#[derive(Debug, Clone)]
+pub struct Linearization {
+    /// Node indices in chain order.
+    pub order: Vec<usize>,
+    /// `"by id"` or `"branch first"`.
+    pub order_kind: &'static str,
+    /// Chain layer `l` (1-based) holds `order[bounds[l-1]..bounds[l]]`; `bounds[0] = 0`,
+    /// last = number of nodes.
+    pub bounds: Vec<usize>,
+    pub instance: Instance,
+}
+
+/// Reads and checks a PipeDream `graph.txt`; errors name the file, line and field.
+pub fn read_graph(path: &Path) -> Result<Graph, InputError> {
+    let bytes = std::fs::read(path).map_err(|e| InputError::file(path, e))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| InputError::file(path, format!("the file is not UTF-8: {e}")))?;
+    Graph::parse(&text, &path.display().to_string())
+}
+
+/// Linearizes `graph` into a chain named `name` (see the module doc for the rules).
+pub fn linearize(graph: &Graph, name: &str) -> Instance {
+    linearize_detailed(graph, name).instance
+}
+
+/// [`linearize`], also returning the order and the layer bounds.
+pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
+    let (order, order_kind) = graph.chain_order();
+    let n = order.len();
+    let cross = graph.crossing_sizes(&order);
+    let nodes = graph.nodes();
+
+    // Cuts c in 0..=n (before position c). Cuts c and c+1 are equivalent when the node at
+    // position c is free. Keep one cut per class: the chain ends if the class holds one,
+    // else the smallest crossing, earliest on ties.
+    let mut bounds = Vec::new();
+    let mut c = 0;
+    while c <= n {
+        let start = c;
+        while c < n && nodes[order[c]].is_free() {
+            c += 1;
+        }
+        // class = start..=c
+        let keep = if start == 0 {
+            0
+        } else if c == n {
+            n
+        } else {
+            let mut best = start;
+            for k in start + 1..=c {
+                if cross[k] < cross[best] {
+                    best = k;
+                }
+            }
+            best
+        };
+        bounds.push(keep);
+        c += 1;
+    }
+    // A graph with one class (every node free) gives [0] or [0, n]; both ends must be there.
+    if bounds.last() != Some(&n) {
+        bounds.push(n);
+    }
+    bounds.dedup();
+    if bounds.len() == 1 {
+        bounds.push(n);
+    }
+
+    let mut stamp = vec![usize::MAX; nodes.len()];
+    let mut is_sink_in = vec![false; nodes.len()];
+    for (v, flag) in is_sink_in.iter_mut().enumerate() {
+        *flag = graph.successors(v).is_empty();
+    }
+    let mut layers = Vec::with_capacity(bounds.len() - 1);
+    for (l, w) in bounds.windows(2).enumerate() {
+        let members = &order[w[0]..w[1]];
+        let (mut fwd, mut bwd, mut weights, mut stash) = (0.0, 0.0, 0.0, 0.0);
+        for &v in members {
+            fwd += nodes[v].fwd;
+            bwd += nodes[v].bwd;
+            weights += nodes[v].weights;
+            for &u in graph.predecessors(v) {
+                if stamp[u] != l {
+                    stamp[u] = l;
+                    stash += nodes[u].activation;
+                }
+            }
+        }
+        let out = if w[1] < n {
+            cross[w[1]]
+        } else {
+            members
+                .iter()
+                .filter(|&&v| is_sink_in[v])
+                .map(|&v| nodes[v].activation)
+                .sum()
+        };
+        let ids: Vec<&str> = members.iter().map(|&v| nodes[v].id.as_str()).collect();
+        let descs: Vec<&str> = members.iter().map(|&v| nodes[v].desc.as_str()).collect();
+        layers.push(Layer {
+            name: format!("{}: {}", ids.join("+"), descs.join(" | ")),
+            fwd,
+            bwd,
+            weights,
+            out,
+            stash: Some(stash),
+        });
+    }
+    let input: Bytes = (0..nodes.len())
+        .filter(|&v| graph.predecessors(v).is_empty())
+        .map(|v| nodes[v].activation)
+        .sum();
+    let mut meta = Map::new();
+    meta.insert("source".into(), Value::from(graph.source()));
+    meta.insert("format".into(), Value::from(FORMAT));
+    meta.insert("batch".into(), json!(128));
+    meta.insert("image".into(), json!(224));
+    meta.insert(
+        "tool".into(),
+        Value::from(format!("pipeopt {}", env!("CARGO_PKG_VERSION"))),
+    );
+    meta.insert("dag_nodes".into(), json!(nodes.len()));
+    meta.insert("dag_edges".into(), json!(graph.edges().len()));
+    meta.insert("order".into(), Value::from(order_kind));
+    Linearization {
+        order,
+        order_kind,
+        bounds,
+        instance: Instance {
+            name: name.to_string(),
+            input,
+            layers,
+            meta,
+        },
+    }
+}
+
+/// Reads `path` and linearizes it, naming the instance after the file's stem (its parent
+/// folder when the file is called `graph.txt`). Errors name the file.
+pub fn import_pipedream(path: &Path, name: Option<&str>) -> Result<Instance, InputError> {
+    let graph = read_graph(path)?;
+    let default_name = default_name(path);
+    let instance = linearize(&graph, name.unwrap_or(&default_name));
+    instance.check().map_err(|e| e.in_file(path))?;
+    Ok(instance)
+}
+
+/// The `--json` object of `pipeopt import pipedream`: where the instance went and its
+/// totals (sums of fwd and bwd in seconds, weights, input and the largest `out` in bytes).
+pub fn import_summary(instance: &Instance, out: &Path) -> Value {
+    let sum = |f: fn(&Layer) -> f64| instance.layers.iter().map(f).sum::<f64>();
+    let max_out = instance.layers[..instance.len().saturating_sub(1)]
+        .iter()
+        .map(|l| l.out)
+        .fold(0.0, f64::max);
+    json!({
+        "instance": out.display().to_string(),
+        "name": instance.name,
+        "layers": instance.len(),
+        "dag_nodes": instance.meta.get("dag_nodes").cloned().unwrap_or(Value::Null),
+        "order": instance.meta.get("order").cloned().unwrap_or(Value::Null),
+        "fwd": sum(|l| l.fwd),
+        "bwd": sum(|l| l.bwd),
+        "weights": sum(|l| l.weights),
+        "input": instance.input,
+        "max_out": max_out,
+    })
+}
+
+fn default_name(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if stem == "graph" {
+        if let Some(dir) = path.parent().and_then(|p| p.file_name()) {
+            return dir.to_string_lossy().into_owned();
+        }
+    }
+    if stem.is_empty() {
+        "pipedream".to_string()
+    } else {
+        stem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(text: &str) -> Result<Graph, InputError> {
+        Graph::parse(text, "t.txt")
+    }
+
+    const DIAMOND: &str = "node1 -- Input -- forward_compute_time=1.0, backward_compute_time=0.000, activation_size=100.0, parameter_size=0.000
+node2 -- Conv -- forward_compute_time=2.0, backward_compute_time=3.0, activation_size=10.0, parameter_size=5.0
+node3 -- Relu -- forward_compute_time=0.0, backward_compute_time=0.0, activation_size=20.0, parameter_size=0.0
+node4 -- Add -- forward_compute_time=1.0, backward_compute_time=1.0, activation_size=7.0, parameter_size=0.0
+\tnode1 -- node2
+\tnode1 -- node3
+\tnode2 -- node4
+\tnode3 -- node4
+";
+
+    #[test]
+    fn diamond_crossings_and_grouping() {
+        let graph = g(DIAMOND).unwrap();
+        let lin = linearize_detailed(&graph, "d");
+        let inst = &lin.instance;
+        // node3 is free: the cuts before and after it are equivalent; before it 100+10
+        // crosses (node1 feeds node3, node2 feeds node4), after it 10+20: the latter is kept.
+        let names: Vec<&str> = inst.layers.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["node1: Input", "node2+node3: Conv | Relu", "node4: Add"]
+        );
+        assert_eq!(inst.layers[0].out, 100.0);
+        assert_eq!(inst.layers[1].out, 30.0);
+        assert_eq!(inst.layers[2].out, 7.0);
+        assert_eq!(inst.layers[1].stash, Some(100.0));
+        assert_eq!(inst.layers[2].stash, Some(30.0));
+        assert_eq!(inst.input, 100.0);
+        assert!((inst.layers[1].bwd - 0.003).abs() < 1e-15);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let e = g("node1 -- X -- forward_compute_time=abc, backward_compute_time=0, activation_size=1, parameter_size=0\n").unwrap_err();
+        assert_eq!(e.field, "line 1: forward_compute_time");
+        assert!(e.reason.contains("not a number"), "{e}");
+        let e = g("node1 -- X -- forward_compute_time=1, backward_compute_time=0, activation_size=[1; 2\n").unwrap_err();
+        assert!(e.field.starts_with("line 1:"), "{e}");
+        assert!(g("   \n").unwrap_err().reason.contains("empty"));
+    }
+}
