@@ -220,3 +220,36 @@ proptest! {
         }
     }
 }
+
+/// Through the registry and the driver: the report's period is the judge's.
+#[test]
+fn registry_runs_and_judges_bipartition() {
+    use pipeopt::algorithm::{planner, run, Options, Problem};
+    use pipeopt::model::Status;
+    let inst = instance(&[1.0, 3.0, 2.0, 3.0], &[2.0, 6.0, 4.0, 6.0], 0.0, 0.0);
+    let platform = Platform::new(3, f64::INFINITY, f64::INFINITY);
+    let p = planner("bipartition", &Options::default()).unwrap();
+    let problem = Problem {
+        instance: &inst,
+        platform: &platform,
+    };
+    let (plan, report) = run(p.as_ref(), &problem).unwrap();
+    assert!(plan.is_some());
+    assert_eq!(report.status, Status::Valid, "{:?}", report.messages);
+    assert!((report.period.unwrap() - 9.0).abs() < 1e-9);
+    assert_eq!(report.planned_period, Some(9.0));
+    // Memory too small for the weights: infeasible, with a reason.
+    let heavy = instance(&[1.0, 3.0, 2.0, 3.0], &[2.0, 6.0, 4.0, 6.0], 100.0, 1.0);
+    let small = Platform::new(3, 10.0, f64::INFINITY);
+    let problem = Problem {
+        instance: &heavy,
+        platform: &small,
+    };
+    let (_, report) = run(p.as_ref(), &problem).unwrap();
+    assert_eq!(report.status, Status::Infeasible);
+    assert!(
+        report.messages[0].contains("memory"),
+        "{:?}",
+        report.messages
+    );
+}

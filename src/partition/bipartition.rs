@@ -25,9 +25,10 @@
 // Index-heavy dynamic programs read better with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use crate::judge::{judge_graph, Judgement, TOLERANCE};
+use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
-use crate::model::{BatchGraph, Instance, Pattern, PatternOp, Platform};
+use crate::model::{Allocation, BatchGraph, Instance, Pattern, PatternOp, Platform, Stage};
 use crate::units::Seconds;
 
 /// A bi-partition as ranges, before processors are assigned; with its bottleneck.
@@ -327,4 +328,48 @@ pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, St
         pattern,
         judgement,
     })
+}
+
+/// Bi-Partition as an algorithm of the registry (`--algorithm bipartition`): [`plan`], then
+/// the driver judges the pattern against the Bi-Partition batch graph. A plan whose only
+/// violations are memory is reported infeasible (memory is not in the search).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BiPartitionPlanner;
+
+impl Planner for BiPartitionPlanner {
+    fn name(&self) -> String {
+        "bipartition".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let r = plan(problem.instance, problem.platform).map_err(anyhow::Error::msg)?;
+        let j = &r.judgement;
+        if !j.valid
+            && j.violations
+                .iter()
+                .all(|v| matches!(v, Violation::Memory { .. }))
+        {
+            return Ok(Outcome::Infeasible {
+                reason: format!(
+                    "the bottleneck-optimal Bi-Partition plan does not fit memory: {}",
+                    j.violations[0]
+                ),
+                lower_bound: None,
+            });
+        }
+        let allocation = Allocation::new(
+            r.stages
+                .iter()
+                .map(|s| Stage {
+                    first: s.forward.0,
+                    last: s.forward.1,
+                    processor: s.processor,
+                })
+                .collect(),
+        );
+        let mut sol = Solution::new(allocation, Some(r.pattern));
+        sol.planned_period = Some(r.planned_period);
+        sol.bipartition = Some(r.stages);
+        Ok(Outcome::Found(sol))
+    }
 }
