@@ -6,7 +6,7 @@
 use pipeopt::judge::judge_graph;
 use pipeopt::model::bipartition::{batch_graph, check, BiStage};
 use pipeopt::model::{Instance, Layer, OpKind, Platform};
-use pipeopt::partition::bipartition::{fast, greedy_pattern, plan, reference_dp};
+use pipeopt::partition::bipartition::{fast, greedy_pattern, paper_dp, plan, reference_dp};
 use proptest::prelude::*;
 
 fn instance(fwd: &[f64], bwd: &[f64], weights: f64, out: f64) -> Instance {
@@ -252,4 +252,31 @@ fn registry_runs_and_judges_bipartition() {
         "{:?}",
         report.messages
     );
+}
+
+#[test]
+fn paper_dp_on_the_paper_example() {
+    let (fwd, bwd) = ([1.0, 3.0, 2.0, 3.0], [2.0, 6.0, 4.0, 6.0]);
+    assert_eq!(paper_dp(&fwd, &bwd, 3, false), Some(9.0));
+    assert_eq!(paper_dp(&fwd, &bwd, 3, true), Some(9.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    /// The paper's recurrence, every s2 tried, equals our two searches.
+    #[test]
+    fn paper_dp_exhaustive_agrees((fwd, bwd) in chain(7), p in 1usize..5) {
+        let r = reference_dp(&fwd, &bwd, p).unwrap().bottleneck;
+        let a = paper_dp(&fwd, &bwd, p, false).unwrap();
+        prop_assert!((r - a).abs() <= 1e-9 * r, "{r} {a}");
+    }
+
+    /// With Algorithm 2's binary search over s2.
+    #[test]
+    fn paper_dp_binary_search_agrees((fwd, bwd) in chain(7), p in 1usize..5) {
+        let r = reference_dp(&fwd, &bwd, p).unwrap().bottleneck;
+        let a = paper_dp(&fwd, &bwd, p, true).unwrap();
+        prop_assert!((r - a).abs() <= 1e-9 * r, "{r} {a}");
+    }
 }

@@ -12,8 +12,10 @@
 //!
 //! # Where ours departs from the paper
 //! - The paper's dynamic program A(i1, j1, i2, j2, m) with its binary search over s2
-//!   (Algorithm 2) is **not implemented** here. Instead [`reference_dp`] is the plain exact
-//!   recurrence `D[k][i][j] = min_{i'<i, j'<j} max(D[k-1][i'][j'], U_F(i'+1..i) +
+//!   (Algorithm 2) is [`paper_dp`], compute only (the paper's Eq. (3) also takes the
+//!   communication between the two sub-pipelines into the max; ours leaves communication to
+//!   the batch graph and the judge), memoized over all O(L^4 P) states, so for small chains
+//!   only (tests). [`reference_dp`] is the plain exact recurrence `D[k][i][j] = min_{i'<i, j'<j} max(D[k-1][i'][j'], U_F(i'+1..i) +
 //!   U_B(j'+1..j))` (O(P L^4)), and [`fast`] is our faster exact method: bisection on the
 //!   period `T` with a feasibility test computing the minimum number of workers `g(i, j)`
 //!   covering forward prefix `i` and backward prefix `j` in O(L^3 + P L^2) per `T` (for a
@@ -372,4 +374,82 @@ impl Planner for BiPartitionPlanner {
         sol.bipartition = Some(r.stages);
         Ok(Outcome::Found(sol))
     }
+}
+
+/// The paper's dynamic program A(i1, j1, i2, j2, m) (bi-partition.txt, section on the
+/// optimality of the bi-partition algorithm, Eqs. (2)-(3) and Algorithm 2), compute only:
+/// the minimal bottleneck of forward layers `i1..=j1` and backward layers `i2..=j2` on
+/// exactly `m` workers, split by a triple S(s1, s2, m') into A(i1, s1, i2, s2, m - m') and
+/// A(s1 + 1, j1, s2 + 1, j2, m'). With `binary_search`, the best `s2` for each `(s1, m')` is
+/// found by bisection on the crossing of the left part (taken as non-decreasing in `s2`) and
+/// the right part (non-increasing), as Algorithm 2 does; without it, every `s2` is tried.
+/// Memoized over all O(L^4 P) states: for small chains (tests) only. Returns the best
+/// bottleneck over at most `processors` workers.
+pub fn paper_dp(fwd: &[f64], bwd: &[f64], processors: usize, binary_search: bool) -> Option<f64> {
+    let l = fwd.len();
+    if l == 0 || processors == 0 || bwd.len() != l {
+        return None;
+    }
+    let (pf, pb) = (prefix(fwd.iter().copied()), prefix(bwd.iter().copied()));
+    let mmax = processors.min(l);
+    let idx = |i1: usize, j1: usize, i2: usize, j2: usize, m: usize| {
+        ((((i1 - 1) * l + (j1 - 1)) * l + (i2 - 1)) * l + (j2 - 1)) * mmax + (m - 1)
+    };
+    let mut memo = vec![f64::NAN; l * l * l * l * mmax];
+    // Iterative over increasing m; within one m every sub-problem has fewer workers.
+    for m in 1..=mmax {
+        for i1 in 1..=l {
+            for j1 in i1..=l {
+                for i2 in 1..=l {
+                    for j2 in i2..=l {
+                        let v = if m == 1 {
+                            load(&pf, &pb, i1 - 1, j1, i2 - 1, j2)
+                        } else if j1 + 1 - i1 < m || j2 + 1 - i2 < m {
+                            f64::INFINITY
+                        } else {
+                            let mut best = f64::INFINITY;
+                            for mp in 1..m {
+                                let ml = m - mp;
+                                // s1, s2 leave at least ml layers left and mp right.
+                                for s1 in i1 + ml - 1..=j1 - mp {
+                                    let lo = i2 + ml - 1;
+                                    let hi = j2 - mp;
+                                    let f = |s2: usize| memo[idx(i1, s1, i2, s2, ml)];
+                                    let g = |s2: usize| memo[idx(s1 + 1, j1, s2 + 1, j2, mp)];
+                                    let h = |s2: usize| f(s2).max(g(s2));
+                                    if binary_search {
+                                        // Smallest s2 in [lo, hi] with f(s2) >= g(s2).
+                                        let (mut a, mut b) = (lo, hi + 1);
+                                        while a < b {
+                                            let mid = (a + b) / 2;
+                                            if f(mid) >= g(mid) {
+                                                b = mid;
+                                            } else {
+                                                a = mid + 1;
+                                            }
+                                        }
+                                        if a <= hi {
+                                            best = best.min(h(a));
+                                        }
+                                        if a > lo {
+                                            best = best.min(h(a - 1));
+                                        }
+                                    } else {
+                                        for s2 in lo..=hi {
+                                            best = best.min(h(s2));
+                                        }
+                                    }
+                                }
+                            }
+                            best
+                        };
+                        memo[idx(i1, j1, i2, j2, m)] = v;
+                    }
+                }
+            }
+        }
+    }
+    (1..=mmax)
+        .map(|m| memo[idx(1, l, 1, l, m)])
+        .min_by(f64::total_cmp)
 }
