@@ -7,7 +7,8 @@
 
 use std::time::Instant;
 
-use crate::judge::{judge, Judgement};
+use crate::judge::{judge, judge_graph, Judgement};
+use crate::model::bipartition::{batch_graph, BiStage};
 use crate::model::{Allocation, Instance, Pattern, Plan, PlanReport, Platform, Status};
 use crate::schedule::one_f_one_b_star;
 use crate::units::Seconds;
@@ -31,6 +32,10 @@ pub struct Solution {
     pub lower_bound: Option<Seconds>,
     /// True when a solver stopped at a limit with this incumbent (reported as "timeout").
     pub stopped_at_limit: bool,
+    /// A Bi-Partition plan (forward and backward ranges per worker): when set, the pattern
+    /// is judged against its batch graph ([`crate::model::bipartition::batch_graph`]) and
+    /// `allocation` holds the forward ranges only, for display.
+    pub bipartition: Option<Vec<BiStage>>,
 }
 
 impl Solution {
@@ -41,6 +46,7 @@ impl Solution {
             planned_period: None,
             lower_bound: None,
             stopped_at_limit: false,
+            bipartition: None,
         }
     }
 }
@@ -138,8 +144,24 @@ pub fn run(
                     }
                 }
                 Some(pattern) => {
-                    let j: Judgement =
-                        judge(problem.instance, problem.platform, &sol.allocation, pattern);
+                    let j: Judgement = match &sol.bipartition {
+                        None => judge(problem.instance, problem.platform, &sol.allocation, pattern),
+                        Some(stages) => {
+                            match batch_graph(problem.instance, problem.platform, stages) {
+                                Ok(g) => judge_graph(&g, problem.platform.memory, pattern),
+                                Err(e) => Judgement {
+                                    valid: false,
+                                    period: pattern.period,
+                                    peak_memory: vec![],
+                                    peak_at: vec![],
+                                    loads: vec![],
+                                    violations: vec![crate::judge::Violation::Structure {
+                                        message: e,
+                                    }],
+                                },
+                            }
+                        }
+                    };
                     report.peak_memory = j.peak_memory.clone();
                     if j.valid {
                         report.period = Some(j.period);
@@ -241,7 +263,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp", "bipartition"];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
 pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
@@ -298,6 +320,9 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             Ok(Box::new(crate::partition::madpipe::MadPipeDpPlanner {
                 config: options.madpipe,
             }))
+        }
+        "bipartition" | "bi-partition" => {
+            Ok(Box::new(crate::partition::bipartition::BiPartitionPlanner))
         }
         other => unreachable!("algorithm {other} is listed but not built"),
     }

@@ -401,7 +401,7 @@ fn planner_reports_planned_allocations_that_1f1b_star_can_run() {
             platform: &platform,
         };
         let p = planner("madpipe-dp", &Options::default()).unwrap();
-        let (plan, report) = run(p.as_ref(), &problem);
+        let (plan, report) = run(p.as_ref(), &problem).unwrap();
         assert_eq!(report.status, Status::Planned, "{:?}", report.messages);
         let plan = plan.unwrap();
         let planned = report.planned_period.unwrap();
@@ -433,7 +433,7 @@ fn infeasible_and_bad_inputs() {
         instance: &instance,
         platform: &platform,
     };
-    let (_, report) = run(&MadPipeDpPlanner::default(), &problem);
+    let (_, report) = run(&MadPipeDpPlanner::default(), &problem).unwrap();
     assert_eq!(report.status, Status::Infeasible);
     // A level count of 1 is refused, naming the field.
     let bad = MadPipeConfig {

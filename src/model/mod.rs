@@ -1,6 +1,7 @@
 //! The model every part shares (MODEL.md sections 1 to 6 and 9).
 
 mod allocation;
+pub mod bipartition;
 mod instance;
 mod pattern;
 mod plan;

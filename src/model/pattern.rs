@@ -17,6 +17,12 @@ pub enum OpKind {
     CF,
     /// Backward transfer b(last layer) after a stage.
     CB,
+    /// Bi-Partition: stash transfer of one layer from its forward worker to its backward
+    /// worker; its `stage` is the layer number (1-based), not a stage index.
+    CS,
+    /// Bi-Partition: updated-weight transfer of one layer from its backward worker back to
+    /// its forward worker; its `stage` is the layer number (1-based).
+    CW,
 }
 
 impl fmt::Display for OpKind {
@@ -26,6 +32,8 @@ impl fmt::Display for OpKind {
             OpKind::B => "B",
             OpKind::CF => "CF",
             OpKind::CB => "CB",
+            OpKind::CS => "CS",
+            OpKind::CW => "CW",
         })
     }
 }

@@ -1,4 +1,5 @@
 //! Partitioners: algorithms that cut the chain into stages and map them to processors.
 
+pub mod bipartition;
 pub mod madpipe;
 pub mod pipedream;

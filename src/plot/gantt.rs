@@ -142,8 +142,8 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
             let y = top + row_h * b.row as i32;
             let colour = Palette99::pick(b.batch.rem_euclid(99) as usize);
             let fill = match b.kind {
-                OpKind::F | OpKind::CF => colour.mix(0.55).filled(),
-                OpKind::B | OpKind::CB => colour.mix(0.95).filled(),
+                OpKind::F | OpKind::CF | OpKind::CS => colour.mix(0.55).filled(),
+                OpKind::B | OpKind::CB | OpKind::CW => colour.mix(0.95).filled(),
             };
             let (x0, x1) = (x(b.start), x(b.end).max(x(b.start) + 1));
             root.draw(&Rectangle::new([(x0, y + 3), (x1, y + row_h - 3)], fill))

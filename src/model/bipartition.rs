@@ -1,0 +1,218 @@
+//! Bi-Partition plans (MODEL.md section 3, last sentence): a worker holds a forward range
+//! and a backward range of layers, so a layer's F and B may run on different workers.
+//!
+//! # Operations of one batch (extends MODEL.md section 4)
+//! Workers are listed in chain order; worker `s` (its index in the `&[BiStage]` list, the
+//! "stage index" of its ops) runs `F_s` over its forward range and `B_s` over its backward
+//! range. Forward ranges partition `1..=L` in worker order, and so do backward ranges; every
+//! range is non-empty and every worker is on its own processor.
+//! - `CF_s`: a(last forward layer of s) / beta, from worker s to s+1; `F_s -> CF_s -> F_{s+1}`.
+//! - `CB_s`: a(last backward layer of s) / beta, from s+1 to s; `B_{s+1} -> CB_s -> B_s`.
+//! - `F_last -> B_last` (layer L is in both last ranges).
+//! - For a layer `l` whose F is on worker `p` and B on worker `q != p`: `CS_l` (stash(l) /
+//!   beta) with `F_p -> CS_l -> B_q`, and `CW_l` (W(l) / beta, updated weights back to p) with
+//!   `B_q -> CW_l`. **For CS and CW the `stage` field of [`OpId`] is the layer number `l`
+//!   (1-based), not a worker index.** The weight transfer feeds the forward of a later
+//!   batch (weight stashing makes forwards use a stale version anyway), so no same-batch
+//!   dependency leaves it.
+//!
+//! # Memory (extends MODEL.md section 6)
+//! - weights: `3 W(l)` on the worker of l's backward (it owns the weights, versions and the
+//!   gradient accumulator); `W(l)` more on the worker of l's forward when that is another
+//!   worker (the paper's "partial copy": a forward-only copy);
+//! - buffers: `a(in)` / `a(out)` per direction: a forward range whose input (output) crosses
+//!   a worker boundary adds `a(in)` (`a(out)`), a backward range likewise; when the forward
+//!   and backward cuts coincide this is MODEL.md's `2 a` per side;
+//! - activations: `stash(l)` on the worker of l's backward, for every batch from the start of
+//!   the forward op that computes l until the end of the backward op (the rule: the
+//!   stash counts on the B worker; its time on the F worker before `CS_l` is not counted).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{BatchGraph, Held, Instance, OpId, OpKind, Operation, Platform, Resource};
+
+/// One worker of a Bi-Partition plan: layer ranges are 1-based and inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BiStage {
+    pub processor: usize,
+    pub forward: (usize, usize),
+    pub backward: (usize, usize),
+}
+
+/// A Bi-Partition plan as stored in files: the workers in chain order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BiPlan {
+    pub stages: Vec<BiStage>,
+}
+
+/// Checks that the forward ranges and the backward ranges each partition `1..=layers` in
+/// worker order, with non-empty ranges and distinct processors below `processors`.
+pub fn check(stages: &[BiStage], layers: usize, processors: usize) -> Result<(), String> {
+    if stages.is_empty() {
+        return Err("a Bi-Partition plan needs at least one worker".into());
+    }
+    for (name, get) in [
+        (
+            "forward",
+            (|s: &BiStage| s.forward) as fn(&BiStage) -> (usize, usize),
+        ),
+        ("backward", |s: &BiStage| s.backward),
+    ] {
+        let mut next = 1;
+        for (i, s) in stages.iter().enumerate() {
+            let (a, b) = get(s);
+            if a != next || b < a {
+                return Err(format!(
+                    "stages[{i}].{name} = ({a}, {b}) does not continue the chain at layer {next}"
+                ));
+            }
+            next = b + 1;
+        }
+        if next != layers + 1 {
+            return Err(format!(
+                "the {name} ranges end at layer {} but the instance has {layers} layers",
+                next - 1
+            ));
+        }
+    }
+    for (i, s) in stages.iter().enumerate() {
+        if s.processor >= processors {
+            return Err(format!(
+                "stages[{i}].processor = {} but the platform has {processors} processors",
+                s.processor
+            ));
+        }
+        if stages[..i].iter().any(|t| t.processor == s.processor) {
+            return Err(format!(
+                "stages[{i}].processor = {} is used twice",
+                s.processor
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn owner(stages: &[BiStage], l: usize, get: fn(&BiStage) -> (usize, usize)) -> usize {
+    stages
+        .iter()
+        .position(|s| get(s).0 <= l && l <= get(s).1)
+        .expect("checked plan")
+}
+
+fn link(p: usize, q: usize, backward: bool) -> Resource {
+    Resource::Link {
+        a: p.min(q),
+        b: p.max(q),
+        backward,
+    }
+}
+
+/// The operations, dependencies and memory items of one batch of a Bi-Partition plan (see
+/// the module documentation), for [`crate::judge::judge_graph`].
+pub fn batch_graph(
+    instance: &Instance,
+    platform: &Platform,
+    stages: &[BiStage],
+) -> Result<BatchGraph, String> {
+    check(stages, instance.len(), platform.processors)?;
+    let sums = instance.sums();
+    let n = stages.len();
+    let beta = platform.bandwidth;
+    let mut ops = Vec::new();
+    let push = |ops: &mut Vec<Operation>, kind, stage, resource, duration| {
+        ops.push(Operation {
+            id: OpId { kind, stage },
+            resource,
+            duration,
+        });
+        ops.len() - 1
+    };
+    let mut f = vec![0; n];
+    let mut b = vec![0; n];
+    for (s, st) in stages.iter().enumerate() {
+        let r = Resource::Processor(st.processor);
+        f[s] = push(
+            &mut ops,
+            OpKind::F,
+            s,
+            r,
+            sums.u_f(st.forward.0, st.forward.1),
+        );
+        b[s] = push(
+            &mut ops,
+            OpKind::B,
+            s,
+            r,
+            sums.u_b(st.backward.0, st.backward.1),
+        );
+    }
+    let mut deps = Vec::new();
+    for s in 0..n - 1 {
+        let (p, q) = (stages[s].processor, stages[s + 1].processor);
+        let cf = push(
+            &mut ops,
+            OpKind::CF,
+            s,
+            link(p, q, false),
+            sums.a(stages[s].forward.1) / beta,
+        );
+        let cb = push(
+            &mut ops,
+            OpKind::CB,
+            s,
+            link(p, q, platform.full_duplex),
+            sums.a(stages[s].backward.1) / beta,
+        );
+        deps.extend([(f[s], cf), (cf, f[s + 1]), (b[s + 1], cb), (cb, b[s])]);
+    }
+    deps.push((f[n - 1], b[n - 1]));
+    let mut static_memory = vec![0.0; platform.processors];
+    let mut held = Vec::new();
+    for l in 1..=instance.len() {
+        let pf = owner(stages, l, |s| s.forward);
+        let pb = owner(stages, l, |s| s.backward);
+        let (procf, procb) = (stages[pf].processor, stages[pb].processor);
+        let w = instance.layer(l).weights;
+        static_memory[procb] += 3.0 * w;
+        held.push(Held {
+            processor: procb,
+            bytes: instance.stash(l),
+            from: f[pf],
+            until: b[pb],
+        });
+        if pf != pb {
+            static_memory[procf] += w;
+            let cs = push(
+                &mut ops,
+                OpKind::CS,
+                l,
+                link(procf, procb, false),
+                instance.stash(l) / beta,
+            );
+            let cw = push(
+                &mut ops,
+                OpKind::CW,
+                l,
+                link(procf, procb, platform.full_duplex),
+                w / beta,
+            );
+            deps.extend([(f[pf], cs), (cs, b[pb]), (b[pb], cw)]);
+        }
+    }
+    for (s, st) in stages.iter().enumerate() {
+        let m = &mut static_memory[st.processor];
+        if s > 0 {
+            *m += sums.a(st.forward.0 - 1) + sums.a(st.backward.0 - 1);
+        }
+        if s + 1 < n {
+            *m += sums.a(st.forward.1) + sums.a(st.backward.1);
+        }
+    }
+    Ok(BatchGraph {
+        ops,
+        deps,
+        processors: platform.processors,
+        static_memory,
+        held,
+    })
+}
