@@ -11,3 +11,4 @@ pub mod schedule;
 pub mod units;
 
 pub use error::InputError;
+pub mod milp;
