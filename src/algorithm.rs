@@ -162,6 +162,38 @@ pub struct Options {
     pub partition: Option<Vec<usize>>,
     /// A target period instead of the smallest one that fits.
     pub period: Option<Seconds>,
+    /// Wall-clock limit for exact solvers (`--time-limit 60s`).
+    pub time_limit: Option<Seconds>,
+    /// Coarsen the chain to this many groups before a general MILP (`--coarsen 16`).
+    pub coarsen: Option<usize>,
+    /// Solver threads (`--threads`; 1 by default).
+    pub threads: Option<usize>,
+}
+
+impl Options {
+    /// The MILP options these command-line options ask for.
+    pub fn milp(&self) -> Result<crate::milp::MilpOptions, crate::InputError> {
+        let mut m = crate::milp::MilpOptions::default();
+        if let Some(t) = self.time_limit {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(crate::InputError::new(
+                    "--time-limit",
+                    "",
+                    format!("must be a positive duration, got {t}"),
+                ));
+            }
+            m.time_limit = Some(std::time::Duration::from_secs_f64(t));
+        }
+        if let Some(n) = self.threads {
+            m.threads = u32::try_from(n)
+                .ok()
+                .and_then(std::num::NonZeroU32::new)
+                .ok_or_else(|| {
+                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
+                })?;
+        }
+        Ok(m)
+    }
 }
 
 /// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
@@ -215,7 +247,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "milp-schedule", "contiguous-opt"];
 
 /// Builds the planner registered under `name`.
 pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate::InputError> {
@@ -233,6 +265,16 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 .clone()
                 .ok_or_else(|| missing("partition"))?,
             period: options.period,
+        })),
+        "milp-schedule" | "milp" => Ok(Box::new(crate::milp::MilpSchedulePlanner {
+            partition: options
+                .partition
+                .clone()
+                .ok_or_else(|| missing("partition"))?,
+            options: options.milp()?,
+        })),
+        "contiguous-opt" => Ok(Box::new(crate::milp::ContiguousOptPlanner {
+            time_limit: options.milp()?.time_limit,
         })),
         _ => Err(crate::InputError::new(
             "--algorithm",

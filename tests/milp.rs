@@ -3,9 +3,9 @@
 //! madpipe.txt makes 1F1B* optimal there); statuses under limits.
 
 use pipeopt::judge::{judge, static_memory};
+use pipeopt::milp::contiguous::judged_one_f_one_b_star;
 use pipeopt::milp::{schedule_allocation, MilpOptions, SolveStatus};
 use pipeopt::model::{Allocation, Instance, Layer, Platform, Stage};
-use pipeopt::schedule::one_f_one_b_star::min_period_fitting;
 
 /// Deterministic pseudo-random chain of `l` layers.
 fn chain(seed: u64, l: usize) -> Instance {
@@ -51,7 +51,7 @@ fn contiguous_allocations_match_one_f_one_b_star() {
         let alloc = Allocation::from_boundaries(&[1, 3, 4]);
         for &memory in &[60.0, 80.0, 120.0] {
             let platform = Platform::new(3, memory, 4.0);
-            let star = min_period_fitting(&inst, &platform, &alloc);
+            let star = judged_one_f_one_b_star(&inst, &platform, &alloc).ok_or(());
             let out = schedule_allocation(&inst, &platform, &alloc, &quick()).unwrap();
             match star {
                 Err(_) => assert_eq!(
@@ -66,16 +66,16 @@ fn contiguous_allocations_match_one_f_one_b_star() {
                     assert!(j.valid, "{:?}", j.violations);
                     assert_eq!(Some(j.period), out.period);
                     let t = out.period.unwrap();
-                    assert!(t <= star.pattern.period * (1.0 + 1e-12));
+                    assert!(t <= star.period * (1.0 + 1e-12));
                     assert_eq!(out.status, SolveStatus::Optimal);
                     // The search's bound is a certificate: 1F1B* cannot beat it, and by
                     // Proposition 1 the MILP cannot beat 1F1B* by more than the precision.
                     assert!(out.lower_bound <= t);
                     assert!(
-                        out.lower_bound >= star.pattern.period * (1.0 - 2e-4),
+                        out.lower_bound >= star.period * (1.0 - 2e-4),
                         "seed {seed} M {memory}: MILP bound {} vs 1F1B* {} (MILP period {t})",
                         out.lower_bound,
-                        star.pattern.period
+                        star.period
                     );
                 }
             }
@@ -187,4 +187,144 @@ fn tiny_node_limit_keeps_incumbent_and_bound() {
     let full = schedule_allocation(&inst, &platform, &alloc, &quick()).unwrap();
     assert!(full.period.unwrap() <= out.period.unwrap() * (1.0 + 1e-9));
     assert!(full.lower_bound >= out.lower_bound * (1.0 - 1e-9));
+}
+
+/// Every contiguous partition of `l` layers into at most `p` stages (independent brute force).
+fn all_partitions(l: usize, p: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![];
+    for mask in 0u32..(1 << (l - 1)) {
+        if mask.count_ones() as usize + 1 > p {
+            continue;
+        }
+        let mut lasts: Vec<usize> = (1..l).filter(|&i| mask & (1 << (i - 1)) != 0).collect();
+        lasts.push(l);
+        out.push(lasts);
+    }
+    out
+}
+
+#[test]
+fn contiguous_optimum_equals_brute_force() {
+    use pipeopt::milp::contiguous_optimum;
+    let mut feasible = 0;
+    for seed in 20..26u64 {
+        let inst = chain(seed, 7);
+        for &(procs, memory) in &[(3usize, 70.0), (4, 90.0), (3, 400.0)] {
+            let platform = Platform::new(procs, memory, 6.0);
+            let brute = all_partitions(7, procs)
+                .into_iter()
+                .filter_map(|lasts| {
+                    let a = Allocation::from_boundaries(&lasts);
+                    judged_one_f_one_b_star(&inst, &platform, &a).map(|p| p.period)
+                })
+                .fold(f64::INFINITY, f64::min);
+            let r = contiguous_optimum(&inst, &platform, None).unwrap();
+            assert!(r.complete);
+            match r.best {
+                None => assert!(brute.is_infinite(), "seed {seed}: missed {brute}"),
+                Some((alloc, pattern)) => {
+                    feasible += 1;
+                    assert_eq!(pattern.period, brute, "seed {seed} P {procs} M {memory}");
+                    assert_eq!(r.lower_bound, brute);
+                    let j = judge(&inst, &platform, &alloc, &pattern);
+                    assert!(j.valid, "{:?}", j.violations);
+                    assert!(alloc.is_contiguous());
+                }
+            }
+        }
+    }
+    assert!(feasible >= 6, "too few feasible cases: {feasible}");
+}
+
+#[test]
+fn contiguous_optimum_stops_at_a_zero_time_limit() {
+    use pipeopt::milp::contiguous_optimum;
+    let inst = chain(7, 8);
+    let platform = Platform::new(4, 1e6, 6.0);
+    let r = contiguous_optimum(&inst, &platform, Some(std::time::Duration::ZERO)).unwrap();
+    assert!(!r.complete);
+    let full = contiguous_optimum(&inst, &platform, None).unwrap();
+    let (_, best) = full.best.unwrap();
+    assert!(r.lower_bound > 0.0 && r.lower_bound <= best.period);
+}
+
+#[test]
+fn planners_through_the_registry_are_judged_valid() {
+    use pipeopt::algorithm::{planner, run, Options, Problem};
+    use pipeopt::model::Status;
+    let inst = chain(9, 6);
+    let platform = Platform::new(3, 150.0, 6.0);
+    let problem = Problem {
+        instance: &inst,
+        platform: &platform,
+    };
+    let options = Options {
+        partition: Some(vec![0, 2, 4]),
+        ..Options::default()
+    };
+    let mut periods = std::collections::BTreeMap::new();
+    for name in ["1f1b*", "milp-schedule", "contiguous-opt"] {
+        let p = planner(name, &options).unwrap();
+        let (plan, report) = run(p.as_ref(), &problem);
+        assert_eq!(
+            report.status,
+            Status::Valid,
+            "{name}: {:?}",
+            report.messages
+        );
+        let plan = plan.unwrap();
+        let j = pipeopt::judge::judge_plan(&plan);
+        assert!(j.valid);
+        assert_eq!(report.period, Some(j.period));
+        if name != "1f1b*" {
+            assert!(report.lower_bound.unwrap() <= j.period);
+        }
+        periods.insert(name, j.period);
+    }
+    // The MILP on the same partition is no worse than 1F1B*, and the contiguous optimum is
+    // no worse than either.
+    assert!(periods["milp-schedule"] <= periods["1f1b*"] * (1.0 + 1e-12));
+    assert!(periods["contiguous-opt"] <= periods["1f1b*"] * (1.0 + 1e-12));
+}
+
+#[test]
+fn schedule_plan_replaces_the_pattern() {
+    use pipeopt::milp::schedule_plan;
+    use pipeopt::model::Plan;
+    let inst = chain(4, 5);
+    let platform = Platform::new(2, 1e4, 6.0);
+    let alloc = Allocation::new(vec![
+        Stage {
+            first: 1,
+            last: 2,
+            processor: 0,
+        },
+        Stage {
+            first: 3,
+            last: 3,
+            processor: 1,
+        },
+        Stage {
+            first: 4,
+            last: 5,
+            processor: 0,
+        },
+    ]);
+    let plan = Plan {
+        instance: inst.clone(),
+        instance_hash: inst.content_hash(),
+        platform: platform.clone(),
+        algorithm: "hand".into(),
+        planned_period: None,
+        stages: alloc.stages.clone(),
+        pattern: None,
+        lower_bound: None,
+        solve_seconds: None,
+    };
+    let (new, out) = schedule_plan(&plan, &quick()).unwrap();
+    assert_eq!(new.algorithm, "hand+milp");
+    let j = pipeopt::judge::judge_plan(&new);
+    assert!(j.valid, "{:?}", j.violations);
+    assert_eq!(Some(j.period), out.period);
+    assert_eq!(new.lower_bound, Some(out.lower_bound));
 }

@@ -42,10 +42,11 @@
 
 use std::time::Instant;
 
+use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::{
-    Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Platform, Resource,
+    Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Plan, Platform, Resource,
 };
 use crate::schedule::one_f_one_b_star;
 use crate::units::Seconds;
@@ -309,7 +310,7 @@ fn feasibility(
     // Memory, in units of M.
     let sums = instance.sums();
     let mem = platform.memory;
-    for p in 0..platform.processors {
+    for (p, &static_p) in statics.iter().enumerate() {
         let stages: Vec<(usize, usize, usize, f64)> = allocation
             .stages
             .iter()
@@ -341,7 +342,7 @@ fn feasibility(
             r.push(rs);
             w.push(ws);
         }
-        let cap = (mem - statics[p]) / mem;
+        let cap = (mem - static_p) / mem;
         for (e, &(_, fe, _, _)) in stages.iter().enumerate() {
             // Memory at tau = t_{F_e}.
             let tau = cols.t[fe];
@@ -396,4 +397,68 @@ fn to_pattern(graph: &BatchGraph, values: &[f64], period: f64) -> Pattern {
     }
     sort_ops(&mut ops);
     Pattern { period, ops }
+}
+
+/// The best pattern for a plan's allocation (`pipeopt schedule PLAN.json`): the plan with
+/// its pattern replaced by the MILP's (when one fits), its `lower_bound` set to the
+/// search's bound, and the search's outcome. The plan's algorithm name gets `+milp`.
+pub fn schedule_plan(plan: &Plan, options: &MilpOptions) -> anyhow::Result<(Plan, MilpOutcome)> {
+    let allocation = plan.allocation();
+    let out = schedule_allocation(&plan.instance, &plan.platform, &allocation, options)?;
+    let mut new = plan.clone();
+    new.pattern = out.pattern.clone();
+    new.lower_bound = Some(out.lower_bound);
+    new.solve_seconds = Some(out.seconds);
+    if !new.algorithm.ends_with("+milp") {
+        new.algorithm.push_str("+milp");
+    }
+    Ok((new, out))
+}
+
+/// The `milp-schedule` algorithm: a given contiguous partition (`--partition`, stage `i`
+/// on processor `i`, like `1f1b*`) scheduled by [`schedule_allocation`].
+#[derive(Debug, Clone)]
+pub struct MilpSchedulePlanner {
+    pub partition: Vec<usize>,
+    pub options: MilpOptions,
+}
+
+/// Turns a search outcome on a fixed allocation into a planner outcome.
+pub fn outcome_of(allocation: Allocation, out: MilpOutcome) -> Outcome {
+    match out.pattern {
+        None => Outcome::Infeasible {
+            reason: "no periodic pattern of this allocation fits in memory".into(),
+            lower_bound: None,
+        },
+        Some(pattern) => {
+            let mut sol = Solution::new(allocation, Some(pattern));
+            sol.lower_bound = Some(out.lower_bound);
+            sol.stopped_at_limit = out.status != SolveStatus::Optimal;
+            Outcome::Found(sol)
+        }
+    }
+}
+
+impl Planner for MilpSchedulePlanner {
+    fn name(&self) -> String {
+        "milp-schedule".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
+        if allocation.len() > problem.platform.processors {
+            anyhow::bail!(
+                "--partition has {} stages but the platform has {} processors",
+                allocation.len(),
+                problem.platform.processors
+            );
+        }
+        let out = schedule_allocation(
+            problem.instance,
+            problem.platform,
+            &allocation,
+            &self.options,
+        )?;
+        Ok(outcome_of(allocation, out))
+    }
 }

@@ -6,5 +6,6 @@ pub mod contiguous;
 pub mod fixed_allocation;
 pub mod solver;
 
-pub use fixed_allocation::{schedule_allocation, MilpOutcome};
+pub use contiguous::{contiguous_optimum, ContiguousOptPlanner, ContiguousOutcome};
+pub use fixed_allocation::{schedule_allocation, schedule_plan, MilpOutcome, MilpSchedulePlanner};
 pub use solver::{MilpOptions, SolveStatus};
