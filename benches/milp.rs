@@ -70,7 +70,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| schedule_allocation(&inst, &p2, &general, &opts).unwrap())
     });
     let long = chain(2, 24);
-    let p4 = Platform::new(4, 300.0, 6.0);
+    let p4 = Platform::new(4, 1e4, 6.0);
+    let r = contiguous_optimum(&long, &p4, None).unwrap();
+    assert!(r.best.is_some() && r.complete);
+    eprintln!(
+        "contiguous_optimum L=24 P=4: {} partitions evaluated",
+        r.leaves
+    );
     c.bench_function("contiguous_optimum L=24 P=4", |b| {
         b.iter(|| contiguous_optimum(&long, &p4, None).unwrap())
     });
