@@ -205,6 +205,45 @@ pub struct Options {
     /// MadPipe's discretization and iteration count (madpipe.txt section 5.1 defaults).
     #[serde(default)]
     pub madpipe: crate::partition::madpipe::MadPipeConfig,
+    /// Wall-clock limit for exact solvers (`--time-limit 60s`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// Coarsen the chain to this many groups before a general MILP (`--coarsen 16`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coarsen: Option<usize>,
+    /// Solver threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl Options {
+    /// The MILP options these command-line options ask for.
+    pub fn milp(&self) -> Result<crate::milp::MilpOptions, crate::InputError> {
+        let mut m = crate::milp::MilpOptions::default();
+        if let Some(t) = self.time_limit {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(crate::InputError::new(
+                    "--time-limit",
+                    "",
+                    format!("must be a positive duration, got {t}"),
+                ));
+            }
+            m.time_limit = Some(std::time::Duration::from_secs_f64(t));
+        }
+        if let Some(n) = self.threads {
+            m.threads = u32::try_from(n)
+                .ok()
+                .and_then(std::num::NonZeroU32::new)
+                .ok_or_else(|| {
+                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
+                })?;
+        }
+        Ok(m)
+    }
 }
 
 /// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
@@ -263,7 +302,7 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp", "bipartition"];
+pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp", "bipartition", "milp-schedule", "contiguous-opt"];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
 pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
@@ -324,6 +363,16 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
         "bipartition" | "bi-partition" => {
             Ok(Box::new(crate::partition::bipartition::BiPartitionPlanner))
         }
+        "milp-schedule" | "milp" => Ok(Box::new(crate::milp::MilpSchedulePlanner {
+            partition: options
+                .partition
+                .clone()
+                .ok_or_else(|| missing("partition"))?,
+            options: options.milp()?,
+        })),
+        "contiguous-opt" => Ok(Box::new(crate::milp::ContiguousOptPlanner {
+            time_limit: options.milp()?.time_limit,
+        })),
         other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

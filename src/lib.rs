@@ -15,3 +15,4 @@ pub mod sweep;
 pub mod units;
 
 pub use error::InputError;
+pub mod milp;

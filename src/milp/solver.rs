@@ -1,0 +1,280 @@
+//! HiGHS plumbing shared by the MILPs: a small model builder, typed options, and the
+//! solver's answer as values (status, incumbent, objective, dual bound, gap, node count).
+//!
+//! We talk to HiGHS through the `highs` crate directly (its `RowProblem`), not through
+//! `good_lp`: good_lp returns variable values only, while the bound, gap and node count
+//! are needed here (see shared/design/SOLVERS.md). HiGHS is kept silent (`output_flag`
+//! off): nothing is written to stdout. One thread by default.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+
+/// Options of one solve (or of a sequence of solves: see each caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MilpOptions {
+    /// Wall-clock limit; `None` for none.
+    pub time_limit: Option<Duration>,
+    /// HiGHS threads (1 by default: reproducible, and cheap on shared machines).
+    pub threads: NonZeroU32,
+    /// Relative MIP gap at which HiGHS stops (set explicitly; HiGHS's default is 1e-4).
+    pub mip_rel_gap: f64,
+    /// Branch-and-bound node limit per solve (reproducible cut-offs, unlike time limits).
+    pub node_limit: Option<u64>,
+    /// Relative precision of searches over the period (1e-4 by default).
+    pub period_precision: f64,
+}
+
+impl Default for MilpOptions {
+    fn default() -> Self {
+        MilpOptions {
+            time_limit: None,
+            threads: NonZeroU32::MIN,
+            mip_rel_gap: 1e-6,
+            node_limit: None,
+            period_precision: 1e-4,
+        }
+    }
+}
+
+/// How a solve ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SolveStatus {
+    /// Optimal (within the gap or the period precision asked for).
+    Optimal,
+    /// A limit (time, nodes) was reached with a feasible incumbent.
+    LimitWithIncumbent,
+    /// Proven infeasible.
+    Infeasible,
+    /// A limit was reached before any feasible solution was found.
+    NoSolutionWithinLimit,
+}
+
+impl SolveStatus {
+    /// True when a solution is at hand.
+    pub fn has_solution(self) -> bool {
+        matches!(self, SolveStatus::Optimal | SolveStatus::LimitWithIncumbent)
+    }
+}
+
+/// A column of a [`Model`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Var(pub usize);
+
+/// A MILP under construction: minimise `sum cost * x` subject to row bounds.
+#[derive(Debug, Default)]
+pub struct Model {
+    problem: RowProblem,
+    cols: Vec<highs::Col>,
+    integer: Vec<bool>,
+}
+
+/// What HiGHS answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveResult {
+    pub status: SolveStatus,
+    /// Column values of the incumbent (empty without one), integers rounded.
+    pub values: Vec<f64>,
+    /// Objective of the incumbent (NaN without one).
+    pub objective: f64,
+    /// HiGHS's dual bound (for a minimisation, a lower bound on the optimum).
+    pub dual_bound: f64,
+    /// HiGHS's relative gap (infinite without an incumbent).
+    pub gap: f64,
+    pub nodes: u64,
+}
+
+impl Model {
+    pub fn new() -> Self {
+        Model::default()
+    }
+
+    /// A continuous variable in `[lo, hi]`.
+    pub fn continuous(&mut self, cost: f64, lo: f64, hi: f64) -> Var {
+        self.push(cost, lo, hi, false)
+    }
+
+    /// An integer variable in `[lo, hi]`.
+    pub fn integer(&mut self, cost: f64, lo: f64, hi: f64) -> Var {
+        self.push(cost, lo, hi, true)
+    }
+
+    /// A binary variable.
+    pub fn binary(&mut self, cost: f64) -> Var {
+        self.push(cost, 0.0, 1.0, true)
+    }
+
+    fn push(&mut self, cost: f64, lo: f64, hi: f64, integer: bool) -> Var {
+        let c = self
+            .problem
+            .add_column_with_integrality(cost, lo..=hi, integer);
+        self.cols.push(c);
+        self.integer.push(integer);
+        Var(self.cols.len() - 1)
+    }
+
+    /// `lo <= sum coef * x <= hi` (use infinities for one-sided rows).
+    pub fn row(&mut self, lo: f64, hi: f64, terms: &[(Var, f64)]) {
+        let factors: Vec<(highs::Col, f64)> =
+            terms.iter().map(|&(v, c)| (self.cols[v.0], c)).collect();
+        self.problem.add_row(lo..=hi, factors);
+    }
+
+    /// `sum coef * x <= hi`.
+    pub fn le(&mut self, terms: &[(Var, f64)], hi: f64) {
+        self.row(f64::NEG_INFINITY, hi, terms)
+    }
+
+    /// `sum coef * x >= lo`.
+    pub fn ge(&mut self, terms: &[(Var, f64)], lo: f64) {
+        self.row(lo, f64::INFINITY, terms)
+    }
+
+    pub fn num_vars(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// Solves (minimisation) with the options; `time_left` overrides the time limit of the
+    /// options when given (for sequences of solves under one budget).
+    pub fn solve(
+        self,
+        options: &MilpOptions,
+        time_left: Option<Duration>,
+    ) -> anyhow::Result<SolveResult> {
+        let n = self.cols.len();
+        let mut model = self
+            .problem
+            .try_optimise(Sense::Minimise)
+            .map_err(|e| anyhow::anyhow!("HiGHS rejected the model: {e:?}"))?;
+        model.make_quiet();
+        let opt = |m: &mut highs::Model, k: &str, v: OptionValue| -> anyhow::Result<()> {
+            let r = match v {
+                OptionValue::F(x) => m.try_set_option(k, x),
+                OptionValue::I(x) => m.try_set_option(k, x),
+                OptionValue::S(x) => m.try_set_option(k, x),
+                OptionValue::B(x) => m.try_set_option(k, x),
+            };
+            r.map_err(|e| anyhow::anyhow!("HiGHS option {k}: {e:?}"))
+        };
+        opt(&mut model, "output_flag", OptionValue::B(false))?;
+        opt(&mut model, "log_to_console", OptionValue::B(false))?;
+        opt(
+            &mut model,
+            "threads",
+            OptionValue::I(options.threads.get().min(i32::MAX as u32) as i32),
+        )?;
+        if options.threads.get() > 1 {
+            opt(&mut model, "parallel", OptionValue::S("on"))?;
+        }
+        opt(
+            &mut model,
+            "mip_rel_gap",
+            OptionValue::F(options.mip_rel_gap),
+        )?;
+        // Tight tolerances: callers scale their models to O(1) numbers and add margins
+        // larger than these, so that rounded solutions pass the exact judge.
+        opt(
+            &mut model,
+            "mip_feasibility_tolerance",
+            OptionValue::F(1e-9),
+        )?;
+        opt(
+            &mut model,
+            "primal_feasibility_tolerance",
+            OptionValue::F(1e-9),
+        )?;
+        let limit = time_left.or(options.time_limit);
+        if let Some(t) = limit {
+            opt(
+                &mut model,
+                "time_limit",
+                OptionValue::F(t.as_secs_f64().max(1e-3)),
+            )?;
+        }
+        if let Some(nodes) = options.node_limit {
+            opt(
+                &mut model,
+                "mip_max_nodes",
+                OptionValue::I(nodes.min(i32::MAX as u64) as i32),
+            )?;
+        }
+        let solved = model
+            .try_solve()
+            .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))?;
+        let model_status = solved.status();
+        let has_primal = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+        let status = match model_status {
+            HighsModelStatus::Optimal => SolveStatus::Optimal,
+            HighsModelStatus::Infeasible => SolveStatus::Infeasible,
+            HighsModelStatus::ModelEmpty => SolveStatus::Optimal,
+            HighsModelStatus::ReachedTimeLimit
+            | HighsModelStatus::ReachedIterationLimit
+            | HighsModelStatus::ReachedSolutionLimit
+            | HighsModelStatus::ReachedInterrupt
+            | HighsModelStatus::ReachedMemoryLimit
+            | HighsModelStatus::ObjectiveBound
+            | HighsModelStatus::ObjectiveTarget
+            | HighsModelStatus::Unknown => {
+                if has_primal {
+                    SolveStatus::LimitWithIncumbent
+                } else {
+                    SolveStatus::NoSolutionWithinLimit
+                }
+            }
+            other => anyhow::bail!("HiGHS ended with status {other:?}"),
+        };
+        let values: Vec<f64> = if status.has_solution() && n > 0 {
+            let sol = solved.get_solution();
+            sol.columns()
+                .iter()
+                .zip(&self.integer)
+                .map(|(&v, &int)| if int { v.round() } else { v })
+                .collect()
+        } else {
+            vec![]
+        };
+        let objective = if status.has_solution() {
+            solved.objective_value()
+        } else {
+            f64::NAN
+        };
+        let dual_bound = solved
+            .double_info_value(c"mip_dual_bound")
+            .unwrap_or(f64::NEG_INFINITY);
+        let gap = if status.has_solution() {
+            solved.mip_gap()
+        } else {
+            f64::INFINITY
+        };
+        let mut nodes: i64 = 0;
+        // SAFETY: the pointer is the live HiGHS instance owned by `solved`; the name is a
+        // valid NUL-terminated string and `nodes` a valid out-parameter.
+        let rc = unsafe {
+            highs_sys::Highs_getInt64InfoValue(
+                solved.as_ptr(),
+                c"mip_node_count".as_ptr(),
+                &mut nodes,
+            )
+        };
+        if rc != 0 {
+            nodes = 0;
+        }
+        Ok(SolveResult {
+            status,
+            values,
+            objective,
+            dual_bound,
+            gap,
+            nodes: nodes.max(0) as u64,
+        })
+    }
+}
+
+enum OptionValue {
+    F(f64),
+    I(i32),
+    S(&'static str),
+    B(bool),
+}
