@@ -95,7 +95,7 @@ fn chains_are_consistent() {
         network("inception_v3", 299).unwrap().blocks.len(),
         5 + 11 + 1
     );
-    assert_eq!(network("bert48", 0 + 1).unwrap().blocks.len(), 50);
+    assert_eq!(network("bert48", 1).unwrap().blocks.len(), 50);
     // Inside a dense block the concatenated map grows by 32 channels per layer.
     let d = network("densenet121", 224).unwrap();
     assert_eq!(d.blocks[1].output_shape(), &vec![96, 56, 56]);
