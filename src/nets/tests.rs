@@ -205,3 +205,27 @@ fn ceil_mode_pool_sizes() {
     let y = b.maxpool("pool2", 0, 3, 2, 0, false).unwrap();
     assert_eq!(b.shape(y), &vec![1, 55, 2]);
 }
+
+/// The committed instances are what `cargo run --example make_instances` writes today.
+#[test]
+fn committed_instances_are_up_to_date() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("instances");
+    for (model, image, batch, file) in [
+        ("resnet50", 1000, 8, "resnet50-1000-b8.json"),
+        ("resnet101", 1000, 8, "resnet101-1000-b8.json"),
+        ("inception_v3", 1000, 8, "inception_v3-1000-b8.json"),
+        ("densenet121", 1000, 8, "densenet121-1000-b8.json"),
+        ("vgg16", 224, 128, "vgg16-224-b128.json"),
+        ("bert48", 1, 8, "bert48-b8.json"),
+        ("gpt24", 1, 8, "gpt24-b8.json"),
+    ] {
+        // Compared as text: the example writes `to_string_pretty` plus a newline.
+        let stored = std::fs::read_to_string(dir.join(file)).unwrap();
+        let fresh = instance(model, image, batch, DType::F32, &DeviceModel::H100).unwrap();
+        let fresh = serde_json::to_string_pretty(&fresh).unwrap() + "\n";
+        assert!(
+            stored == fresh,
+            "{file}: rerun `cargo run --example make_instances`"
+        );
+    }
+}
