@@ -8,6 +8,7 @@ pub mod error;
 pub mod io;
 pub mod judge;
 pub mod model;
+pub mod nets;
 pub mod partition;
 pub mod plot;
 pub mod schedule;

@@ -1,0 +1,424 @@
+//! Network descriptions as data (issue 5, items 1 and 2).
+//!
+//! A [`Network`] is an ordered chain of [`Block`]s; each block is a small DAG of [`Op`]s with
+//! its kind, hyper-parameters, input op ids and per-sample output shape (the batch dimension
+//! is left out). Every block has exactly one input tensor (op 0, [`OpKind::Input`]) and one
+//! output tensor (its last op), so a chain cut between blocks carries one tensor. The
+//! architectures follow torchvision exactly (parameter counts are tested); a later tch
+//! builder can walk `blocks[i].ops` in order and build each op from its kind.
+
+pub mod analytic;
+mod densenet;
+mod inception;
+mod resnet;
+mod transformer;
+mod vgg;
+
+pub use analytic::{analytic_instance, instance, DType, DeviceModel};
+
+/// Names accepted by [`network`].
+pub const NETWORKS: &[&str] = &[
+    "resnet50",
+    "resnet101",
+    "inception_v3",
+    "densenet121",
+    "vgg16",
+    "bert48",
+    "gpt24",
+];
+
+/// Per-sample tensor shape: `[C, H, W]` for images, `[S, D]` for token sequences, `[F]` flat.
+pub type Shape = Vec<usize>;
+
+/// The kind and hyper-parameters of one operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpKind {
+    /// The block's input tensor (the previous block's output, or the network input).
+    Input,
+    Conv2d {
+        cin: usize,
+        cout: usize,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        groups: usize,
+        bias: bool,
+    },
+    BatchNorm2d {
+        channels: usize,
+        eps: f64,
+    },
+    Relu {
+        inplace: bool,
+    },
+    MaxPool2d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        ceil_mode: bool,
+    },
+    /// `count_include_pad` is torchvision's default (true).
+    AvgPool2d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        ceil_mode: bool,
+    },
+    AdaptiveAvgPool2d {
+        out: (usize, usize),
+    },
+    Flatten,
+    /// Applied to the last dimension of its input.
+    Linear {
+        fin: usize,
+        fout: usize,
+        bias: bool,
+    },
+    Dropout {
+        p: f64,
+    },
+    /// Elementwise sum of its inputs.
+    Add,
+    /// Concatenation of its inputs along dimension 0 of the per-sample shape (channels).
+    Cat,
+    /// Token ids to vectors; the input holds ids of shape `[S]`.
+    Embedding {
+        vocab: usize,
+        dim: usize,
+    },
+    /// Learned position embedding added to the input `[S, D]` (`max_len` x `D` parameters).
+    PositionEmbedding {
+        max_len: usize,
+        dim: usize,
+    },
+    LayerNorm {
+        dim: usize,
+        eps: f64,
+    },
+    Gelu,
+    /// Scaled dot-product attention with its softmax and dropout: inputs q, k, v of shape
+    /// `[S, D]`, output `[S, D]`; no parameters (the projections are Linear ops).
+    Attention {
+        heads: usize,
+        causal: bool,
+        dropout: f64,
+    },
+}
+
+/// One operation of a block's DAG.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    /// Index of this op within its block.
+    pub id: usize,
+    /// Name (torchvision module path where there is one).
+    pub name: String,
+    pub kind: OpKind,
+    /// Ids of the ops (of the same block) whose outputs this op reads.
+    pub inputs: Vec<usize>,
+    /// Per-sample output shape.
+    pub shape: Shape,
+}
+
+/// One chain layer: a small DAG whose op 0 is the input and whose last op is the output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub name: String,
+    pub ops: Vec<Op>,
+}
+
+impl Block {
+    pub fn input_shape(&self) -> &Shape {
+        &self.ops[0].shape
+    }
+    pub fn output_shape(&self) -> &Shape {
+        &self.ops[self.ops.len() - 1].shape
+    }
+    pub fn parameter_count(&self) -> u64 {
+        self.ops.iter().map(|o| params(&o.kind)).sum()
+    }
+}
+
+/// Parameters (trainable; BN running statistics are buffers and not counted, as in
+/// torchvision's `sum(p.numel() for p in model.parameters())`).
+pub fn params(kind: &OpKind) -> u64 {
+    let u = |x: usize| x as u64;
+    match kind {
+        OpKind::Conv2d {
+            cin,
+            cout,
+            kernel,
+            groups,
+            bias,
+            ..
+        } => u(cout * (cin / groups) * kernel.0 * kernel.1) + if *bias { u(*cout) } else { 0 },
+        OpKind::BatchNorm2d { channels, .. } => 2 * u(*channels),
+        OpKind::Linear { fin, fout, bias } => u(fin * fout) + if *bias { u(*fout) } else { 0 },
+        OpKind::Embedding { vocab, dim } => u(vocab * dim),
+        OpKind::PositionEmbedding { max_len, dim } => u(max_len * dim),
+        OpKind::LayerNorm { dim, .. } => 2 * u(*dim),
+        _ => 0,
+    }
+}
+
+/// A network: its chain of blocks for one input size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Network {
+    pub name: String,
+    /// Per-sample input shape (`[3, H, W]` or `[S]` token ids).
+    pub input: Shape,
+    /// Bytes per element of the network input when it is not the compute dtype (token ids
+    /// are int64: 8); `None` means the compute dtype.
+    pub input_elem_bytes: Option<usize>,
+    pub blocks: Vec<Block>,
+}
+
+impl Network {
+    pub fn parameter_count(&self) -> u64 {
+        self.blocks.iter().map(Block::parameter_count).sum()
+    }
+    pub fn output_shape(&self) -> &Shape {
+        self.blocks
+            .last()
+            .expect("a network has blocks")
+            .output_shape()
+    }
+}
+
+/// Errors of [`network`].
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum NetError {
+    #[error("unknown network {0:?}; known: {known}", known = NETWORKS.join(", "))]
+    Unknown(String),
+    #[error("network {net}: input size {size} is too small (a feature map becomes empty at {at})")]
+    TooSmall {
+        net: String,
+        size: usize,
+        at: String,
+    },
+    #[error("network {net}: {what} must be positive")]
+    Zero { net: String, what: &'static str },
+}
+
+/// The network `name` for images of `image` x `image` pixels (for the transformers `image`
+/// is ignored: their sequence length is fixed, see `transformer.rs`).
+pub fn network(name: &str, image: usize) -> Result<Network, NetError> {
+    if image == 0 {
+        return Err(NetError::Zero {
+            net: name.into(),
+            what: "image",
+        });
+    }
+    let net = match name {
+        "resnet50" => resnet::resnet(name, &[3, 4, 6, 3], image),
+        "resnet101" => resnet::resnet(name, &[3, 4, 23, 3], image),
+        "inception_v3" => inception::inception_v3(image),
+        "densenet121" => densenet::densenet121(image),
+        "vgg16" => vgg::vgg16(image),
+        "bert48" => Ok(transformer::bert48()),
+        "gpt24" => Ok(transformer::gpt24()),
+        _ => return Err(NetError::Unknown(name.into())),
+    };
+    net.map_err(|at| NetError::TooSmall {
+        net: name.into(),
+        size: image,
+        at,
+    })
+}
+
+/// Builds one block, computing each op's output shape. Errors name the op whose output
+/// would be empty.
+pub(crate) struct B {
+    name: String,
+    ops: Vec<Op>,
+}
+
+pub(crate) type R<T> = Result<T, String>;
+
+fn conv_out(h: usize, k: usize, s: usize, p: usize, ceil: bool) -> Option<usize> {
+    let n = (h + 2 * p).checked_sub(k)?;
+    let mut o = if ceil { n.div_ceil(s) } else { n / s } + 1;
+    // PyTorch: with ceil_mode the last window must start inside the input or left padding.
+    if ceil && (o - 1) * s >= h + p {
+        o -= 1;
+    }
+    Some(o)
+}
+
+impl B {
+    pub fn new(name: impl Into<String>, input: Shape) -> Self {
+        let name = name.into();
+        B {
+            ops: vec![Op {
+                id: 0,
+                name: "input".into(),
+                kind: OpKind::Input,
+                inputs: vec![],
+                shape: input,
+            }],
+            name,
+        }
+    }
+    pub fn shape(&self, x: usize) -> &Shape {
+        &self.ops[x].shape
+    }
+    pub fn last(&self) -> usize {
+        self.ops.len() - 1
+    }
+    fn push(&mut self, name: &str, kind: OpKind, inputs: Vec<usize>, shape: Shape) -> R<usize> {
+        let id = self.ops.len();
+        if shape.contains(&0) {
+            return Err(format!("{}.{}", self.name, name));
+        }
+        self.ops.push(Op {
+            id,
+            name: name.into(),
+            kind,
+            inputs,
+            shape,
+        });
+        Ok(id)
+    }
+    fn spatial(
+        &self,
+        x: usize,
+        name: &str,
+        k: (usize, usize),
+        s: (usize, usize),
+        p: (usize, usize),
+        ceil: bool,
+    ) -> R<(usize, usize)> {
+        let sh = &self.ops[x].shape;
+        let err = || format!("{}.{}", self.name, name);
+        let h = conv_out(sh[1], k.0, s.0, p.0, ceil).ok_or_else(err)?;
+        let w = conv_out(sh[2], k.1, s.1, p.1, ceil).ok_or_else(err)?;
+        Ok((h, w))
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_full(
+        &mut self,
+        name: &str,
+        x: usize,
+        cout: usize,
+        k: (usize, usize),
+        s: (usize, usize),
+        p: (usize, usize),
+        bias: bool,
+    ) -> R<usize> {
+        let cin = self.ops[x].shape[0];
+        let (h, w) = self.spatial(x, name, k, s, p, false)?;
+        let kind = OpKind::Conv2d {
+            cin,
+            cout,
+            kernel: k,
+            stride: s,
+            padding: p,
+            groups: 1,
+            bias,
+        };
+        self.push(name, kind, vec![x], vec![cout, h, w])
+    }
+    /// Square conv without bias.
+    pub fn conv(
+        &mut self,
+        name: &str,
+        x: usize,
+        cout: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+    ) -> R<usize> {
+        self.conv_full(name, x, cout, (k, k), (s, s), (p, p), false)
+    }
+    pub fn bn(&mut self, name: &str, x: usize, eps: f64) -> R<usize> {
+        let channels = self.ops[x].shape[0];
+        let sh = self.ops[x].shape.clone();
+        self.push(name, OpKind::BatchNorm2d { channels, eps }, vec![x], sh)
+    }
+    pub fn relu(&mut self, name: &str, x: usize) -> R<usize> {
+        let sh = self.ops[x].shape.clone();
+        self.push(name, OpKind::Relu { inplace: true }, vec![x], sh)
+    }
+    pub fn maxpool(
+        &mut self,
+        name: &str,
+        x: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+        ceil_mode: bool,
+    ) -> R<usize> {
+        let c = self.ops[x].shape[0];
+        let (h, w) = self.spatial(x, name, (k, k), (s, s), (p, p), ceil_mode)?;
+        self.push(
+            name,
+            OpKind::MaxPool2d {
+                kernel: k,
+                stride: s,
+                padding: p,
+                ceil_mode,
+            },
+            vec![x],
+            vec![c, h, w],
+        )
+    }
+    pub fn avgpool(&mut self, name: &str, x: usize, k: usize, s: usize, p: usize) -> R<usize> {
+        let c = self.ops[x].shape[0];
+        let (h, w) = self.spatial(x, name, (k, k), (s, s), (p, p), false)?;
+        self.push(
+            name,
+            OpKind::AvgPool2d {
+                kernel: k,
+                stride: s,
+                padding: p,
+                ceil_mode: false,
+            },
+            vec![x],
+            vec![c, h, w],
+        )
+    }
+    pub fn adaptive_avgpool(&mut self, name: &str, x: usize, out: (usize, usize)) -> R<usize> {
+        let c = self.ops[x].shape[0];
+        self.push(
+            name,
+            OpKind::AdaptiveAvgPool2d { out },
+            vec![x],
+            vec![c, out.0, out.1],
+        )
+    }
+    pub fn flatten(&mut self, name: &str, x: usize) -> R<usize> {
+        let n = self.ops[x].shape.iter().product();
+        self.push(name, OpKind::Flatten, vec![x], vec![n])
+    }
+    pub fn linear(&mut self, name: &str, x: usize, fout: usize, bias: bool) -> R<usize> {
+        let mut sh = self.ops[x].shape.clone();
+        let fin = *sh.last().expect("non-empty shape");
+        *sh.last_mut().expect("non-empty shape") = fout;
+        self.push(name, OpKind::Linear { fin, fout, bias }, vec![x], sh)
+    }
+    pub fn dropout(&mut self, name: &str, x: usize, p: f64) -> R<usize> {
+        let sh = self.ops[x].shape.clone();
+        self.push(name, OpKind::Dropout { p }, vec![x], sh)
+    }
+    pub fn add(&mut self, name: &str, xs: &[usize]) -> R<usize> {
+        let sh = self.ops[xs[0]].shape.clone();
+        debug_assert!(xs.iter().all(|&x| self.ops[x].shape == sh));
+        self.push(name, OpKind::Add, xs.to_vec(), sh)
+    }
+    pub fn cat(&mut self, name: &str, xs: &[usize]) -> R<usize> {
+        let mut sh = self.ops[xs[0]].shape.clone();
+        sh[0] = xs.iter().map(|&x| self.ops[x].shape[0]).sum();
+        self.push(name, OpKind::Cat, xs.to_vec(), sh)
+    }
+    pub fn op(&mut self, name: &str, kind: OpKind, xs: &[usize], shape: Shape) -> R<usize> {
+        self.push(name, kind, xs.to_vec(), shape)
+    }
+    pub fn finish(self) -> Block {
+        Block {
+            name: self.name,
+            ops: self.ops,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
