@@ -4,6 +4,8 @@
 //! one exact validator ([`judge`]). See ARCHITECTURE.md for the code map and the invariants.
 
 pub mod algorithm;
+#[cfg(feature = "torch")]
+pub mod exec;
 pub mod error;
 pub mod judge;
 pub mod model;
