@@ -4,9 +4,9 @@
 //! one exact validator ([`judge`]). See ARCHITECTURE.md for the code map and the invariants.
 
 pub mod algorithm;
+pub mod error;
 #[cfg(feature = "torch")]
 pub mod exec;
-pub mod error;
 pub mod judge;
 pub mod model;
 pub mod plot;

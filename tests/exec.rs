@@ -79,7 +79,10 @@ fn one_f_one_b_star_plans_match_the_model_and_the_sequential_gradients() {
     let mut plans_run = 0;
     for p in [2, 3, 4] {
         let ps = plans(&instance, p);
-        assert!(ps.len() >= 2, "P = {p}: the memory limits should give distinct plans");
+        assert!(
+            ps.len() >= 2,
+            "P = {p}: the memory limits should give distinct plans"
+        );
         for (plan, groups) in ps {
             plans_run += 1;
             some_group_above_one |= groups.iter().any(|&g| g > 1);
@@ -98,6 +101,17 @@ fn one_f_one_b_star_plans_match_the_model_and_the_sequential_gradients() {
                 g.max_relative_error, g.max_loss_relative_error, g.worst
             );
             assert!(r.losses.iter().all(|l| l.is_finite()));
+            eprintln!(
+                "P = {p} groups {groups:?}: T = {:.3e}, replayed (measured) {:.3e}, gradient error {:.2e}",
+                r.predicted_period, r.replayed_period, g.max_relative_error
+            );
+            // The report is the CLI's JSON output: it serializes and reads back.
+            let json = serde_json::to_string(&r).unwrap();
+            let back: pipeopt::exec::ExecReport = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.losses.len(), r.losses.len());
+            for (a, b) in back.losses.iter().zip(&r.losses) {
+                assert!((a - b).abs() <= 1e-12 * b.abs());
+            }
             for m in &r.processors {
                 // One stage per processor: its live batches peak at its 1F1B* group.
                 let (&s, &live) = m.max_live.iter().next().unwrap();
@@ -120,7 +134,10 @@ fn one_f_one_b_star_plans_match_the_model_and_the_sequential_gradients() {
             assert!(r.ops.iter().all(|o| o.samples == batches));
         }
     }
-    assert!(some_group_above_one, "no plan kept more than one batch live");
+    assert!(
+        some_group_above_one,
+        "no plan kept more than one batch live"
+    );
     assert!(plans_run >= 6);
 }
 
@@ -143,6 +160,7 @@ fn backward_with_the_wrong_weight_version_is_caught() {
     o.fault = Some(Fault::NewestVersionInBackward { stage: 0 });
     let bad = execute(&plan, &net, &data, &o).unwrap();
     let g = bad.gradients.unwrap();
+    eprintln!("wrong version: gradient error {:.2e}", g.max_relative_error);
     assert!(!g.passed, "error {}", g.max_relative_error);
     // The wrong version only changes the first stage's weight gradients.
     assert!(g.worst.unwrap().1 <= plan.stages[0].last);
@@ -177,7 +195,10 @@ fn a_pattern_that_breaks_a_dependency_is_refused() {
     f1.shift -= 1;
     match execute(&plan, &net, &data, &options(batches)) {
         Err(ExecError::Schedule(m)) => assert!(m.contains("F1"), "{m}"),
-        other => panic!("expected a schedule error, got {:?}", other.map(|r| r.replayed_period)),
+        other => panic!(
+            "expected a schedule error, got {:?}",
+            other.map(|r| r.replayed_period)
+        ),
     }
 }
 

@@ -131,7 +131,10 @@ pub fn execute(
             .ok_or_else(|| ExecError::Plan(format!("pattern.ops has no {}", op.id)))?;
         place.push((p.start, p.shift));
     }
-    let window = options.window.unwrap_or_else(|| default_window(pattern)).max(1);
+    let window = options
+        .window
+        .unwrap_or_else(|| default_window(pattern))
+        .max(1);
     let device = options.device;
 
     // Rank of every operation in the batch's dependency order (Kahn).
@@ -181,7 +184,12 @@ pub fn execute(
         .map(|st| {
             let init: Params = network.layers[st.first - 1..st.last]
                 .iter()
-                .map(|l| l.params.iter().map(|p| p.to_device(device).copy()).collect())
+                .map(|l| {
+                    l.params
+                        .iter()
+                        .map(|p| p.to_device(device).copy())
+                        .collect()
+                })
                 .collect();
             let w1: Params = init
                 .iter()
@@ -219,17 +227,18 @@ pub fn execute(
     // Per batch, per layer (0-based) weight gradients, on the CPU, for the check.
     let mut grads: HashMap<(usize, usize), Vec<Tensor>> = HashMap::new();
 
-    let record = |stages: &[StageState], stash_bytes: &[f64], peak: &mut [(f64, f64, f64)], p: usize| {
-        let w: Bytes = stages
-            .iter()
-            .filter(|s| s.processor == p)
-            .map(StageState::weight_bytes)
-            .sum();
-        let total = stash_bytes[p] + w;
-        if total > peak[p].0 {
-            peak[p] = (total, stash_bytes[p], w);
-        }
-    };
+    let record =
+        |stages: &[StageState], stash_bytes: &[f64], peak: &mut [(f64, f64, f64)], p: usize| {
+            let w: Bytes = stages
+                .iter()
+                .filter(|s| s.processor == p)
+                .map(StageState::weight_bytes)
+                .sum();
+            let total = stash_bytes[p] + w;
+            if total > peak[p].0 {
+                peak[p] = (total, stash_bytes[p], w);
+            }
+        };
 
     let wall = Instant::now();
     for &(_, _, b, i, _) in &events {
@@ -320,7 +329,11 @@ pub fn execute(
                     .ok_or_else(|| ExecError::Schedule(name("F has not run")))?;
                 if options.fault == Some(Fault::NewestVersionInBackward { stage: s }) {
                     // A classic bug: recompute the stage with the newest weights at B.
-                    let newest = stages[s].versions.values().next_back().expect("two versions");
+                    let newest = stages[s]
+                        .versions
+                        .values()
+                        .next_back()
+                        .expect("two versions");
                     k.leaves = newest
                         .iter()
                         .map(|ps| {
@@ -350,7 +363,9 @@ pub fn execute(
                     } else {
                         bwd_out.remove(&(s, b))
                     }
-                    .ok_or_else(|| ExecError::Schedule(name("its upstream gradient has not arrived")))?;
+                    .ok_or_else(|| {
+                        ExecError::Schedule(name("its upstream gradient has not arrived"))
+                    })?;
                     (&k.y * g).sum(None)
                 };
                 let mut inputs: Vec<&Tensor> = k.leaves.iter().flatten().collect();
@@ -402,7 +417,10 @@ pub fn execute(
                 if st.acc_count == window_size(j) {
                     // Window j complete on this stage: W_{j+2} = W_{j+1} - lr G_j, drop W_j.
                     let base = st.versions.get(&(j + 1)).ok_or_else(|| {
-                        ExecError::Versions(format!("stage {s} lacks W_{} at the end of window {j}", j + 1))
+                        ExecError::Versions(format!(
+                            "stage {s} lacks W_{} at the end of window {j}",
+                            j + 1
+                        ))
                     })?;
                     let lr = options.lr;
                     let new: Params = tch::no_grad(|| {
@@ -444,7 +462,11 @@ pub fn execute(
             Resource::Processor(p) => Some(p),
             Resource::Link { .. } => None,
         };
-        replay_d.push(if processor.is_some() { med } else { op.duration });
+        replay_d.push(if processor.is_some() {
+            med
+        } else {
+            op.duration
+        });
         ops.push(OpTiming {
             kind: op.id.kind,
             stage: op.id.stage,
@@ -541,10 +563,19 @@ fn check(
             .iter()
             .map(|ps| ps.iter().map(Tensor::zeros_like).collect())
             .collect();
-        for (b, batch) in data.iter().enumerate().take(n.min((j + 1) * window)).skip(j * window) {
+        for (b, batch) in data
+            .iter()
+            .enumerate()
+            .take(n.min((j + 1) * window))
+            .skip(j * window)
+        {
             let leaves: Params = w
                 .iter()
-                .map(|ps| ps.iter().map(|p| p.detach().set_requires_grad(true)).collect())
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| p.detach().set_requires_grad(true))
+                        .collect()
+                })
                 .collect();
             let y = network.forward(&leaves, &batch.input);
             let loss = (network.loss)(&y, &batch.target);

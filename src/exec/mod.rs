@@ -80,7 +80,12 @@ impl Network {
     pub fn initial_params(&self, device: Device) -> Vec<Vec<Tensor>> {
         self.layers
             .iter()
-            .map(|l| l.params.iter().map(|p| p.to_device(device).copy()).collect())
+            .map(|l| {
+                l.params
+                    .iter()
+                    .map(|p| p.to_device(device).copy())
+                    .collect()
+            })
             .collect()
     }
 }
@@ -123,8 +128,7 @@ pub fn mlp_batches(count: usize, rows: i64, width: i64, seed: i64, device: Devic
             tch::manual_seed(seed + b as i64);
             Batch {
                 input: Tensor::randn([rows, width], (Kind::Float, Device::Cpu)).to_device(device),
-                target: Tensor::randn([rows, width], (Kind::Float, Device::Cpu))
-                    .to_device(device),
+                target: Tensor::randn([rows, width], (Kind::Float, Device::Cpu)).to_device(device),
             }
         })
         .collect()

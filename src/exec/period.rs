@@ -32,11 +32,8 @@ pub fn replayed_period(graph: &BatchGraph, pattern: &Pattern, d: &[Seconds]) -> 
         place.push((p.start, p.shift));
     }
     // Edges (u, v, const, coefficient of T): s_v >= s_u + const + coef T.
-    let mut edges: Vec<(usize, usize, f64, f64)> = graph
-        .deps
-        .iter()
-        .map(|&(u, v)| (u, v, d[u], 0.0))
-        .collect();
+    let mut edges: Vec<(usize, usize, f64, f64)> =
+        graph.deps.iter().map(|&(u, v)| (u, v, d[u], 0.0)).collect();
     let mut resources: Vec<Resource> = graph.ops.iter().map(|o| o.resource).collect();
     resources.sort();
     resources.dedup();
