@@ -143,6 +143,18 @@ pub fn builtin(name: &str, batches: usize, device: Device) -> Option<(Network, V
     }
 }
 
+/// The instance of a built-in network (what to plan for before `execute --network NAME`):
+/// exact sizes for its batches, rough times (see [`instance_for`]).
+pub fn builtin_instance(name: &str) -> Option<Instance> {
+    let (net, data) = builtin(name, 1, Device::Cpu)?;
+    let mut i = instance_for(&net, &data[0].input, 1e-9);
+    i.meta.insert(
+        "source".into(),
+        format!("pipeopt built-in network {name} (sizes exact, times rough)").into(),
+    );
+    Some(i)
+}
+
 /// Names accepted by [`builtin`].
 pub const BUILTIN_NETWORKS: &[&str] = &["mlp"];
 
@@ -346,6 +358,9 @@ pub fn execute_builtin(
     device: Device,
     batches: usize,
 ) -> Result<ExecReport, ExecError> {
+    if batches == 0 {
+        return Err(ExecError::Network("--periods must be at least 1".into()));
+    }
     if device.is_cuda() && !tch::Cuda::is_available() {
         return Err(ExecError::Network(
             "no CUDA device visible to libtorch (GPU builds need PIPEOPT_LINK_CUDA=1)".into(),
@@ -357,10 +372,35 @@ pub fn execute_builtin(
             BUILTIN_NETWORKS.join(", ")
         ))
     })?;
+    net_instance_check(plan, &net, &data[0].input)?;
     let options = ExecOptions {
         batches,
         device,
         ..Default::default()
     };
     execute(plan, &net, &data, &options)
+}
+
+/// Checks that the plan's instance has the network's layer count and exact sizes (weights
+/// and outputs), so that the memory comparison means something.
+fn net_instance_check(plan: &Plan, net: &Network, sample: &Tensor) -> Result<(), ExecError> {
+    let mine = instance_for(net, sample, 1e-9);
+    if mine.len() != plan.instance.len() {
+        return Err(ExecError::Network(format!(
+            "network {} has {} layers, the plan's instance {} has {}",
+            net.name,
+            mine.len(),
+            plan.instance.name,
+            plan.instance.len()
+        )));
+    }
+    for (l, (a, b)) in mine.layers.iter().zip(&plan.instance.layers).enumerate() {
+        if a.weights != b.weights || a.out != b.out {
+            return Err(ExecError::Network(format!(
+                "instance.layers[{l}]: the plan says weights {} out {}, network {} has {} and {}",
+                b.weights, b.out, net.name, a.weights, a.out
+            )));
+        }
+    }
+    Ok(())
 }
