@@ -6,6 +6,8 @@
 pub mod algorithm;
 pub mod error;
 pub mod io;
+#[cfg(feature = "torch")]
+pub mod exec;
 pub mod judge;
 pub mod model;
 pub mod nets;

@@ -1,0 +1,641 @@
+//! The replay: every operation of the pattern for every batch, single-threaded, in the
+//! order of its planned start time.
+//!
+//! Batch `b` (0-based, `b < N`) runs operation `o` in period `k = b + h_o`, planned at
+//! `k T + t_o`. Operations are executed in increasing planned start (times within 1e-9 T are
+//! equal), ties broken by the operation's rank in the batch's dependency order, then by
+//! batch. Periods before the first and after the last batch are the pipeline's fill and
+//! drain: operations of batches outside `0..N` are skipped. A pattern that breaks a
+//! dependency (an F before its input arrived, a B before its F) stops the run with
+//! [`ExecError::Schedule`].
+//!
+//! - F_s: input = the batch's data (s = 0) or the tensor received from stage s-1, made a leaf
+//!   that requires gradients; runs the stage's layers with the batch's weight version (leaf
+//!   aliases of the version's tensors), keeps the stash (input leaf, output, parameter leaves)
+//!   until B_s. The last stage also computes the loss.
+//! - CF_s / CB_s: a copy of the tensor into a fresh tensor stands for the transfer.
+//! - B_s: `run_backward` of `sum(y * g_up)` (the last stage: the loss) for the input and
+//!   weight gradients; weight gradients go to the stage's accumulator, the input gradient to
+//!   stage s-1.
+//!
+//! Memory is tracked at each operation (after F allocates its stash, before B frees it):
+//! bytes of every layer input stashed by live batches, plus the bytes of the weight versions
+//! and accumulators held (see the crate-level rule in [`super`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use tch::{Device, Tensor};
+
+use super::{
+    default_window, replayed_period, tensor_bytes, Batch, ExecError, ExecOptions, ExecReport,
+    Fault, GradientCheck, Network, OpTiming, ProcessorMemory,
+};
+use crate::judge::memory_peaks;
+use crate::model::{BatchGraph, OpKind, Plan, Resource};
+use crate::units::Bytes;
+
+const GRAD_TOLERANCE: f64 = 1e-4;
+
+type Params = Vec<Vec<Tensor>>;
+
+struct Stash {
+    x: Option<Tensor>,
+    y: Tensor,
+    leaves: Params,
+    version: usize,
+    bytes: Bytes,
+}
+
+struct StageState {
+    first: usize,
+    last: usize,
+    processor: usize,
+    versions: BTreeMap<usize, Params>,
+    acc: Params,
+    acc_window: Option<usize>,
+    acc_count: usize,
+    live: usize,
+    max_live: usize,
+}
+
+impl StageState {
+    fn weight_bytes(&self) -> Bytes {
+        let p = |ps: &Params| -> Bytes { ps.iter().flatten().map(tensor_bytes).sum() };
+        self.versions.values().map(p).sum::<Bytes>() + p(&self.acc)
+    }
+}
+
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Runs `plan`'s pattern with `network` on `data` (at least `options.batches` batches) and
+/// reports measured against predicted durations, period and memory, and the gradient check.
+pub fn execute(
+    plan: &Plan,
+    network: &Network,
+    data: &[Batch],
+    options: &ExecOptions,
+) -> Result<ExecReport, ExecError> {
+    let pattern = plan
+        .pattern
+        .as_ref()
+        .ok_or_else(|| ExecError::Plan("the plan has no pattern (status planned)".into()))?;
+    let instance = &plan.instance;
+    let allocation = plan.allocation();
+    allocation
+        .check(instance.len(), plan.platform.processors)
+        .map_err(|e| ExecError::Plan(e.to_string()))?;
+    if network.layers.len() != instance.len() {
+        return Err(ExecError::Network(format!(
+            "network {} has {} layers but the plan's instance {} has {}",
+            network.name,
+            network.layers.len(),
+            instance.name,
+            instance.len()
+        )));
+    }
+    let n_batches = options.batches;
+    if n_batches == 0 || data.len() < n_batches {
+        return Err(ExecError::Network(format!(
+            "{} batches of data for {} batches",
+            data.len(),
+            n_batches
+        )));
+    }
+    let t = pattern.period;
+    if !(t.is_finite() && t > 0.0) {
+        return Err(ExecError::Plan(format!("pattern.period is {t}")));
+    }
+    let graph = BatchGraph::new(instance, &plan.platform, &allocation);
+    let mut place = Vec::with_capacity(graph.ops.len());
+    for op in &graph.ops {
+        let p = pattern
+            .get(op.id)
+            .ok_or_else(|| ExecError::Plan(format!("pattern.ops has no {}", op.id)))?;
+        place.push((p.start, p.shift));
+    }
+    let window = options
+        .window
+        .unwrap_or_else(|| default_window(pattern))
+        .max(1);
+    let device = options.device;
+
+    // Rank of every operation in the batch's dependency order (Kahn).
+    let n_ops = graph.ops.len();
+    let mut indeg = vec![0usize; n_ops];
+    for &(_, v) in &graph.deps {
+        indeg[v] += 1;
+    }
+    let mut rank = vec![usize::MAX; n_ops];
+    let mut ready: Vec<usize> = (0..n_ops).filter(|&i| indeg[i] == 0).collect();
+    let mut next = 0;
+    while let Some(u) = ready.pop() {
+        rank[u] = next;
+        next += 1;
+        for &(a, v) in &graph.deps {
+            if a == u {
+                indeg[v] -= 1;
+                if indeg[v] == 0 {
+                    ready.push(v);
+                }
+            }
+        }
+    }
+    if next != n_ops {
+        return Err(ExecError::Plan("the batch graph has a cycle".into()));
+    }
+
+    // Events (quantized planned start, rank, batch, op, period).
+    let mut events = Vec::new();
+    for (i, &(start, shift)) in place.iter().enumerate() {
+        for b in 0..n_batches as i64 {
+            let k = b + shift;
+            let time = k as f64 * t + start;
+            let q = (time / (t * 1e-9)).round() as i128;
+            events.push((q, rank[i], b as usize, i, k));
+        }
+    }
+    events.sort();
+    let periods_run = match (events.first(), events.last()) {
+        (Some(a), Some(z)) => (z.4 - a.4 + 1) as usize,
+        _ => 0,
+    };
+
+    let mut stages: Vec<StageState> = allocation
+        .stages
+        .iter()
+        .map(|st| {
+            let init: Params = network.layers[st.first - 1..st.last]
+                .iter()
+                .map(|l| {
+                    l.params
+                        .iter()
+                        .map(|p| p.to_device(device).copy())
+                        .collect()
+                })
+                .collect();
+            let w1: Params = init
+                .iter()
+                .map(|ps| ps.iter().map(Tensor::copy).collect())
+                .collect();
+            let acc: Params = init
+                .iter()
+                .map(|ps| ps.iter().map(Tensor::zeros_like).collect())
+                .collect();
+            StageState {
+                first: st.first,
+                last: st.last,
+                processor: st.processor,
+                versions: BTreeMap::from([(0, init), (1, w1)]),
+                acc,
+                acc_window: None,
+                acc_count: 0,
+                live: 0,
+                max_live: 0,
+            }
+        })
+        .collect();
+    let window_size = |j: usize| window.min(n_batches - j * window);
+    let n_stages = stages.len();
+    let procs = plan.platform.processors;
+    let mut stash: HashMap<(usize, usize), Stash> = HashMap::new();
+    let mut fwd_out: HashMap<(usize, usize), Tensor> = HashMap::new();
+    let mut fwd_ready: HashMap<(usize, usize), Tensor> = HashMap::new();
+    let mut bwd_out: HashMap<(usize, usize), Tensor> = HashMap::new();
+    let mut bwd_ready: HashMap<(usize, usize), Tensor> = HashMap::new();
+    let mut stash_bytes = vec![0.0; procs];
+    let mut peak = vec![(0.0, 0.0, 0.0); procs]; // (total, stash, weights)
+    let mut measured: Vec<Vec<f64>> = vec![Vec::new(); n_ops];
+    let mut losses = vec![f64::NAN; n_batches];
+    // Per batch, per layer (0-based) weight gradients, on the CPU, for the check.
+    let mut grads: HashMap<(usize, usize), Vec<Tensor>> = HashMap::new();
+
+    let record =
+        |stages: &[StageState], stash_bytes: &[f64], peak: &mut [(f64, f64, f64)], p: usize| {
+            let w: Bytes = stages
+                .iter()
+                .filter(|s| s.processor == p)
+                .map(StageState::weight_bytes)
+                .sum();
+            let total = stash_bytes[p] + w;
+            if total > peak[p].0 {
+                peak[p] = (total, stash_bytes[p], w);
+            }
+        };
+
+    let wall = Instant::now();
+    for &(_, _, b, i, _) in &events {
+        let op = graph.ops[i];
+        let s = op.id.stage;
+        let name = |what: &str| format!("{}{} of batch {b}: {what}", op.id.kind, s);
+        sync(device);
+        let t0 = Instant::now();
+        match op.id.kind {
+            OpKind::F => {
+                let st = &mut stages[s];
+                let version = b / window;
+                let params = st.versions.get(&version).ok_or_else(|| {
+                    ExecError::Versions(format!(
+                        "F{s} of batch {b} needs version W_{version} but stage {s} holds {:?}; \
+                         window {window} is too small for this pattern",
+                        st.versions.keys().collect::<Vec<_>>()
+                    ))
+                })?;
+                let leaves: Params = params
+                    .iter()
+                    .map(|ps| {
+                        ps.iter()
+                            .map(|p| p.detach().set_requires_grad(true))
+                            .collect()
+                    })
+                    .collect();
+                let (input, x) = if s == 0 {
+                    let src = if options.fault == Some(Fault::WrongBatchInput) && b % 2 == 1 {
+                        b - 1
+                    } else {
+                        b
+                    };
+                    (data[src].input.shallow_clone(), None)
+                } else {
+                    let r = fwd_ready
+                        .remove(&(s - 1, b))
+                        .ok_or_else(|| ExecError::Schedule(name("its input has not arrived")))?;
+                    let leaf = r.detach().set_requires_grad(true);
+                    (leaf.shallow_clone(), Some(leaf))
+                };
+                let mut y = input;
+                let mut bytes = 0.0;
+                for (l, ps) in (st.first..=st.last).zip(&leaves) {
+                    bytes += tensor_bytes(&y);
+                    y = (network.layers[l - 1].forward)(ps, &y);
+                }
+                if s + 1 == n_stages {
+                    y = (network.loss)(&y, &data[b].target);
+                    losses[b] = y.double_value(&[]);
+                } else if allocation.crosses(s) {
+                    fwd_out.insert((s, b), y.detach());
+                } else {
+                    fwd_ready.insert((s, b), y.detach());
+                }
+                stash.insert(
+                    (s, b),
+                    Stash {
+                        x,
+                        y,
+                        leaves,
+                        version,
+                        bytes,
+                    },
+                );
+                st.live += 1;
+                st.max_live = st.max_live.max(st.live);
+                stash_bytes[st.processor] += bytes;
+                record(&stages, &stash_bytes, &mut peak, stages[s].processor);
+            }
+            OpKind::CF => {
+                let y = fwd_out
+                    .remove(&(s, b))
+                    .ok_or_else(|| ExecError::Schedule(name("F has not run")))?;
+                fwd_ready.insert((s, b), y.copy());
+            }
+            OpKind::CB => {
+                let g = bwd_out
+                    .remove(&(s, b))
+                    .ok_or_else(|| ExecError::Schedule(name("B of the next stage has not run")))?;
+                bwd_ready.insert((s, b), g.copy());
+            }
+            OpKind::B => {
+                let sp = stages[s].processor;
+                record(&stages, &stash_bytes, &mut peak, sp);
+                let mut k = stash
+                    .remove(&(s, b))
+                    .ok_or_else(|| ExecError::Schedule(name("F has not run")))?;
+                if options.fault == Some(Fault::NewestVersionInBackward { stage: s }) {
+                    // A classic bug: recompute the stage with the newest weights at B.
+                    let newest = stages[s]
+                        .versions
+                        .values()
+                        .next_back()
+                        .expect("two versions");
+                    k.leaves = newest
+                        .iter()
+                        .map(|ps| {
+                            ps.iter()
+                                .map(|p| p.detach().set_requires_grad(true))
+                                .collect()
+                        })
+                        .collect();
+                    let mut y = match &k.x {
+                        Some(x) => x.shallow_clone(),
+                        None => data[b].input.shallow_clone(),
+                    };
+                    let st = &stages[s];
+                    for (l, ps) in (st.first..=st.last).zip(&k.leaves) {
+                        y = (network.layers[l - 1].forward)(ps, &y);
+                    }
+                    if s + 1 == n_stages {
+                        y = (network.loss)(&y, &data[b].target);
+                    }
+                    k.y = y;
+                }
+                let root = if s + 1 == n_stages {
+                    k.y.shallow_clone()
+                } else {
+                    let g = if allocation.crosses(s) {
+                        bwd_ready.remove(&(s, b))
+                    } else {
+                        bwd_out.remove(&(s, b))
+                    }
+                    .ok_or_else(|| {
+                        ExecError::Schedule(name("its upstream gradient has not arrived"))
+                    })?;
+                    (&k.y * g).sum(None)
+                };
+                let mut inputs: Vec<&Tensor> = k.leaves.iter().flatten().collect();
+                if let Some(x) = &k.x {
+                    inputs.push(x);
+                }
+                let out = Tensor::f_run_backward(&[root], &inputs, false, false)?;
+                let n_w = inputs.len() - k.x.is_some() as usize;
+                if s > 0 {
+                    // CB_{s-1} moves it to `bwd_ready`; on the same processor B_{s-1}
+                    // reads it from `bwd_out` directly.
+                    bwd_out.insert((s - 1, b), out[n_w].shallow_clone());
+                }
+                let st = &mut stages[s];
+                // The batch's window is the version its F used.
+                let j = k.version;
+                match st.acc_window {
+                    Some(w) if w != j => {
+                        return Err(ExecError::Versions(format!(
+                            "B{s} of batch {b} (window {j}) before window {w} finished"
+                        )))
+                    }
+                    _ => st.acc_window = Some(j),
+                }
+                let mut g_it = out[..n_w].iter();
+                let mut per_layer = Vec::new();
+                tch::no_grad(|| {
+                    for acc_l in st.acc.iter_mut() {
+                        let mut kept = Vec::new();
+                        for a in acc_l.iter_mut() {
+                            let g = g_it.next().expect("one gradient per parameter");
+                            let _ = a.g_add_(g);
+                            if options.check_gradients {
+                                kept.push(g.to_device(Device::Cpu));
+                            }
+                        }
+                        per_layer.push(kept);
+                    }
+                });
+                if options.check_gradients {
+                    for (l, kept) in (st.first..=st.last).zip(per_layer) {
+                        grads.insert((b, l - 1), kept);
+                    }
+                }
+                st.acc_count += 1;
+                st.live -= 1;
+                stash_bytes[st.processor] -= k.bytes;
+                drop(k);
+                if st.acc_count == window_size(j) {
+                    // Window j complete on this stage: W_{j+2} = W_{j+1} - lr G_j, drop W_j.
+                    let base = st.versions.get(&(j + 1)).ok_or_else(|| {
+                        ExecError::Versions(format!(
+                            "stage {s} lacks W_{} at the end of window {j}",
+                            j + 1
+                        ))
+                    })?;
+                    let lr = options.lr;
+                    let new: Params = tch::no_grad(|| {
+                        base.iter()
+                            .zip(&st.acc)
+                            .map(|(ps, gs)| ps.iter().zip(gs).map(|(p, g)| p - g * lr).collect())
+                            .collect()
+                    });
+                    st.versions.remove(&j);
+                    st.versions.insert(j + 2, new);
+                    tch::no_grad(|| {
+                        for a in st.acc.iter_mut().flatten() {
+                            let _ = a.zero_();
+                        }
+                    });
+                    st.acc_window = None;
+                    st.acc_count = 0;
+                }
+            }
+        }
+        sync(device);
+        measured[i].push(t0.elapsed().as_secs_f64());
+    }
+    let wall = wall.elapsed().as_secs_f64();
+    if !stash.is_empty() {
+        return Err(ExecError::Schedule(format!(
+            "{} stashes left after the run",
+            stash.len()
+        )));
+    }
+
+    // Durations: measured F/B medians, the model's transfers.
+    let mut ops = Vec::new();
+    let mut replay_d = Vec::with_capacity(n_ops);
+    for (i, op) in graph.ops.iter().enumerate() {
+        let samples = measured[i].len();
+        let med = median(&mut measured[i]);
+        let processor = match op.resource {
+            Resource::Processor(p) => Some(p),
+            Resource::Link { .. } => None,
+        };
+        replay_d.push(if processor.is_some() {
+            med
+        } else {
+            op.duration
+        });
+        ops.push(OpTiming {
+            kind: op.id.kind,
+            stage: op.id.stage,
+            processor,
+            predicted: op.duration,
+            measured_median: med,
+            samples,
+        });
+    }
+    let model_d: Vec<f64> = graph.ops.iter().map(|o| o.duration).collect();
+    let replayed = replayed_period(&graph, pattern, &replay_d).unwrap_or(f64::NAN);
+    let replayed_model = replayed_period(&graph, pattern, &model_d).unwrap_or(f64::NAN);
+
+    let (pred_peaks, _) = memory_peaks(&graph, t, |i| place[i]);
+    let sums = instance.sums();
+    let processors = (0..procs)
+        .map(|p| {
+            let w3: Bytes = allocation
+                .stages
+                .iter()
+                .filter(|st| st.processor == p)
+                .map(|st| 3.0 * sums.weights(st.first, st.last))
+                .sum();
+            let buffers = graph.static_memory[p] - w3;
+            let (total, sb, wb) = peak[p];
+            ProcessorMemory {
+                processor: p,
+                predicted_peak: pred_peaks[p],
+                measured_peak: total + buffers,
+                measured_stash_peak: sb,
+                measured_weights: wb,
+                model_buffers: buffers,
+                max_live: stages
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.processor == p)
+                    .map(|(i, s)| (i, s.max_live))
+                    .collect(),
+                cuda_allocated_peak: None,
+            }
+        })
+        .collect();
+
+    let gradients = if options.check_gradients {
+        Some(check(network, data, options, window, &losses, &grads)?)
+    } else {
+        None
+    };
+    Ok(ExecReport {
+        network: network.name.clone(),
+        device: format!("{device:?}"),
+        batches: n_batches,
+        periods_run,
+        window,
+        predicted_period: t,
+        replayed_period: replayed,
+        replayed_period_model: replayed_model,
+        wall_per_period: wall / periods_run.max(1) as f64,
+        ops,
+        processors,
+        gradients,
+        losses,
+    })
+}
+
+/// The sequential reference: batches in order through the whole chain, with the same
+/// version rule, gradients compared batch by batch and layer by layer.
+fn check(
+    network: &Network,
+    data: &[Batch],
+    options: &ExecOptions,
+    window: usize,
+    losses: &[f64],
+    grads: &HashMap<(usize, usize), Vec<Tensor>>,
+) -> Result<GradientCheck, ExecError> {
+    let n = options.batches;
+    let device = options.device;
+    let init = network.initial_params(device);
+    let mut versions: BTreeMap<usize, Params> = BTreeMap::new();
+    versions.insert(
+        1,
+        init.iter()
+            .map(|ps| ps.iter().map(Tensor::copy).collect())
+            .collect(),
+    );
+    versions.insert(0, init);
+    let mut worst = 0.0f64;
+    let mut worst_at = None;
+    let mut worst_loss = 0.0f64;
+    let mut j = 0;
+    while j * window < n {
+        let w = versions.get(&j).expect("W_j exists").shallow_clone_params();
+        let mut acc: Params = w
+            .iter()
+            .map(|ps| ps.iter().map(Tensor::zeros_like).collect())
+            .collect();
+        for (b, batch) in data
+            .iter()
+            .enumerate()
+            .take(n.min((j + 1) * window))
+            .skip(j * window)
+        {
+            let leaves: Params = w
+                .iter()
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| p.detach().set_requires_grad(true))
+                        .collect()
+                })
+                .collect();
+            let y = network.forward(&leaves, &batch.input);
+            let loss = (network.loss)(&y, &batch.target);
+            let lv = loss.double_value(&[]);
+            worst_loss = worst_loss.max((losses[b] - lv).abs() / lv.abs().max(1e-30));
+            let inputs: Vec<&Tensor> = leaves.iter().flatten().collect();
+            let g = Tensor::f_run_backward(&[loss], &inputs, false, false)?;
+            let mut it = g.iter();
+            for (l, acc_l) in acc.iter_mut().enumerate() {
+                let piped = grads.get(&(b, l));
+                for (pi, a) in acc_l.iter_mut().enumerate() {
+                    let g = it.next().expect("one gradient per parameter");
+                    tch::no_grad(|| {
+                        let _ = a.g_add_(g);
+                    });
+                    let rel = match piped.and_then(|v| v.get(pi)) {
+                        Some(pg) => {
+                            let r = g.to_device(Device::Cpu);
+                            let diff = (pg - &r).abs().max().double_value(&[]);
+                            let scale = r.abs().max().double_value(&[]).max(1e-30);
+                            diff / scale
+                        }
+                        None => f64::INFINITY,
+                    };
+                    if rel > worst || rel.is_nan() {
+                        worst = if rel.is_nan() { f64::INFINITY } else { rel };
+                        worst_at = Some((b, l + 1));
+                    }
+                }
+            }
+        }
+        let base = versions.get(&(j + 1)).expect("W_{j+1} exists");
+        let lr = options.lr;
+        let new: Params = tch::no_grad(|| {
+            base.iter()
+                .zip(&acc)
+                .map(|(ps, gs)| ps.iter().zip(gs).map(|(p, g)| p - g * lr).collect())
+                .collect()
+        });
+        versions.remove(&j);
+        versions.insert(j + 2, new);
+        j += 1;
+    }
+    Ok(GradientCheck {
+        max_relative_error: worst,
+        max_loss_relative_error: worst_loss,
+        tolerance: GRAD_TOLERANCE,
+        passed: worst <= GRAD_TOLERANCE && worst_loss <= GRAD_TOLERANCE,
+        worst: worst_at,
+    })
+}
+
+trait ShallowParams {
+    fn shallow_clone_params(&self) -> Params;
+}
+
+impl ShallowParams for Params {
+    fn shallow_clone_params(&self) -> Params {
+        self.iter()
+            .map(|ps| ps.iter().map(Tensor::shallow_clone).collect())
+            .collect()
+    }
+}
