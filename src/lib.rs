@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod model;
+pub mod schedule;
 pub mod units;
 
 pub use error::InputError;
