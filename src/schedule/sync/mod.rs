@@ -5,6 +5,7 @@
 
 pub mod dapple;
 pub mod gpipe;
+pub mod sim;
 
 use serde::{Deserialize, Serialize};
 
