@@ -133,6 +133,26 @@ pub fn simulate_times(
     })
 }
 
+/// Peak number of micro-batches live on `worker` (section 6: F started, B not finished),
+/// counted over all stages and pipelines the worker holds.
+pub fn peak_live(t: &Timeline, worker: usize) -> usize {
+    let mut events: Vec<(f64, i32)> = Vec::new();
+    for &(start, end, op) in &t.intervals[worker] {
+        match op {
+            Instr::Forward { .. } => events.push((start, 1)),
+            Instr::Backward { .. } => events.push((end, -1)),
+        }
+    }
+    // At equal times a release (B finished) counts before an acquisition.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut live, mut peak) = (0i32, 0i32);
+    for (_, delta) in events {
+        live += delta;
+        peak = peak.max(live);
+    }
+    peak as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{b, dapple::dapple, f, gpipe::gpipe};
@@ -149,6 +169,19 @@ mod tests {
                     let t = simulate_times(&s, d, &tf, &tb, &vec![0.0; d]).unwrap();
                     assert!((t.makespan - want).abs() < 1e-9, "d={d} n={n}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn dapple_holds_d_live_gpipe_n() {
+        for d in 2..6 {
+            for n in d..3 * d {
+                let z = vec![0.0; d];
+                let t = simulate_times(&dapple(d, n), d, &vec![1.0; d], &vec![2.0; d], &z);
+                assert_eq!(peak_live(&t.unwrap(), 0), d);
+                let t = simulate_times(&gpipe(d, n), d, &vec![1.0; d], &vec![2.0; d], &z);
+                assert_eq!(peak_live(&t.unwrap(), 0), n);
             }
         }
     }
