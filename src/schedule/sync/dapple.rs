@@ -1,0 +1,22 @@
+//! DAPPLE (Fan et al. 2021): 1F1B with a flush. Worker s warms up with min(D - s, N)
+//! forwards, then alternates one backward and one forward, then drains the backwards.
+
+use super::{b, f, Schedule};
+
+/// DAPPLE's streams for `d` stages and `n` micro-batches.
+pub fn dapple(d: usize, n: usize) -> Schedule {
+    (0..d)
+        .map(|s| {
+            let warm = (d - s).min(n);
+            let mut out = Vec::with_capacity(2 * n);
+            out.extend((0..warm).map(|i| f(s, i)));
+            for i in 0..n {
+                out.push(b(s, i));
+                if warm + i < n {
+                    out.push(f(s, warm + i));
+                }
+            }
+            out
+        })
+        .collect()
+}
