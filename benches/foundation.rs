@@ -1,1 +1,58 @@
-fn main() {}
+//! Issue 2's measurements: `import` of the branching PipeDream profiles and the judge on
+//! densenet121 with P = 8. Run: `cargo bench --bench foundation`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use pipeopt::io::pipedream::import_pipedream;
+use pipeopt::judge::judge;
+use pipeopt::model::{Allocation, Platform};
+use pipeopt::schedule::one_f_one_b_star::{min_period_fitting, one_f_one_b_star};
+use std::path::{Path, PathBuf};
+
+fn profile(name: &str) -> PathBuf {
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/pipedream-profiles");
+    let dir = if beside.is_dir() { beside } else { PathBuf::from("/work/shared/pipedream-profiles") };
+    dir.join(format!("{name}.txt"))
+}
+
+/// Stages of nearly equal compute: stage i ends at the first layer where the prefix of
+/// U reaches i/P of the total.
+fn even_partition(inst: &pipeopt::model::Instance, p: usize) -> Allocation {
+    let s = inst.sums();
+    let total = s.u(1, inst.len());
+    let mut lasts = Vec::new();
+    for l in 1..=inst.len() {
+        let k = lasts.len() + 1;
+        if k < p && s.u(1, l) >= total * k as f64 / p as f64 && inst.len() - l >= p - k {
+            lasts.push(l);
+        }
+    }
+    lasts.push(inst.len());
+    Allocation::from_boundaries(&lasts)
+}
+
+fn bench(c: &mut Criterion) {
+    for name in ["densenet121", "inception_v3", "resnet50"] {
+        let path = profile(name);
+        c.bench_function(&format!("import pipedream {name}"), |b| {
+            b.iter(|| import_pipedream(black_box(&path), None).unwrap())
+        });
+    }
+    let inst = import_pipedream(&profile("densenet121"), None).unwrap();
+    let alloc = even_partition(&inst, 8);
+    let plat = Platform::new(8, 64.0 * 1073741824.0, 12e9);
+    let plan = min_period_fitting(&inst, &plat, &alloc).unwrap();
+    assert!(judge(&inst, &plat, &alloc, &plan.pattern).valid);
+    c.bench_function("judge densenet121 P=8 (1F1B*)", |b| {
+        b.iter(|| judge(black_box(&inst), &plat, &alloc, black_box(&plan.pattern)))
+    });
+    c.bench_function("1F1B* min period densenet121 P=8", |b| {
+        b.iter(|| min_period_fitting(black_box(&inst), &plat, &alloc).unwrap())
+    });
+    let t = plan.pattern.period;
+    c.bench_function("1F1B* pattern densenet121 P=8", |b| {
+        b.iter(|| one_f_one_b_star(black_box(&inst), &plat, &alloc, t).unwrap())
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -38,6 +38,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Import another tool's profile as an instance (JSON, MODEL.md section 9).
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
     /// Judge a plan file: validity, period, exact memory peaks, resource loads.
@@ -126,6 +129,26 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// PipeDream's graph.txt: the DAG linearized into a chain (a depth-first topological
+    /// order; out = every tensor crossing the cut; zero-cost nodes grouped where a cut is
+    /// useless).
+    Pipedream {
+        /// The graph.txt file.
+        file: PathBuf,
+        /// Where to write the instance (atomically).
+        #[arg(long, short = 'o')]
+        out: PathBuf,
+        /// The instance's name (default: the file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// Print a JSON summary on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(Args)]
 struct PlatformArgs {
     /// P: number of processors.
@@ -185,6 +208,32 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan(args),
+        Command::Import(ImportCommand::Pipedream {
+            file,
+            out,
+            name,
+            json,
+        }) => {
+            let instance = pipeopt::io::pipedream::import_pipedream(&file, name.as_deref())?;
+            let text = serde_json::to_vec_pretty(&instance)?;
+            pipeopt::error::write_atomic(&out, &text)?;
+            let summary = pipeopt::io::pipedream::import_summary(&instance, &out);
+            if json {
+                println!("{summary}");
+            } else {
+                let sums = instance.sums();
+                println!(
+                    "{}: {} DAG nodes -> {} chain layers, U(1,L) = {}, weights {} -> {}",
+                    instance.name,
+                    summary["dag_nodes"],
+                    instance.len(),
+                    ShowSeconds(sums.u(1, instance.len())),
+                    ShowBytes(sums.weights(1, instance.len())),
+                    out.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate { plan, json } => validate(plan, json),
         Command::Sweep {
             experiment,
