@@ -41,6 +41,16 @@ enum Command {
     /// Import another tool's profile as an instance (JSON, MODEL.md section 9).
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Make an instance of a built-in network from its exact tensor shapes (no GPU).
+    ///
+    /// Weights, outputs and stashes come exactly from the shapes; with `--times analytic`
+    /// forward and backward times come from FLOP counts and bytes moved on a roofline device
+    /// model (see src/nets/analytic.rs). Networks: resnet50, resnet101, inception_v3,
+    /// densenet121, vgg16, bert48, gpt24.
+    Instance(InstanceArgs),
+    /// Run a plan with libtorch on one device standing in for its P processors and compare
+    /// measured durations, period, memory and gradients with the model (feature `torch`).
+    Execute(ExecuteArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
     /// Judge a plan file: validity, period, exact memory peaks, resource loads.
@@ -129,6 +139,53 @@ enum Command {
     },
 }
 
+#[derive(Args)]
+struct InstanceArgs {
+    /// The network.
+    #[arg(long)]
+    model: String,
+    /// Image side in pixels (square images; ignored by the transformers).
+    #[arg(long, default_value_t = 224)]
+    image: usize,
+    /// Batch size (samples per batch).
+    #[arg(long)]
+    batch: usize,
+    /// Where times come from: `analytic` (FLOPs on a roofline device model). Measured
+    /// times come from `pipeopt profile` (feature `torch`, on a GPU).
+    #[arg(long, value_parser = ["analytic"], default_value = "analytic")]
+    times: String,
+    /// Element type: float32 or float16.
+    #[arg(long, default_value = "float32")]
+    dtype: String,
+    /// Device model for analytic times: h100 or v100.
+    #[arg(long, default_value = "h100")]
+    device_model: String,
+    /// Where to write the instance (atomically).
+    #[arg(long, short = 'o')]
+    out: PathBuf,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ExecuteArgs {
+    /// The plan file (it must carry a pattern).
+    plan: PathBuf,
+    /// The built-in network to run (its layers must match the plan's instance): `mlp`.
+    #[arg(long, default_value = "mlp")]
+    network: String,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Periods to run (one new batch enters per period).
+    #[arg(long, default_value_t = 30)]
+    periods: usize,
+    /// Print the whole report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand)]
 enum ImportCommand {
     /// PipeDream's graph.txt: the DAG linearized into a chain (a depth-first topological
@@ -208,6 +265,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan(args),
+        Command::Instance(args) => make_instance(args),
+        Command::Execute(args) => execute(args),
         Command::Import(ImportCommand::Pipedream {
             file,
             out,
@@ -337,6 +396,104 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::nets::{instance, DType, DeviceModel};
+    let dtype = DType::parse(&args.dtype).ok_or_else(|| {
+        InputError::new("--dtype", "", format!("is {:?}; use float32 or float16", args.dtype))
+    })?;
+    let device = DeviceModel::preset(&args.device_model).ok_or_else(|| {
+        InputError::new(
+            "--device-model",
+            "",
+            format!("is {:?}; use h100 or v100", args.device_model),
+        )
+    })?;
+    if args.batch == 0 {
+        return Err(InputError::new("--batch", "", "must be at least 1").into());
+    }
+    let inst = instance(&args.model, args.image, args.batch, dtype, &device)
+        .map_err(|e| InputError::new("--model", "", e.to_string()))?;
+    inst.check()?;
+    let text = serde_json::to_string_pretty(&inst)? + "\n";
+    pipeopt::error::write_atomic(&args.out, text.as_bytes())?;
+    let sums = inst.sums();
+    let l = inst.len();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "instance": args.out,
+                "name": inst.name,
+                "layers": l,
+                "sequential_seconds": sums.u(1, l),
+                "weights_bytes": sums.weights(1, l),
+                "stash_bytes": sums.stash(1, l),
+                "meta": inst.meta,
+            })
+        );
+    } else {
+        println!(
+            "{}: {} chain layers, U(1,L) = {}, weights {}, stash {} -> {}",
+            inst.name,
+            l,
+            ShowSeconds(sums.u(1, l)),
+            ShowBytes(sums.weights(1, l)),
+            ShowBytes(sums.stash(1, l)),
+            args.out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "torch"))]
+fn execute(_args: ExecuteArgs) -> anyhow::Result<ExitCode> {
+    Err(InputError::new(
+        "execute",
+        "",
+        "this pipeopt was built without libtorch; rebuild with `--features torch` \
+         (run `source .ci/setup-torch.sh` first, see README)",
+    )
+    .into())
+}
+
+#[cfg(feature = "torch")]
+fn execute(args: ExecuteArgs) -> anyhow::Result<ExitCode> {
+    let plan = Plan::load(&args.plan)?;
+    let device = pipeopt::exec::parse_device(&args.device)?;
+    let report = pipeopt::exec::execute_builtin(&plan, &args.network, device, args.periods)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} on {}: {} batches, period predicted {} replayed {} (wall {} per period)",
+            report.network,
+            report.device,
+            report.batches,
+            ShowSeconds(report.predicted_period),
+            ShowSeconds(report.replayed_period),
+            ShowSeconds(report.wall_per_period)
+        );
+        for p in &report.processors {
+            println!(
+                "  processor {}: peak predicted {} measured {}",
+                p.processor,
+                ShowBytes(p.predicted_peak),
+                ShowBytes(p.measured_peak)
+            );
+        }
+        if let Some(g) = &report.gradients {
+            println!(
+                "  gradients: max relative error {:.2e} (tolerance {:.0e}) {}",
+                g.max_relative_error,
+                g.tolerance,
+                if g.passed { "ok" } else { "FAILED" }
+            );
+        }
+    }
+    let ok = report.gradients.as_ref().is_none_or(|g| g.passed);
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {

@@ -252,3 +252,43 @@ fn a_plan_with_bad_stages_names_the_field() {
         .code(2)
         .stderr(predicate::str::contains("instance_hash"));
 }
+
+#[test]
+fn instance_command_regenerates_the_committed_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r50.json");
+    pipeopt()
+        .args(["instance", "--model", "resnet50", "--image", "1000", "--batch", "8"])
+        .args(["--times", "analytic", "--out", out.to_str().unwrap(), "--json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"parameters\":25557032"));
+    let made: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("instances/resnet50-1000-b8.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(made["layers"], committed["layers"]);
+    assert_eq!(made["input"], committed["input"]);
+}
+
+#[test]
+fn instance_command_rejects_unknown_models_and_zero_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.json");
+    pipeopt()
+        .args(["instance", "--model", "resnet49", "--batch", "8"])
+        .args(["--out", out.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--model"));
+    pipeopt()
+        .args(["instance", "--model", "resnet50", "--batch", "0"])
+        .args(["--out", out.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--batch"));
+    assert!(!out.exists(), "nothing written on bad input");
+}
