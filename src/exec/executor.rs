@@ -248,6 +248,13 @@ pub fn execute(
         sync(device);
         let t0 = Instant::now();
         match op.id.kind {
+            // Only Bi-Partition's batch graphs have these; an allocation's graph never does.
+            OpKind::CS | OpKind::CW => {
+                return Err(ExecError::Plan(format!(
+                    "{}: Bi-Partition transfers are not executed (run contiguous or MILP plans)",
+                    name("unsupported")
+                )))
+            }
             OpKind::F => {
                 let st = &mut stages[s];
                 let version = b / window;
