@@ -12,6 +12,11 @@ if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_6
    && ! ls /usr/lib/aarch64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
   need+=(libclang-dev)
 fi
+# Fonts for the PNG figures (SVG needs none); without any, PNGs would have no text.
+if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 \
+   && ! fc-list 2>/dev/null | grep -q .; then
+  need+=(fonts-dejavu-core)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2

@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 
 fn profile(name: &str) -> PathBuf {
     let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/pipedream-profiles");
-    let dir = if beside.is_dir() { beside } else { PathBuf::from("/work/shared/pipedream-profiles") };
+    let dir = if beside.is_dir() {
+        beside
+    } else {
+        PathBuf::from("/work/shared/pipedream-profiles")
+    };
     dir.join(format!("{name}.txt"))
 }
 

@@ -36,7 +36,11 @@ pub struct Solution {
     /// is judged against its batch graph ([`crate::model::bipartition::batch_graph`]) and
     /// `allocation` holds the forward ranges only, for display.
     pub bipartition: Option<Vec<BiStage>>,
+    /// What the MILP solver said, when one was used.
+    pub solver: Option<SolverSummary>,
 }
+
+pub use crate::model::SolverSummary;
 
 impl Solution {
     pub fn new(allocation: Allocation, pattern: Option<Pattern>) -> Self {
@@ -47,6 +51,7 @@ impl Solution {
             lower_bound: None,
             stopped_at_limit: false,
             bipartition: None,
+            solver: None,
         }
     }
 }
@@ -97,6 +102,7 @@ pub fn run(
         lower_bound: None,
         stages: vec![],
         messages: vec![],
+        solver: None,
     };
     Ok(match outcome {
         Err(e) => match e.downcast::<crate::InputError>() {
@@ -119,6 +125,7 @@ pub fn run(
             report.planned_period = sol.planned_period;
             report.lower_bound = sol.lower_bound;
             report.stages = sol.allocation.stages.clone();
+            report.solver = sol.solver.clone();
             let plan = Plan {
                 instance: problem.instance.clone(),
                 instance_hash: problem.instance.content_hash(),
@@ -302,7 +309,15 @@ impl Planner for OneFOneBStarPlanner {
 }
 
 /// Names the registry knows, for `--help` and error messages.
-pub const ALGORITHMS: &[&str] = &["1f1b*", "pipedream", "madpipe-dp", "bipartition", "milp-schedule", "contiguous-opt"];
+pub const ALGORITHMS: &[&str] = &[
+    "1f1b*",
+    "pipedream",
+    "madpipe-dp",
+    "bipartition",
+    "milp-schedule",
+    "contiguous-opt",
+    "madpipe",
+];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
 pub fn canonical(name: &str) -> Result<&'static str, crate::InputError> {
@@ -373,6 +388,13 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
         "contiguous-opt" => Ok(Box::new(crate::milp::ContiguousOptPlanner {
             time_limit: options.milp()?.time_limit,
         })),
+        "madpipe" => {
+            options.madpipe.check()?;
+            Ok(Box::new(crate::milp::MadPipePlanner {
+                config: options.madpipe,
+                milp: options.milp()?,
+            }))
+        }
         other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

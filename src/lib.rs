@@ -5,9 +5,9 @@
 
 pub mod algorithm;
 pub mod error;
-pub mod io;
 #[cfg(feature = "torch")]
 pub mod exec;
+pub mod io;
 pub mod judge;
 pub mod model;
 pub mod nets;

@@ -53,6 +53,28 @@ enum Command {
     Execute(ExecuteArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
+    /// Find the best periodic pattern for a plan's allocation with the scheduling MILP
+    /// (minimum period that fits memory; any allocation, several stages per processor
+    /// allowed), judge it and write the new plan.
+    Schedule {
+        /// The plan file whose allocation to schedule.
+        plan: PathBuf,
+        /// Wall-clock limit of the whole search, e.g. 60s.
+        #[arg(long, value_parser = parse_seconds)]
+        time_limit: Option<f64>,
+        /// HiGHS threads (default 1).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Where to write the scheduled plan (atomically).
+        #[arg(long, short = 'o')]
+        out: PathBuf,
+        /// Print one JSON object (MODEL.md section 9).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a partitioner on its own, with its own objective.
+    #[command(subcommand)]
+    Partition(PartitionCommand),
     /// Judge a plan file: validity, period, exact memory peaks, resource loads.
     ///
     /// Exits 1 when the plan is invalid, naming the first violation with the operations and
@@ -187,6 +209,41 @@ struct ExecuteArgs {
 }
 
 #[derive(Subcommand)]
+enum PartitionCommand {
+    /// PipeDream's optimizer (pipedream.txt section 3.1): a DP over the chain and the levels
+    /// of a hierarchical machine (`--processors 4 4 --bandwidth 24GB/s 3GB/s`: 4 servers of
+    /// 4 GPUs, innermost level first). Prints PipeDream's own objective under `objective`
+    /// (the slowest stage's time, its "Time per stage in pipeline") and the stages.
+    Pipedream {
+        /// The instance file.
+        #[arg(long, short = 'i')]
+        instance: PathBuf,
+        /// Components per level, innermost first.
+        #[arg(long, num_args = 1.., required = true)]
+        processors: Vec<usize>,
+        /// Bandwidth of each level, innermost first.
+        #[arg(long, num_args = 1.., required = true, value_parser = parse_bandwidth)]
+        bandwidth: Vec<f64>,
+        /// Allow replicated (data-parallel) stages; default: a straight pipeline.
+        #[arg(long)]
+        replicate: bool,
+        /// PipeDream's memory constraint (`--use_memory_constraint --memory_size`).
+        #[arg(long, value_parser = parse_bytes)]
+        memory: Option<f64>,
+        /// Activation compression ratio; `none` ignores activation transfers (PipeDream's
+        /// default when the flag is absent there). Default here: 1.
+        #[arg(long, default_value = "1")]
+        activation_compression_ratio: String,
+        /// Let a range leave some of its components unused (`--use_fewer_machines`).
+        #[arg(long)]
+        fewer_machines: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum ImportCommand {
     /// PipeDream's graph.txt: the DAG linearized into a chain (a depth-first topological
     /// order; out = every tensor crossing the cut; zero-cost nodes grouped where a cut is
@@ -229,7 +286,10 @@ struct PlanArgs {
     instance: PathBuf,
     #[command(flatten)]
     platform: PlatformArgs,
-    /// The algorithm: 1f1b* (a given partition scheduled by MadPipe's 1F1B*).
+    /// The algorithm: 1f1b* (a given --partition scheduled by 1F1B*), pipedream (PipeDream's
+    /// straight DP + 1F1B*), madpipe-dp (MadPipe's first phase, planned only), madpipe (+ its
+    /// scheduling MILP), milp-schedule (a given --partition, MILP pattern), contiguous-opt
+    /// (the best contiguous allocation), bipartition (separate forward/backward cuts).
     #[arg(long, short = 'a')]
     algorithm: String,
     /// For 1f1b*: the 0-based index of each stage's first layer, e.g. 0,60,120,180; stage i
@@ -239,6 +299,16 @@ struct PlanArgs {
     /// For 1f1b*: the period to schedule at (default: the smallest that fits memory).
     #[arg(long, value_parser = parse_seconds)]
     period: Option<f64>,
+    /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp): wall-clock limit, e.g.
+    /// 60s. At the limit the best plan found so far is reported with status "timeout".
+    #[arg(long, value_parser = parse_seconds)]
+    time_limit: Option<f64>,
+    /// For the MILPs: HiGHS threads (default 1).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// For ilp: coarsen the chain to this many groups first (a DP minimising the largest).
+    #[arg(long)]
+    coarsen: Option<usize>,
     /// Write the plan file here (atomically).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
@@ -294,6 +364,95 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Validate { plan, json } => validate(plan, json),
+        Command::Schedule {
+            plan,
+            time_limit,
+            threads,
+            out,
+            json,
+        } => schedule(plan, time_limit, threads, out, json),
+        Command::Partition(PartitionCommand::Pipedream {
+            instance,
+            processors,
+            bandwidth,
+            replicate,
+            memory,
+            activation_compression_ratio,
+            fewer_machines,
+            json,
+        }) => {
+            use pipeopt::partition::pipedream::{
+                partition, partition_json, Level, PipeDreamConfig,
+            };
+            if processors.len() != bandwidth.len() {
+                return Err(InputError::new(
+                    "--bandwidth",
+                    "",
+                    format!(
+                        "{} levels of --processors but {} bandwidths; give one per level",
+                        processors.len(),
+                        bandwidth.len()
+                    ),
+                )
+                .into());
+            }
+            let activation_compression = match activation_compression_ratio.as_str() {
+                "none" => None,
+                r => Some(r.parse::<f64>().map_err(|_| {
+                    InputError::new(
+                        "--activation-compression-ratio",
+                        "",
+                        format!("{r:?} is neither a number nor `none`"),
+                    )
+                })?),
+            };
+            let inst = Instance::load(&instance)?;
+            let config = PipeDreamConfig {
+                levels: processors
+                    .iter()
+                    .zip(&bandwidth)
+                    .map(|(&processors, &bandwidth)| Level {
+                        processors,
+                        bandwidth,
+                    })
+                    .collect(),
+                straight: !replicate,
+                activation_compression,
+                memory,
+                fewer_machines,
+            };
+            let started = std::time::Instant::now();
+            let result = match partition(&inst, &config) {
+                Ok(r) => r,
+                Err(pipeopt::partition::pipedream::PipeDreamError::Config(e)) => {
+                    return Err(e.into())
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            let j = partition_json(&inst, &config, &result, seconds);
+            if json {
+                println!("{j}");
+            } else {
+                println!(
+                    "{}: PipeDream objective (slowest stage) {} on {} of {} processors, {} stages, solved in {}",
+                    inst.name,
+                    ShowSeconds(result.objective),
+                    result.processors_used,
+                    config.total_processors(),
+                    result.stages.len(),
+                    ShowSeconds(seconds)
+                );
+                println!("{:>6} {:>6} {:>8}", "first", "last", "replicas");
+                for st in &result.stages {
+                    println!("{:>6} {:>6} {:>8}", st.first, st.last, st.replicas);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sweep {
             experiment,
             shard,
@@ -401,7 +560,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     use pipeopt::nets::{instance, DType, DeviceModel};
     let dtype = DType::parse(&args.dtype).ok_or_else(|| {
-        InputError::new("--dtype", "", format!("is {:?}; use float32 or float16", args.dtype))
+        InputError::new(
+            "--dtype",
+            "",
+            format!("is {:?}; use float32 or float16", args.dtype),
+        )
     })?;
     let device = DeviceModel::preset(&args.device_model).ok_or_else(|| {
         InputError::new(
@@ -493,7 +656,59 @@ fn execute(args: ExecuteArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let ok = report.gradients.as_ref().is_none_or(|g| g.passed);
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn schedule(
+    plan_path: PathBuf,
+    time_limit: Option<f64>,
+    threads: Option<usize>,
+    out: PathBuf,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let plan = Plan::load(&plan_path)?;
+    let options = Options {
+        time_limit,
+        threads,
+        ..Options::default()
+    }
+    .milp()?;
+    let name = if plan.algorithm.ends_with("+milp") {
+        plan.algorithm.clone()
+    } else {
+        format!("{}+milp", plan.algorithm)
+    };
+    let planner = pipeopt::milp::fixed_allocation::FixedAllocationPlanner {
+        allocation: plan.allocation(),
+        options,
+        name,
+    };
+    let (new, report) = algorithm::run(
+        &planner,
+        &Problem {
+            instance: &plan.instance,
+            platform: &plan.platform,
+        },
+    )?;
+    if let Some(new) = &new {
+        new.save(&out)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report);
+        if new.is_some() {
+            println!("plan written to {}", out.display());
+        }
+    }
+    Ok(match report.status {
+        Status::Valid | Status::Timeout => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
 }
 
 fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
@@ -508,6 +723,9 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         partition: args.partition,
         period: args.period,
+        time_limit: args.time_limit,
+        threads: args.threads,
+        coarsen: args.coarsen,
         ..Options::default()
     };
     let planner = algorithm::planner(&args.algorithm, &options)?;

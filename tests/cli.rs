@@ -258,8 +258,16 @@ fn instance_command_regenerates_the_committed_instance() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r50.json");
     pipeopt()
-        .args(["instance", "--model", "resnet50", "--image", "1000", "--batch", "8"])
-        .args(["--times", "analytic", "--out", out.to_str().unwrap(), "--json"])
+        .args([
+            "instance", "--model", "resnet50", "--image", "1000", "--batch", "8",
+        ])
+        .args([
+            "--times",
+            "analytic",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
         .assert()
         .success()
         .stdout(predicate::str::contains("\"parameters\":25557032"));
@@ -291,4 +299,79 @@ fn instance_command_rejects_unknown_models_and_zero_batches() {
         .code(2)
         .stderr(predicate::str::contains("--batch"));
     assert!(!out.exists(), "nothing written on bad input");
+}
+
+#[test]
+fn schedule_finds_a_pattern_at_least_as_good_as_one_f_one_b_star() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    let out = pipeopt()
+        .args(plan_args(&inst, &plan))
+        .arg("--json")
+        .assert()
+        .success();
+    let first: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let scheduled = dir.path().join("scheduled.json");
+    let out = pipeopt()
+        .args(["schedule", plan.to_str().unwrap(), "--time-limit", "60s"])
+        .args(["--out", scheduled.to_str().unwrap(), "--json"])
+        .assert()
+        .success();
+    let second: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(second["status"], "valid", "{second}");
+    assert!(second["algorithm"].as_str().unwrap().ends_with("+milp"));
+    // 1F1B* is memory-optimal on a contiguous allocation (Proposition 1): the MILP may only
+    // match it, within its period precision.
+    let (t1, t2) = (
+        first["period"].as_f64().unwrap(),
+        second["period"].as_f64().unwrap(),
+    );
+    assert!(
+        t2 <= t1 * (1.0 + 2e-4) && t2 >= t1 * (1.0 - 2e-4),
+        "{t1} vs {t2}"
+    );
+    assert!(second["solver"]["status"].is_string());
+    pipeopt()
+        .args(["validate", scheduled.to_str().unwrap()])
+        .assert()
+        .success();
+}
+
+#[test]
+fn partition_pipedream_reports_its_objective_and_rejects_mismatched_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let out = pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--instance",
+            inst.to_str().unwrap(),
+        ])
+        .args(["--processors", "2", "2", "--bandwidth", "24GB/s", "3GB/s"])
+        .args(["--replicate", "--json"])
+        .assert()
+        .success();
+    let j: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let objective = j["objective"].as_f64().unwrap();
+    assert!(objective > 0.0);
+    let replicas: u64 = j["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["replicas"].as_u64().unwrap())
+        .sum();
+    assert!(replicas <= 4);
+    pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--instance",
+            inst.to_str().unwrap(),
+        ])
+        .args(["--processors", "2", "2", "--bandwidth", "24GB/s"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--bandwidth"));
 }

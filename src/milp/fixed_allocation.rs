@@ -73,6 +73,20 @@ pub struct MilpOutcome {
     pub seconds: f64,
 }
 
+impl MilpOutcome {
+    /// The solver's status, gap and nodes for reports.
+    pub fn summary(&self) -> crate::model::SolverSummary {
+        crate::model::SolverSummary {
+            status: serde_json::to_value(self.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            gap: self.gap.is_finite().then_some(self.gap),
+            nodes: Some(self.nodes),
+        }
+    }
+}
+
 /// The minimum-period pattern of `allocation` that fits memory (module docs).
 pub fn schedule_allocation(
     instance: &Instance,
@@ -415,6 +429,32 @@ pub fn schedule_plan(plan: &Plan, options: &MilpOptions) -> anyhow::Result<(Plan
     Ok((new, out))
 }
 
+/// A given allocation (any: several stages per processor allowed) scheduled by
+/// [`schedule_allocation`]: what `pipeopt schedule PLAN.json` runs on a plan's allocation.
+#[derive(Debug, Clone)]
+pub struct FixedAllocationPlanner {
+    pub allocation: Allocation,
+    pub options: MilpOptions,
+    /// The name the new plan carries (the old plan's algorithm, `+milp`).
+    pub name: String,
+}
+
+impl Planner for FixedAllocationPlanner {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let out = schedule_allocation(
+            problem.instance,
+            problem.platform,
+            &self.allocation,
+            &self.options,
+        )?;
+        Ok(outcome_of(self.allocation.clone(), out))
+    }
+}
+
 /// The `milp-schedule` algorithm: a given contiguous partition (`--partition`, stage `i`
 /// on processor `i`, like `1f1b*`) scheduled by [`schedule_allocation`].
 #[derive(Debug, Clone)]
@@ -424,8 +464,9 @@ pub struct MilpSchedulePlanner {
 }
 
 /// Turns a search outcome on a fixed allocation into a planner outcome.
-pub fn outcome_of(allocation: Allocation, out: MilpOutcome) -> Outcome {
-    match out.pattern {
+pub fn outcome_of(allocation: Allocation, mut out: MilpOutcome) -> Outcome {
+    let summary = out.summary();
+    match out.pattern.take() {
         None => Outcome::Infeasible {
             reason: "no periodic pattern of this allocation fits in memory".into(),
             lower_bound: None,
@@ -434,6 +475,7 @@ pub fn outcome_of(allocation: Allocation, out: MilpOutcome) -> Outcome {
             let mut sol = Solution::new(allocation, Some(pattern));
             sol.lower_bound = Some(out.lower_bound);
             sol.stopped_at_limit = out.status != SolveStatus::Optimal;
+            sol.solver = Some(summary);
             Outcome::Found(sol)
         }
     }

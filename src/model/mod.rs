@@ -10,7 +10,7 @@ mod platform;
 pub use allocation::{Allocation, Stage};
 pub use instance::{ChainSums, Instance, Layer};
 pub use pattern::{BatchGraph, Held, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
-pub use plan::{Plan, PlanReport, Status};
+pub use plan::{Plan, PlanReport, SolverSummary, Status};
 pub use platform::Platform;
 
 #[cfg(test)]

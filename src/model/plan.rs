@@ -110,4 +110,17 @@ pub struct PlanReport {
     /// Why the plan is infeasible or in error, or what the validator objected to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
+    /// The MILP solver's status, gap and node count, when the algorithm used one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<SolverSummary>,
+}
+
+/// A MILP solver's last word on a plan: status, relative gap, branch-and-bound nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SolverSummary {
+    /// `optimal`, `limit_with_incumbent`, `infeasible`, `no_solution_within_limit`.
+    pub status: String,
+    /// (period - lower bound) / period.
+    pub gap: Option<f64>,
+    pub nodes: Option<u64>,
 }

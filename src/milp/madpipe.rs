@@ -1,0 +1,118 @@
+//! MadPipe, both phases: Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic
+//! Programming Algorithm for Pipelined Model Parallelism* (madpipe.txt), section 4.3.
+//!
+//! The first phase ([`crate::partition::madpipe::algorithm1`]) chooses the stages and their
+//! processors (normal processors hold one contiguous stage, the special processor several)
+//! with a planned period; the second phase finds the periodic pattern of that allocation of
+//! minimum period that fits memory, with the scheduling MILP of
+//! [`crate::milp::fixed_allocation`] (stage activations count for memory, a stage's output
+//! for communication, as section 4.3 says). The report's `period` is the validated
+//! pattern's, `planned_period` the DP's. When the MILP finds no pattern that fits, the plan
+//! is reported infeasible with the DP's estimate in the reason: the first phase's memory
+//! model is discretized and can be optimistic.
+
+use crate::algorithm::{Outcome, Planner, Problem};
+use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
+use crate::milp::MilpOptions;
+use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
+
+/// The `madpipe` algorithm: first phase + scheduling MILP.
+#[derive(Debug, Clone, Default)]
+pub struct MadPipePlanner {
+    pub config: MadPipeConfig,
+    pub milp: MilpOptions,
+}
+
+impl Planner for MadPipePlanner {
+    fn name(&self) -> String {
+        "madpipe".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let first = match algorithm1(problem.instance, problem.platform, &self.config) {
+            Ok(r) => r,
+            Err(e @ MadPipeError::NoAllocation { .. }) => {
+                return Ok(Outcome::Infeasible {
+                    reason: e.to_string(),
+                    lower_bound: None,
+                })
+            }
+            Err(MadPipeError::Input(e)) => return Err(e.into()),
+        };
+        let out = schedule_allocation(
+            problem.instance,
+            problem.platform,
+            &first.allocation,
+            &self.milp,
+        )?;
+        Ok(match outcome_of(first.allocation, out) {
+            Outcome::Found(mut sol) => {
+                sol.planned_period = Some(first.planned_period);
+                Outcome::Found(sol)
+            }
+            Outcome::Infeasible {
+                reason,
+                lower_bound,
+            } => Outcome::Infeasible {
+                reason: format!(
+                    "{reason} (the first phase planned {:.6} s for it)",
+                    first.planned_period
+                ),
+                lower_bound,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::run;
+    use crate::model::{Instance, Layer, Platform, Status};
+
+    fn chain(l: usize) -> Instance {
+        Instance {
+            name: "t".into(),
+            input: 4.0,
+            layers: (0..l)
+                .map(|i| Layer {
+                    name: format!("l{i}"),
+                    fwd: 1.0 + (i % 3) as f64,
+                    bwd: 2.0 + (i % 2) as f64,
+                    weights: 1.0,
+                    out: 2.0 + (i % 4) as f64,
+                    stash: None,
+                })
+                .collect(),
+            meta: Default::default(),
+        }
+    }
+
+    #[test]
+    fn madpipe_plans_are_judged_valid_and_never_beat_the_bound() {
+        let inst = chain(8);
+        for (p, m) in [(2usize, 60.0), (3, 60.0), (3, 30.0)] {
+            let platform = Platform::new(p, m, 4.0);
+            let (_, report) = run(
+                &MadPipePlanner::default(),
+                &Problem {
+                    instance: &inst,
+                    platform: &platform,
+                },
+            )
+            .unwrap();
+            match report.status {
+                Status::Valid | Status::Timeout => {
+                    let t = report.period.unwrap();
+                    assert!(report.planned_period.is_some());
+                    assert!(t + 1e-9 >= report.lower_bound.unwrap());
+                    // No plan beats perfect balance of the work.
+                    assert!(t + 1e-9 >= inst.sums().u(1, 8) / p as f64);
+                    assert!(report.solver.is_some());
+                }
+                Status::Infeasible => {}
+                other => panic!("P={p} M={m}: {other:?} {:?}", report.messages),
+            }
+        }
+    }
+}
