@@ -2,22 +2,12 @@
 //! issue 9's target is under 1 s each (the paper reports under 28 s for about 20 layers).
 //! Run: `cargo bench --bench bipartition`.
 
-use std::path::{Path, PathBuf};
-
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pipeopt::io::import_pipedream;
 use pipeopt::model::Platform;
 use pipeopt::partition::bipartition::{fast, plan};
 
-fn profile(name: &str) -> PathBuf {
-    let here = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared"));
-    let shared = if here.exists() {
-        here.to_path_buf()
-    } else {
-        PathBuf::from("/work/shared")
-    };
-    shared.join("pipedream-profiles").join(name)
-}
+use pipeopt::io::pipedream::shared_profile as profile;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("bipartition");

@@ -1,22 +1,13 @@
-//! Issue 2's measurements: `import` of the branching PipeDream profiles and the judge on
-//! densenet121 with P = 8. Run: `cargo bench --bench foundation`.
+//! Issue 2's measurements: the judge and 1F1B* on densenet121 with P = 8 (the import of the
+//! profiles is timed by `benches/import.rs`). Run: `cargo bench --bench foundation`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pipeopt::io::pipedream::import_pipedream;
 use pipeopt::judge::judge;
 use pipeopt::model::{Allocation, Platform};
 use pipeopt::schedule::one_f_one_b_star::{min_period_fitting, one_f_one_b_star};
-use std::path::{Path, PathBuf};
 
-fn profile(name: &str) -> PathBuf {
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/pipedream-profiles");
-    let dir = if beside.is_dir() {
-        beside
-    } else {
-        PathBuf::from("/work/shared/pipedream-profiles")
-    };
-    dir.join(format!("{name}.txt"))
-}
+use pipeopt::io::pipedream::shared_profile as profile;
 
 /// Stages of nearly equal compute: stage i ends at the first layer where the prefix of
 /// U reaches i/P of the total.
@@ -35,12 +26,6 @@ fn even_partition(inst: &pipeopt::model::Instance, p: usize) -> Allocation {
 }
 
 fn bench(c: &mut Criterion) {
-    for name in ["densenet121", "inception_v3", "resnet50"] {
-        let path = profile(name);
-        c.bench_function(&format!("import pipedream {name}"), |b| {
-            b.iter(|| import_pipedream(black_box(&path), None).unwrap())
-        });
-    }
     let inst = import_pipedream(&profile("densenet121"), None).unwrap();
     let alloc = even_partition(&inst, 8);
     let plat = Platform::new(8, 64.0 * 1073741824.0, 12e9);

@@ -2,22 +2,12 @@
 //! densenet121 imported from PipeDream's profile, P = 8.
 //! Run: `cargo bench --bench madpipe`.
 
-use std::path::{Path, PathBuf};
-
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pipeopt::io::import_pipedream;
 use pipeopt::model::Platform;
 use pipeopt::partition::madpipe::{algorithm1, MadPipeConfig};
 
-fn profile(name: &str) -> PathBuf {
-    let here = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared"));
-    let shared = if here.exists() {
-        here.to_path_buf()
-    } else {
-        PathBuf::from("/work/shared")
-    };
-    shared.join("pipedream-profiles").join(name)
-}
+use pipeopt::io::pipedream::shared_profile as profile;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("madpipe algorithm1");

@@ -280,19 +280,12 @@ impl Planner for OneFOneBStarPlanner {
             )
             .into());
         }
-        let r = match self.period {
-            Some(t) => one_f_one_b_star::one_f_one_b_star(
-                problem.instance,
-                problem.platform,
-                &allocation,
-                t,
-            ),
-            None => one_f_one_b_star::min_period_fitting(
-                problem.instance,
-                problem.platform,
-                &allocation,
-            ),
-        };
+        let r = one_f_one_b_star::schedule(
+            problem.instance,
+            problem.platform,
+            &allocation,
+            self.period,
+        );
         match r {
             Ok(r) => {
                 let mut sol = Solution::new(allocation, Some(r.pattern));

@@ -272,11 +272,51 @@ proptest! {
         prop_assert!((r - a).abs() <= 1e-9 * r, "{r} {a}");
     }
 
-    /// With Algorithm 2's binary search over s2.
+    /// With Algorithm 2's binary search over s2: never better than the exact optimum. It
+    /// is not always equal: the search assumes A(i1, s1, i2, s2, m) nondecreasing in s2,
+    /// which fails when every worker must keep at least one backward layer (proptest found
+    /// fwd 4.07, 5.55, 6.29, 2.22, 0.74, 4.81 ...: 14.73 against the optimum 14.64). See
+    /// docs/bipartition.md.
     #[test]
-    fn paper_dp_binary_search_agrees((fwd, bwd) in chain(7), p in 1usize..5) {
+    fn paper_dp_binary_search_is_never_better((fwd, bwd) in chain(7), p in 1usize..5) {
         let r = reference_dp(&fwd, &bwd, p).unwrap().bottleneck;
         let a = paper_dp(&fwd, &bwd, p, true).unwrap();
-        prop_assert!((r - a).abs() <= 1e-9 * r, "{r} {a}");
+        prop_assert!(a >= r * (1.0 - 1e-9), "{r} {a}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Issue 9's target through the registry: on the same platform, Bi-Partition's validated
+    /// period is never worse than PipeDream's straight pipeline (its space contains it),
+    /// whatever the links and memory.
+    #[test]
+    fn bipartition_is_never_worse_than_pipedream(
+        layers in proptest::collection::vec((0.1..5.0f64, 0.1..10.0f64, 0.0..50.0f64, 0.0..50.0f64), 2..9),
+        p in 2usize..5,
+        bandwidth in prop_oneof![Just(1.0f64), Just(20.0), Just(1e6)],
+        memory in prop_oneof![Just(400.0f64), Just(4000.0), Just(1e9)],
+    ) {
+        use pipeopt::algorithm::{planner, run, Options, Problem};
+        let inst = Instance {
+            name: "chain".into(),
+            input: 10.0,
+            layers: layers.iter().enumerate().map(|(i, &(fwd, bwd, weights, out))| Layer {
+                name: format!("l{}", i + 1), fwd, bwd, weights, out, stash: None,
+            }).collect(),
+            meta: Default::default(),
+        };
+        let platform = Platform::new(p, memory, bandwidth);
+        let problem = Problem { instance: &inst, platform: &platform };
+        let period = |name: &str| {
+            let algorithm = planner(name, &Options::default()).unwrap();
+            run(algorithm.as_ref(), &problem).unwrap().1.period
+        };
+        if let Some(t_pd) = period("pipedream") {
+            let t_bi = period("bipartition");
+            prop_assert!(t_bi.is_some(), "pipedream valid at {t_pd}, bipartition not");
+            prop_assert!(t_bi.unwrap() <= t_pd * (1.0 + 1e-9), "{:?} > {t_pd}", t_bi);
+        }
     }
 }

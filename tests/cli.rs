@@ -306,11 +306,7 @@ fn schedule_finds_a_pattern_at_least_as_good_as_one_f_one_b_star() {
     let dir = tempfile::tempdir().unwrap();
     let inst = toy_instance(dir.path());
     let plan = dir.path().join("plan.json");
-    let out = pipeopt()
-        .args(plan_args(&inst, &plan))
-        .arg("--json")
-        .assert()
-        .success();
+    let out = pipeopt().args(plan_args(&inst, &plan)).assert().success();
     let first: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     let scheduled = dir.path().join("scheduled.json");
     let out = pipeopt()

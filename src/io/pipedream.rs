@@ -589,6 +589,20 @@ pub fn import_pipedream(path: &Path, name: Option<&str>) -> Result<Instance, Inp
     Ok(instance)
 }
 
+/// The PipeDream profile `name` (`densenet121` or `densenet121.txt`) of the shared data
+/// beside the repository, `../shared/pipedream-profiles/`, for tests, benchmarks and
+/// experiments (never copied into the repository).
+pub fn shared_profile(name: &str) -> std::path::PathBuf {
+    let file = if name.ends_with(".txt") {
+        name.to_string()
+    } else {
+        format!("{name}.txt")
+    };
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/pipedream-profiles")
+        .join(file)
+}
+
 /// The `--json` object of `pipeopt import pipedream`: where the instance went and its
 /// totals (sums of fwd and bwd in seconds, weights, input and the largest `out` in bytes).
 pub fn import_summary(instance: &Instance, out: &Path) -> Value {

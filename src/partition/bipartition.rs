@@ -343,9 +343,39 @@ impl Planner for BiPartitionPlanner {
         "bipartition".into()
     }
 
+    /// The DP's plan with its modulo pattern ([`greedy_pattern`]), or PipeDream's straight
+    /// pipeline scheduled by 1F1B* (a plan of Bi-Partition's space: forward and backward
+    /// cuts equal) when that one is valid and faster. The DP balances computation only (its
+    /// communication term covers the activations at the cuts, not the stash and weight
+    /// transfers of split layers, and memory is not in its search), so its validated period
+    /// can be far above its bottleneck on slow links or under tight memory; this choice keeps
+    /// Bi-Partition never worse than PipeDream under the same platform, as its search space
+    /// promises.
     fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
         let r = plan(problem.instance, problem.platform).map_err(anyhow::Error::msg)?;
         let j = &r.judgement;
+        let pipedream = crate::partition::pipedream::PipeDreamPlanner {
+            period: None,
+            ignore_memory: false,
+        }
+        .plan(problem);
+        // PipeDream's planner refuses what it cannot model (e.g. unbounded memory): then
+        // there is simply no fallback.
+        let straight = match pipedream {
+            Ok(Outcome::Found(sol)) => sol.pattern.as_ref().and_then(|p| {
+                let jp =
+                    crate::judge::judge(problem.instance, problem.platform, &sol.allocation, p);
+                jp.valid.then_some((jp.period, sol.clone()))
+            }),
+            _ => None,
+        };
+        let bi_period = j.valid.then_some(j.period);
+        if let Some((t, sol)) = straight {
+            // Its planned period stays PipeDream's own bottleneck estimate.
+            if bi_period.is_none_or(|tb| t < tb) {
+                return Ok(Outcome::Found(sol));
+            }
+        }
         if !j.valid
             && j.violations
                 .iter()
@@ -353,7 +383,8 @@ impl Planner for BiPartitionPlanner {
         {
             return Ok(Outcome::Infeasible {
                 reason: format!(
-                    "the bottleneck-optimal Bi-Partition plan does not fit memory: {}",
+                    "the bottleneck-optimal Bi-Partition plan does not fit memory ({}), and \
+                     neither does PipeDream's straight pipeline",
                     j.violations[0]
                 ),
                 lower_bound: None,

@@ -499,19 +499,12 @@ impl Planner for PipeDreamPlanner {
         let allocation = part
             .allocation()
             .ok_or_else(|| anyhow::anyhow!("a straight PipeDream partition has a replica"))?;
-        let scheduled = match self.period {
-            Some(t) => one_f_one_b_star::one_f_one_b_star(
-                problem.instance,
-                problem.platform,
-                &allocation,
-                t,
-            ),
-            None => one_f_one_b_star::min_period_fitting(
-                problem.instance,
-                problem.platform,
-                &allocation,
-            ),
-        };
+        let scheduled = one_f_one_b_star::schedule(
+            problem.instance,
+            problem.platform,
+            &allocation,
+            self.period,
+        );
         match scheduled {
             Ok(r) => {
                 let mut sol = Solution::new(allocation, Some(r.pattern));

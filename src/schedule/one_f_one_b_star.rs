@@ -282,6 +282,19 @@ pub fn min_period_fitting(
     Err(OneFOneBStarError::DoesNotFit { processor, need })
 }
 
+/// 1F1B* at the period `period`, or at the smallest period that fits memory when `None`.
+pub fn schedule(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    period: Option<Seconds>,
+) -> Result<OneFOneBStar, OneFOneBStarError> {
+    match period {
+        Some(t) => one_f_one_b_star(instance, platform, allocation, t),
+        None => min_period_fitting(instance, platform, allocation),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

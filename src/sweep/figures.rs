@@ -212,6 +212,25 @@ fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
 /// Algorithms whose `lower_bound` holds for every plan of a case (see the module docs).
 pub const GLOBAL_BOUND_ALGORITHMS: &[&str] = &["ilp"];
 
+/// Per memory limit (GiB), the geometric mean of `period / denominator(row)` over the rows
+/// that have both.
+fn geomean_by_memory<'a>(
+    rows: impl Iterator<Item = &'a Row>,
+    denominator: impl Fn(&Row) -> Option<f64>,
+) -> Series {
+    let mut acc: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
+    for r in rows {
+        if let (Some(t), Some(d)) = (r.period, denominator(r)) {
+            let e = acc.entry(key(r.memory)).or_insert((0.0, 0));
+            e.0 += (t / d).ln();
+            e.1 += 1;
+        }
+    }
+    acc.into_iter()
+        .map(|(m, (s, n))| (m as f64 / 1e3 / GIB, (s / n as f64).exp()))
+        .collect()
+}
+
 /// Writes every figure of a results table into `dir`; returns the files written.
 pub fn write_figures(
     rows: &[Row],
@@ -311,22 +330,15 @@ pub fn write_figures(
             }
             let mut lines = Vec::new();
             for a in algorithms.iter().filter(|a| a.as_str() != reference) {
-                let mut acc: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
-                for r in rows
-                    .iter()
-                    .filter(|r| r.instance == *inst && &r.algorithm == a)
-                {
-                    let k = (r.processors, key(r.memory), key(r.bandwidth), r.repetition);
-                    if let (Some(t), Some(t_ref)) = (r.period, by_case.get(&k)) {
-                        let e = acc.entry(key(r.memory)).or_insert((0.0, 0));
-                        e.0 += (t / t_ref).ln();
-                        e.1 += 1;
-                    }
-                }
-                let series: Series = acc
-                    .into_iter()
-                    .map(|(m, (s, n))| (m as f64 / 1e3 / GIB, (s / n as f64).exp()))
-                    .collect();
+                let series = geomean_by_memory(
+                    rows.iter()
+                        .filter(|r| r.instance == *inst && &r.algorithm == a),
+                    |r| {
+                        by_case
+                            .get(&(r.processors, key(r.memory), key(r.bandwidth), r.repetition))
+                            .copied()
+                    },
+                );
                 if !series.is_empty() {
                     lines.push((a.clone(), colour_of(a), false, series));
                 }
@@ -367,20 +379,10 @@ pub fn write_figures(
             }
             let mut lines = Vec::new();
             for a in &algorithms {
-                let mut acc: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
-                for r in sel.iter().filter(|r| &r.algorithm == a) {
-                    if let (Some(t), Some(&b)) = (r.period, bound.get(&case(r))) {
-                        if b > 0.0 {
-                            let e = acc.entry(key(r.memory)).or_insert((0.0, 0));
-                            e.0 += (t / b).ln();
-                            e.1 += 1;
-                        }
-                    }
-                }
-                let series: Series = acc
-                    .into_iter()
-                    .map(|(m, (s, n))| (m as f64 / 1e3 / GIB, (s / n as f64).exp()))
-                    .collect();
+                let series =
+                    geomean_by_memory(sel.iter().copied().filter(|r| &r.algorithm == a), |r| {
+                        bound.get(&case(r)).copied().filter(|&b| b > 0.0)
+                    });
                 if !series.is_empty() {
                     lines.push((a.clone(), colour_of(a), false, series));
                 }
