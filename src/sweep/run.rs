@@ -186,6 +186,11 @@ pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
         row.peak_memory = report.peak_memory;
         row.stages = report.stages.len();
         row.solve_seconds = report.solve_seconds;
+        if let Some(solver) = &report.solver {
+            row.solver_status = Some(solver.status.clone());
+            row.gap = solver.gap;
+            row.nodes = solver.nodes.map(|n| n as f64);
+        }
         row.message = report.messages.join("; ");
         if report.status == Status::Error && row.message.is_empty() {
             row.message = "the algorithm failed".into();
