@@ -292,6 +292,7 @@ fn discretized_dp_equals_exhaustive_search_with_the_same_rounding() {
         levels_delay: 5,
         levels_time: 7,
         iterations: 10,
+        special_full_batches: false,
     };
     check_dp_against_brute_force(coarse, 0x0bad_cafe_dead_beef, 300);
 }

@@ -87,6 +87,10 @@ pub struct MadPipeConfig {
     pub levels_time: usize,
     /// K, the iterations of Algorithm 1 (paper: 10).
     pub iterations: usize,
+    /// Count `g` live batches for a stage on the special processor instead of the paper's
+    /// `g - 1` (section 4.2.1). Off by default (the paper); on, the first phase is
+    /// pessimistic where the paper's estimate is optimistic (see results/README.md).
+    pub special_full_batches: bool,
 }
 
 impl Default for MadPipeConfig {
@@ -96,6 +100,7 @@ impl Default for MadPipeConfig {
             levels_delay: 51,
             levels_time: 101,
             iterations: 10,
+            special_full_batches: false,
         }
     }
 }
@@ -108,6 +113,7 @@ impl MadPipeConfig {
             levels_delay: 0,
             levels_time: 0,
             iterations,
+            special_full_batches: false,
         }
     }
 
@@ -216,6 +222,8 @@ struct Ctx<'a> {
     grid_t: Grid,
     grid_m: Grid,
     grid_v: Grid,
+    /// Live batches a special stage counts fewer than a normal one at the same delay.
+    special_less: f64,
 }
 
 impl Ctx<'_> {
@@ -299,7 +307,9 @@ fn expand(ctx: &Ctx, l: usize, idx: usize, lab: &Label, cut: f64, out: &mut Vec<
         // No normal processor left: layers 1..=l are one special stage.
         let u = s.u(1, l);
         let g = ctx.ceil(lab.v + u);
-        let m = ctx.grid_m.up(lab.m + ctx.mem(1, l, (g - 1.0).max(0.0)));
+        let m = ctx
+            .grid_m
+            .up(lab.m + ctx.mem(1, l, (g - ctx.special_less).max(0.0)));
         let t = ctx.grid_t.up(lab.t + u);
         if ctx.fits(m) && t < cut {
             out.push((0, child(0, t, m, 0.0, lab.val.max(t), true)));
@@ -329,7 +339,9 @@ fn expand(ctx: &Ctx, l: usize, idx: usize, lab: &Label, cut: f64, out: &mut Vec<
         // Special processor.
         let t = ctx.grid_t.up(lab.t + u);
         if t < cut {
-            let m = ctx.grid_m.up(lab.m + ctx.mem(k, l, (g - 1.0).max(0.0)));
+            let m = ctx
+                .grid_m
+                .up(lab.m + ctx.mem(k, l, (g - ctx.special_less).max(0.0)));
             if ctx.fits(m) {
                 let val = lab.val.max(t).max(c);
                 out.push((k - 1, child(lab.p, t, m, v, val, true)));
@@ -512,6 +524,11 @@ fn context<'a>(
         grid_t: Grid::new(config.levels_time, total),
         grid_m: Grid::new(config.levels_memory, platform.memory),
         grid_v: Grid::new(config.levels_delay, total + comm),
+        special_less: if config.special_full_batches {
+            0.0
+        } else {
+            1.0
+        },
     }
 }
 
@@ -681,7 +698,9 @@ pub fn dp_objective(
         let g = ctx.ceil(v + u);
         if special {
             t = ctx.grid_t.up(t + u);
-            m = ctx.grid_m.up(m + ctx.mem(k, l, (g - 1.0).max(0.0)));
+            m = ctx
+                .grid_m
+                .up(m + ctx.mem(k, l, (g - ctx.special_less).max(0.0)));
             if !ctx.fits(m) {
                 return None;
             }
