@@ -265,14 +265,7 @@ pub fn execute(
                         st.versions.keys().collect::<Vec<_>>()
                     ))
                 })?;
-                let leaves: Params = params
-                    .iter()
-                    .map(|ps| {
-                        ps.iter()
-                            .map(|p| p.detach().set_requires_grad(true))
-                            .collect()
-                    })
-                    .collect();
+                let leaves = as_leaves(params);
                 let (input, x) = if s == 0 {
                     let src = if options.fault == Some(Fault::WrongBatchInput) && b % 2 == 1 {
                         b - 1
@@ -576,14 +569,7 @@ fn check(
             .take(n.min((j + 1) * window))
             .skip(j * window)
         {
-            let leaves: Params = w
-                .iter()
-                .map(|ps| {
-                    ps.iter()
-                        .map(|p| p.detach().set_requires_grad(true))
-                        .collect()
-                })
-                .collect();
+            let leaves = as_leaves(&w);
             let y = network.forward(&leaves, &batch.input);
             let loss = (network.loss)(&y, &batch.target);
             let lv = loss.double_value(&[]);
@@ -645,4 +631,17 @@ impl ShallowParams for Params {
             .map(|ps| ps.iter().map(Tensor::shallow_clone).collect())
             .collect()
     }
+}
+
+/// Detached copies of a weight version that require gradients: the leaves one forward and
+/// backward accumulate into.
+fn as_leaves(params: &Params) -> Params {
+    params
+        .iter()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| p.detach().set_requires_grad(true))
+                .collect()
+        })
+        .collect()
 }
