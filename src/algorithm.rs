@@ -350,6 +350,16 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             format!("algorithm {name} needs --{flag}"),
         )
     };
+    if let Some(n) = options.coarsen {
+        return Err(crate::InputError::new(
+            "--coarsen",
+            "",
+            format!(
+                "coarsening to {n} groups is for the general MILP `ilp`, which is not \
+                 implemented yet; no algorithm of this build uses it"
+            ),
+        ));
+    }
     match canonical(name)? {
         "1f1b*" => Ok(Box::new(OneFOneBStarPlanner {
             partition: options

@@ -306,7 +306,8 @@ struct PlanArgs {
     /// For the MILPs: HiGHS threads (default 1).
     #[arg(long)]
     threads: Option<usize>,
-    /// For ilp: coarsen the chain to this many groups first (a DP minimising the largest).
+    /// For the general MILP `ilp` (not implemented yet: refused for now): coarsen the chain
+    /// to this many groups first.
     #[arg(long)]
     coarsen: Option<usize>,
     /// Write the plan file here (atomically).

@@ -371,3 +371,17 @@ fn partition_pipedream_reports_its_objective_and_rejects_mismatched_levels() {
         .code(2)
         .stderr(predicate::str::contains("--bandwidth"));
 }
+
+#[test]
+fn coarsen_is_refused_until_an_algorithm_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    pipeopt()
+        .args(plan_args(&inst, &plan))
+        .args(["--coarsen", "8"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--coarsen"));
+    assert!(!plan.exists());
+}
