@@ -91,7 +91,20 @@ fn every_profile_imports_with_the_dags_sums() {
     for path in files {
         let inst = import_pipedream(&path, None).unwrap_or_else(|e| panic!("{e}"));
         let r = raw(&path);
-        let sum = |m: &HashMap<String, f64>| m.values().sum::<f64>();
+        // PipeDream's rule, which the importer follows: data-loading `Input` sources do
+        // no training work (their times and sizes are zeroed).
+        let graph = read_graph(&path).unwrap();
+        let inputs: HashSet<&str> = (0..graph.nodes().len())
+            .filter(|&v| graph.is_data_input(v))
+            .map(|v| graph.nodes()[v].id.as_str())
+            .collect();
+        assert!(!inputs.is_empty(), "{}: no Input node", path.display());
+        let sum = |m: &HashMap<String, f64>| {
+            m.iter()
+                .filter(|(id, _)| !inputs.contains(id.as_str()))
+                .map(|(_, v)| v)
+                .sum::<f64>()
+        };
         let f: f64 = inst.layers.iter().map(|l| l.fwd).sum();
         let b: f64 = inst.layers.iter().map(|l| l.bwd).sum();
         let w: f64 = inst.layers.iter().map(|l| l.weights).sum();
@@ -186,7 +199,7 @@ fn grouping_only_merges_free_nodes() {
                 .iter()
                 .filter(|&&v| {
                     let n = &graph.nodes()[v];
-                    n.fwd + n.bwd + n.weights > 0.0
+                    !graph.is_data_input(v) && n.fwd + n.bwd + n.weights > 0.0
                 })
                 .count();
             assert!(
@@ -212,8 +225,9 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 fn description_may_contain_the_separator() {
     let dir = tempfile::tempdir().unwrap();
     let inst = import_pipedream(&write(dir.path(), "g.txt", GOOD), Some("g")).unwrap();
-    assert_eq!(inst.layers[1].name, "node2: Linear(a -- b)");
-    assert_eq!(inst.layers[1].weights, 16.0);
+    // The Input node is free (PipeDream's rule) and joins the first layer.
+    assert_eq!(inst.layers[0].name, "node1+node2: Input | Linear(a -- b)");
+    assert_eq!(inst.layers[0].weights, 16.0);
 }
 
 #[test]
