@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::judge::{judge, judge_graph, Judgement};
 use crate::model::bipartition::{batch_graph, BiStage};
+use crate::model::bounds::period_lower_bound;
 use crate::model::{Allocation, Instance, Pattern, Plan, PlanReport, Platform, Status};
 use crate::schedule::one_f_one_b_star;
 use crate::units::Seconds;
@@ -121,7 +122,14 @@ pub fn run(
             report.messages.push(reason);
             (None, report)
         }
-        Ok(Outcome::Found(sol)) => {
+        Ok(Outcome::Found(mut sol)) => {
+            // Every plan of the allocation space is bounded below by the instance's bounds
+            // (`model::bounds`); Bi-Partition plans are outside it (a layer's F and B may
+            // run on different workers), so they keep their own bound only.
+            if sol.bipartition.is_none() {
+                let instance_bound = period_lower_bound(problem.instance, problem.platform);
+                sol.lower_bound = Some(sol.lower_bound.unwrap_or(0.0).max(instance_bound));
+            }
             report.planned_period = sol.planned_period;
             report.lower_bound = sol.lower_bound;
             report.stages = sol.allocation.stages.clone();
@@ -225,6 +233,11 @@ pub struct Options {
     /// Solver threads (`--threads`; 1 by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// For `madpipe`: let the second phase also move the first phase's stages between
+    /// processors (the general MILP over those stages, `--remap-stages`). Left out of the
+    /// serialized options when false, so the job keys of earlier sweeps stay valid.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remap_stages: bool,
 }
 
 impl Options {
@@ -310,6 +323,7 @@ pub const ALGORITHMS: &[&str] = &[
     "milp-schedule",
     "contiguous-opt",
     "madpipe",
+    "ilp",
 ];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
@@ -350,14 +364,25 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             format!("algorithm {name} needs --{flag}"),
         )
     };
-    if let Some(n) = options.coarsen {
+    if let (Some(_), false) = (options.coarsen, canonical(name)? == "ilp") {
         return Err(crate::InputError::new(
             "--coarsen",
             "",
-            format!(
-                "coarsening to {n} groups is for the general MILP `ilp`, which is not \
-                 implemented yet; no algorithm of this build uses it"
-            ),
+            format!("coarsening is for the general MILP `ilp`; algorithm {name} does not use it"),
+        ));
+    }
+    if options.remap_stages && canonical(name)? != "madpipe" {
+        return Err(crate::InputError::new(
+            "--remap-stages",
+            "",
+            format!("remapping stages is an option of `madpipe`; algorithm {name} does not use it"),
+        ));
+    }
+    if options.coarsen == Some(0) {
+        return Err(crate::InputError::new(
+            "--coarsen",
+            "",
+            "must be 1 or more groups",
         ));
     }
     match canonical(name)? {
@@ -396,8 +421,13 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             Ok(Box::new(crate::milp::MadPipePlanner {
                 config: options.madpipe,
                 milp: options.milp()?,
+                remap_stages: options.remap_stages,
             }))
         }
+        "ilp" => Ok(Box::new(crate::milp::GeneralMilpPlanner {
+            coarsen: options.coarsen,
+            options: options.milp()?,
+        })),
         other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

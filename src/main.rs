@@ -289,7 +289,8 @@ struct PlanArgs {
     /// The algorithm: 1f1b* (a given --partition scheduled by 1F1B*), pipedream (PipeDream's
     /// straight DP + 1F1B*), madpipe-dp (MadPipe's first phase, planned only), madpipe (+ its
     /// scheduling MILP), milp-schedule (a given --partition, MILP pattern), contiguous-opt
-    /// (the best contiguous allocation), bipartition (separate forward/backward cuts).
+    /// (the best contiguous allocation), ilp (the general MILP: any allocation, with its
+    /// pattern; see --coarsen), bipartition (separate forward/backward cuts).
     #[arg(long, short = 'a')]
     algorithm: String,
     /// For 1f1b*: the 0-based index of each stage's first layer, e.g. 0,60,120,180; stage i
@@ -306,10 +307,16 @@ struct PlanArgs {
     /// For the MILPs: HiGHS threads (default 1).
     #[arg(long)]
     threads: Option<usize>,
-    /// For the general MILP `ilp` (not implemented yet: refused for now): coarsen the chain
-    /// to this many groups first.
+    /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
+    /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
+    /// Exact for the chain only without it (or with N >= layers); 16 is a good start on
+    /// real networks.
     #[arg(long)]
     coarsen: Option<usize>,
+    /// For madpipe: let its second phase also move the first phase's stages between
+    /// processors (the general MILP over those stages, from the fixed allocation's pattern).
+    #[arg(long)]
+    remap_stages: bool,
     /// Write the plan file here (atomically).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
@@ -727,6 +734,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         time_limit: args.time_limit,
         threads: args.threads,
         coarsen: args.coarsen,
+        remap_stages: args.remap_stages,
         ..Options::default()
     };
     let planner = algorithm::planner(&args.algorithm, &options)?;

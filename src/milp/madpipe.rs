@@ -10,10 +10,18 @@
 //! pattern's, `planned_period` the DP's. When the MILP finds no pattern that fits, the plan
 //! is reported infeasible with the DP's estimate in the reason: the first phase's memory
 //! model is discretized and can be optimistic.
+//!
+//! With `remap_stages` (`--remap-stages`), the second phase may also move the first
+//! phase's stages between processors: the general MILP ([`crate::milp::general`]) places
+//! the stages (as its groups) together with the pattern, starting from the fixed
+//! allocation's pattern. Its period is never worse than the fixed allocation's, and it may
+//! fit where the first phase's allocation does not.
 
 use crate::algorithm::{Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
+use crate::milp::general::optimum_over_groups;
 use crate::milp::MilpOptions;
+use crate::model::{Allocation, Stage};
 use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
 
 /// The `madpipe` algorithm: first phase + scheduling MILP.
@@ -21,6 +29,8 @@ use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
 pub struct MadPipePlanner {
     pub config: MadPipeConfig,
     pub milp: MilpOptions,
+    /// Let the MILP move the stages between processors (module docs).
+    pub remap_stages: bool,
 }
 
 impl Planner for MadPipePlanner {
@@ -45,6 +55,15 @@ impl Planner for MadPipePlanner {
             &first.allocation,
             &self.milp,
         )?;
+        if self.remap_stages {
+            return remap(
+                problem,
+                &first.allocation,
+                out,
+                first.planned_period,
+                &self.milp,
+            );
+        }
         Ok(match outcome_of(first.allocation, out) {
             Outcome::Found(mut sol) => {
                 sol.planned_period = Some(first.planned_period);
@@ -62,6 +81,55 @@ impl Planner for MadPipePlanner {
             },
         })
     }
+}
+
+/// The second phase with stages free to move: the general MILP over the first phase's
+/// stages, from the fixed allocation's pattern when it has one.
+fn remap(
+    problem: &Problem,
+    allocation: &Allocation,
+    fixed: crate::milp::MilpOutcome,
+    planned_period: f64,
+    options: &MilpOptions,
+) -> anyhow::Result<Outcome> {
+    let mut order: Vec<usize> = (0..allocation.len()).collect();
+    order.sort_by_key(|&s| allocation.stages[s].first);
+    let groups: Vec<(usize, usize)> = order
+        .iter()
+        .map(|&s| (allocation.stages[s].first, allocation.stages[s].last))
+        .collect();
+    // The fixed allocation's pattern, its stages renumbered as groups in chain order.
+    let incumbent = fixed.pattern.map(|mut pattern| {
+        let mut group_of = vec![0; order.len()];
+        for (g, &s) in order.iter().enumerate() {
+            group_of[s] = g;
+        }
+        for op in &mut pattern.ops {
+            op.stage = group_of[op.stage];
+        }
+        let stages = order
+            .iter()
+            .enumerate()
+            .map(|(g, &s)| Stage {
+                first: g + 1,
+                last: g + 1,
+                processor: allocation.stages[s].processor,
+            })
+            .collect();
+        (Allocation::new(stages), pattern)
+    });
+    let r = optimum_over_groups(
+        problem.instance,
+        problem.platform,
+        groups,
+        incumbent,
+        options,
+    )?;
+    let mut outcome = r.into_outcome(problem.instance.len())?;
+    if let Outcome::Found(sol) = &mut outcome {
+        sol.planned_period = Some(planned_period);
+    }
+    Ok(outcome)
 }
 
 #[cfg(test)]

@@ -118,10 +118,24 @@ impl Model {
         Var(self.cols.len() - 1)
     }
 
-    /// `lo <= sum coef * x <= hi` (use infinities for one-sided rows).
+    /// `lo <= sum coef * x <= hi` (use infinities for one-sided rows). A variable may appear
+    /// in several terms: their coefficients are summed (HiGHS rejects repeated columns).
     pub fn row(&mut self, lo: f64, hi: f64, terms: &[(Var, f64)]) {
-        let factors: Vec<(highs::Col, f64)> =
-            terms.iter().map(|&(v, c)| (self.cols[v.0], c)).collect();
+        let mut merged: Vec<(Var, f64)> = terms.to_vec();
+        merged.sort_by_key(|&(v, _)| v.0);
+        merged.dedup_by(|b, a| {
+            if a.0 == b.0 {
+                a.1 += b.1;
+                true
+            } else {
+                false
+            }
+        });
+        let factors: Vec<(highs::Col, f64)> = merged
+            .iter()
+            .filter(|&&(_, c)| c != 0.0)
+            .map(|&(v, c)| (self.cols[v.0], c))
+            .collect();
         self.problem.add_row(lo..=hi, factors);
     }
 

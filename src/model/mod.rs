@@ -2,6 +2,7 @@
 
 mod allocation;
 pub mod bipartition;
+pub mod bounds;
 mod instance;
 mod pattern;
 mod plan;

@@ -10,6 +10,7 @@
 pub mod analytic;
 mod densenet;
 mod inception;
+pub mod random;
 mod resnet;
 mod transformer;
 mod vgg;

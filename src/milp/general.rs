@@ -1,0 +1,869 @@
+//! The general MILP `ilp` (pipeopt issue 4, item 3): the allocation of layers to processors
+//! (non-contiguous, any number of stages per processor) *together with* the periodic
+//! pattern of smallest period that fits memory.
+//!
+//! Formulation after Beaumont, Eyraud-Dubois, Shilova, *Pipelined Model Parallelism:
+//! Complexity Results and Memory Considerations* (Euro-Par 2021), the ILP that madpipe.txt
+//! cites as its reference [1] and whose second phase (`fixed_allocation`) fixes the
+//! allocation. Our own code, on MODEL.md's rules:
+//!
+//! # Groups and coarsening
+//! The MILP places *groups* of consecutive layers; every group is its own stage
+//! (MODEL.md section 3 lets consecutive stages share a processor, with no transfer between
+//! them), so a processor holds any set of groups. Without `--coarsen` a group is one layer
+//! and the MILP is exact for the chain. `--coarsen N` first cuts the chain into `N` groups
+//! by a dynamic program minimising the largest group's `U` ([`coarsen`]); the MILP is then
+//! exact for plans whose cuts fall between groups only. Splitting a stage into groups never
+//! hurts: the groups' live windows nest inside the stage's, so a stage-level pattern is a
+//! group-level pattern with the same period and no larger memory.
+//!
+//! # Variables (at a fixed period `T`, times scaled by `1/T`)
+//! - `x[g][p]` binary: group `g` on processor `p` (exactly one `p`); symmetry broken by
+//!   "group 0 on processor 0, and processor `p` is first used after processor `p-1`";
+//! - `z[c][p][q]` in `[0,1]`, `= x[c][p] x[c+1][q]` (linearised exactly): cut `c` crosses
+//!   from `p` to `q`; `u_c = sum z` says that it crosses at all;
+//! - one batch's operations in chain order `F_0, CF_0, F_1, ..., F_{G-1}, B_{G-1}, CB_{G-2},
+//!   ..., B_0`, each with a start `t` in `[0,1]` and an integer shift `h`; a transfer lasts
+//!   `u_c a(c)/(beta T)` (zero when the cut does not cross, so the dependency chain then
+//!   collapses to `F_c -> F_{c+1}`);
+//! - dependencies `h_a + t_a + d_a <= h_b + t_b`, with `h_b - h_a <= 2` (as in
+//!   `fixed_allocation`: larger gaps can be closed without loss) and `h(F_0) = 0`;
+//! - exclusive resources: one order binary per pair of operations that may share a resource,
+//!   the circular disjunction of `fixed_allocation`, relaxed by big-M when the two do *not*
+//!   share it: `s[g][g']` (same processor, `>= x[g][p] + x[g'][p] - 1` for every `p`) for
+//!   compute, `u_c` for the two transfers of one cut, and `v[c][c']` (same link) for
+//!   transfers of two cuts;
+//! - capacity cuts: a processor's work `sum_g x[g][p] U_g / T <= 1` and a link's transfers
+//!   (`2 a(c)/(beta T)` per crossing cut, half duplex) `<= 1`. The disjunctions imply them,
+//!   but their LP relaxation does not; with them the relaxation bounds the allocation
+//!   itself, and the solves at loose memory went from minutes to under a second (random
+//!   chains of 5-6 layers on 3 processors, measured while writing this);
+//! - memory (MODEL.md section 6), checked at every forward start `t(F_e)` on `e`'s processor:
+//!   weights `3 W x`, buffers `2 a(c)` on both sides of each crossing cut, and every group's
+//!   `stash * live`, where `live_g(tau) = [tau >= t_F] - [tau >= r] + w + h_B - h_F` as in
+//!   `fixed_allocation` (indicator binaries in the conservative direction), multiplied by the
+//!   same-processor indicator through `lambda >= stash (live - K (1 - s))`, `K` a bound on a
+//!   live count of a fitting group.
+//!
+//! # The period is searched
+//! As in `fixed_allocation` (same reasons: no products `h T`, numbers O(1)), `T` is found by
+//! bisection to [`MilpOptions::period_precision`] between a lower bound (the largest of
+//! [`period_bounds`](crate::model::bounds::period_bounds) on the grouped chain, then the
+//! largest `T` proved infeasible) and an incumbent.
+//!
+//! # Warm start
+//! The incumbent starts as the best heuristic plan of the grouped chain: the contiguous
+//! optimum (1F1B* on the best contiguous partition of the groups, `milp::contiguous`), which
+//! is at least as good as PipeDream's and 1F1B*'s plans on those groups. HiGHS gets no MIP
+//! start: every MILP of the search asks for a period below the incumbent's, where the
+//! incumbent is not a solution. Without a contiguous plan, the search starts at the
+//! sequential period (all work and transfers back to back), where one batch at a time
+//! reaches the smallest memory; infeasible there means infeasible at every period.
+//!
+//! # Bounds reported
+//! `lower_bound` holds for every plan of the *original* chain: with no coarsening (or `N >=
+//! L`), the search's proven bound; with coarsening, only the instance bounds of
+//! `model::bounds` (a grouped search bounds plans with cuts between groups, not every plan).
+//! The grouped bound is kept in [`GeneralOutcome::group_lower_bound`].
+
+// Index loops mirror the formulation (x[g][p], z[c]...) and read better than iterators here.
+#![allow(clippy::needless_range_loop)]
+
+use std::time::{Duration, Instant};
+
+use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::judge::judge;
+use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
+use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
+use crate::model::bounds::period_lower_bound;
+use crate::model::{
+    Allocation, Instance, Layer, OpKind, Pattern, PatternOp, Platform, SolverSummary, Stage,
+};
+use crate::units::Seconds;
+
+/// Relative inflation of durations in the model (as in `fixed_allocation`).
+const MARGIN: f64 = 1e-8;
+
+/// Cuts `instance` into `min(groups, L)` groups of consecutive layers minimising the largest
+/// group's `U` (ties: the earliest cuts). Returns the grouped instance (a layer per group:
+/// sums of fwd, bwd, weights and stash, the last layer's `out`) and each group's 1-based
+/// layer range.
+pub fn coarsen(instance: &Instance, groups: usize) -> (Instance, Vec<(usize, usize)>) {
+    let l = instance.len();
+    let n = groups.clamp(1, l.max(1));
+    let ranges: Vec<(usize, usize)> = if n >= l {
+        (1..=l).map(|i| (i, i)).collect()
+    } else {
+        let sums = instance.sums();
+        // best[k][j]: smallest largest-group U of layers 1..=j in k groups; cut[k][j]: the
+        // last group's first layer.
+        let mut best = vec![vec![f64::INFINITY; l + 1]; n + 1];
+        let mut cut = vec![vec![0usize; l + 1]; n + 1];
+        best[0][0] = 0.0;
+        for k in 1..=n {
+            for j in k..=l {
+                for i in k..=j {
+                    let v = best[k - 1][i - 1].max(sums.u(i, j));
+                    if v < best[k][j] {
+                        best[k][j] = v;
+                        cut[k][j] = i;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut j = l;
+        for k in (1..=n).rev() {
+            let i = cut[k][j];
+            out.push((i, j));
+            j = i - 1;
+        }
+        out.reverse();
+        out
+    };
+    (group_instance(instance, &ranges), ranges)
+}
+
+/// The chain whose layers are `groups` (1-based inclusive layer ranges covering the chain
+/// in order): sums of fwd, bwd, weights and stash, the last layer's `out`.
+pub fn group_instance(instance: &Instance, groups: &[(usize, usize)]) -> Instance {
+    let sums = instance.sums();
+    let layers = groups
+        .iter()
+        .map(|&(a, b)| Layer {
+            name: if a == b {
+                instance.layer(a).name.clone()
+            } else {
+                format!("layers {a}-{b}")
+            },
+            fwd: sums.u_f(a, b),
+            bwd: sums.u_b(a, b),
+            weights: sums.weights(a, b),
+            out: instance.a(b),
+            stash: Some(sums.stash(a, b)),
+        })
+        .collect();
+    Instance {
+        name: instance.name.clone(),
+        input: instance.input,
+        layers,
+        meta: instance.meta.clone(),
+    }
+}
+
+/// What the general MILP found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneralOutcome {
+    /// The best allocation (on the original chain: one stage per group) and its judged
+    /// pattern, `None` when nothing fits.
+    pub best: Option<(Allocation, Pattern)>,
+    /// A lower bound for every plan of the original chain (module docs).
+    pub lower_bound: Seconds,
+    /// The search's proven bound for plans whose cuts fall between groups.
+    pub group_lower_bound: Seconds,
+    pub status: SolveStatus,
+    /// `(period - group_lower_bound) / period` (the search's own gap).
+    pub gap: f64,
+    pub nodes: u64,
+    /// MILPs solved.
+    pub solves: usize,
+    /// The groups (1-based layer ranges).
+    pub groups: Vec<(usize, usize)>,
+    /// The warm start's period (contiguous optimum of the groups), when there was one.
+    pub warm_start_period: Option<Seconds>,
+    pub seconds: f64,
+}
+
+impl GeneralOutcome {
+    pub fn summary(&self) -> SolverSummary {
+        SolverSummary {
+            status: serde_json::to_value(self.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            gap: self.gap.is_finite().then_some(self.gap),
+            nodes: Some(self.nodes),
+        }
+    }
+}
+
+/// Operation indices of one batch in chain order (module docs).
+struct Ops {
+    groups: usize,
+}
+
+impl Ops {
+    fn len(&self) -> usize {
+        4 * self.groups - 2
+    }
+    fn f(&self, g: usize) -> usize {
+        2 * g
+    }
+    fn cf(&self, c: usize) -> usize {
+        2 * c + 1
+    }
+    fn b(&self, g: usize) -> usize {
+        4 * self.groups - 3 - 2 * g
+    }
+    fn cb(&self, c: usize) -> usize {
+        4 * self.groups - 4 - 2 * c
+    }
+}
+
+/// The variables of one feasibility model that the solution is read from.
+struct Layout {
+    x: Vec<Vec<Var>>,
+    t: Vec<Var>,
+    h: Vec<Var>,
+}
+
+/// The feasibility MILP at `period` for the grouped instance (module docs).
+fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Model, Layout) {
+    let g_n = grouped.len();
+    let p_n = platform.processors;
+    let ops = Ops { groups: g_n };
+    let n = ops.len();
+    let mut m = Model::new();
+    let mem = platform.memory;
+    let sums = grouped.sums();
+
+    // Scaled durations.
+    let d_f: Vec<f64> = (1..=g_n)
+        .map(|g| sums.u_f(g, g) / period + MARGIN)
+        .collect();
+    let d_b: Vec<f64> = (1..=g_n)
+        .map(|g| sums.u_b(g, g) / period + MARGIN)
+        .collect();
+    let d_c: Vec<f64> = (1..g_n)
+        .map(|c| sums.a(c) / platform.bandwidth / period + MARGIN)
+        .collect();
+
+    // Placement.
+    let x: Vec<Vec<Var>> = (0..g_n)
+        .map(|_| (0..p_n).map(|_| m.binary(0.0)).collect())
+        .collect();
+    for xg in &x {
+        let terms: Vec<(Var, f64)> = xg.iter().map(|&v| (v, 1.0)).collect();
+        m.row(1.0, 1.0, &terms);
+    }
+    m.row(1.0, 1.0, &[(x[0][0], 1.0)]);
+    for g in 1..g_n {
+        for p in 1..p_n {
+            let mut terms = vec![(x[g][p], 1.0)];
+            terms.extend((0..g).map(|h| (x[h][p - 1], -1.0)));
+            m.le(&terms, 0.0);
+        }
+    }
+    // Crossings: z[c] lists (p, q, var) for p != q.
+    let mut z: Vec<Vec<(usize, usize, Var)>> = Vec::with_capacity(g_n.saturating_sub(1));
+    for c in 0..g_n.saturating_sub(1) {
+        let mut zc = Vec::new();
+        for p in 0..p_n {
+            for q in 0..p_n {
+                if p == q {
+                    continue;
+                }
+                let v = m.continuous(0.0, 0.0, 1.0);
+                m.ge(&[(v, 1.0), (x[c][p], -1.0), (x[c + 1][q], -1.0)], -1.0);
+                m.le(&[(v, 1.0), (x[c][p], -1.0)], 0.0);
+                m.le(&[(v, 1.0), (x[c + 1][q], -1.0)], 0.0);
+                zc.push((p, q, v));
+            }
+        }
+        // A cut whose transfers cannot fit in one period must not cross.
+        let per_link = if platform.full_duplex { 1.0 } else { 2.0 };
+        if per_link * (d_c[c] - MARGIN) > 1.0 {
+            let terms: Vec<(Var, f64)> = zc.iter().map(|&(_, _, v)| (v, 1.0)).collect();
+            m.le(&terms, 0.0);
+        }
+        z.push(zc);
+    }
+    // u_c as terms, scaled by a factor.
+    let u_terms =
+        |c: usize, k: f64| -> Vec<(Var, f64)> { z[c].iter().map(|&(_, _, v)| (v, k)).collect() };
+    // Same-link indicators per unordered processor pair.
+    let edge_terms = |c: usize, a: usize, b: usize| -> Vec<(Var, f64)> {
+        z[c].iter()
+            .filter(|&&(p, q, _)| (p == a && q == b) || (p == b && q == a))
+            .map(|&(_, _, v)| (v, 1.0))
+            .collect()
+    };
+
+    // Capacity cuts (implied by the disjunctions below, but not by their LP relaxation):
+    // a processor computes at most one period of work, a link carries at most one period
+    // of transfers (both directions of a cut in half duplex; per direction in full duplex).
+    for p in 0..p_n {
+        let terms: Vec<(Var, f64)> = (0..g_n).map(|g| (x[g][p], d_f[g] + d_b[g])).collect();
+        m.le(&terms, 1.0);
+    }
+    for a in 0..p_n {
+        for b in a + 1..p_n {
+            let mut terms = Vec::new();
+            for c in 0..g_n.saturating_sub(1) {
+                let load = if platform.full_duplex {
+                    d_c[c]
+                } else {
+                    2.0 * d_c[c]
+                };
+                terms.extend(edge_terms(c, a, b).into_iter().map(|(v, k)| (v, load * k)));
+            }
+            if !terms.is_empty() {
+                m.le(&terms, 1.0);
+            }
+        }
+    }
+
+    // Same-processor indicators s[g][g'] for g < g'.
+    let mut s = vec![vec![None; g_n]; g_n];
+    for g in 0..g_n {
+        for h in g + 1..g_n {
+            let v = m.continuous(0.0, 0.0, 1.0);
+            for p in 0..p_n {
+                m.ge(&[(v, 1.0), (x[g][p], -1.0), (x[h][p], -1.0)], -1.0);
+            }
+            s[g][h] = Some(v);
+            s[h][g] = Some(v);
+        }
+    }
+
+    // Times and shifts.
+    let t: Vec<Var> = (0..n).map(|_| m.continuous(0.0, 0.0, 1.0)).collect();
+    let h: Vec<Var> = (0..n)
+        .map(|i| m.integer(0.0, 0.0, 2.0 * i as f64))
+        .collect();
+    m.row(0.0, 0.0, &[(h[ops.f(0)], 1.0)]);
+    // Duration of operation i as (constant, terms).
+    let kind = |i: usize| -> (OpKind, usize) {
+        if i < 2 * g_n - 1 {
+            if i % 2 == 0 {
+                (OpKind::F, i / 2)
+            } else {
+                (OpKind::CF, i / 2)
+            }
+        } else {
+            let k = 4 * g_n - 3 - i; // B(g): k = 2g; CB(c): k = 2c + 1
+            if k % 2 == 0 {
+                (OpKind::B, k / 2)
+            } else {
+                (OpKind::CB, k / 2)
+            }
+        }
+    };
+    let duration = |i: usize| -> (f64, Vec<(Var, f64)>) {
+        match kind(i) {
+            (OpKind::F, g) => (d_f[g], vec![]),
+            (OpKind::B, g) => (d_b[g], vec![]),
+            (_, c) => (0.0, u_terms(c, d_c[c])),
+        }
+    };
+    for i in 0..n - 1 {
+        let (d, dt) = duration(i);
+        let mut terms = vec![(h[i], 1.0), (t[i], 1.0), (h[i + 1], -1.0), (t[i + 1], -1.0)];
+        terms.extend(dt);
+        m.le(&terms, -d);
+        m.le(&[(h[i + 1], 1.0), (h[i], -1.0)], 2.0);
+    }
+
+    // Exclusive resources. Relaxation `rel`: terms whose value is 1 when the pair shares
+    // the resource (0 otherwise), with the constant; the disjunction is relaxed by
+    // BIG * (1 - rel).
+    const BIG: f64 = 3.0;
+    let disjunction = |m: &mut Model, i: usize, j: usize, rel: Option<Vec<(Var, f64)>>| {
+        let (di, dti) = duration(i);
+        let (dj, dtj) = duration(j);
+        let y = m.binary(0.0);
+        let rel = rel.unwrap_or_default();
+        let relaxed = !rel.is_empty();
+        // Each row: base terms + d terms + 2 y-ish + BIG * rel <= rhs + BIG (when relaxed).
+        let push = |m: &mut Model,
+                    a: usize,
+                    b: usize,
+                    da: f64,
+                    dta: &[(Var, f64)],
+                    y_coef: f64,
+                    rhs: f64| {
+            let mut terms = vec![(t[a], 1.0), (t[b], -1.0), (y, y_coef)];
+            terms.extend_from_slice(dta);
+            let mut rhs = rhs - da;
+            if relaxed {
+                terms.extend(rel.iter().map(|&(v, k)| (v, BIG * k)));
+                rhs += BIG;
+            }
+            m.le(&terms, rhs);
+        };
+        // y = 1: i then j: t_i + d_i <= t_j ; t_j + d_j <= t_i + 1.
+        push(m, i, j, di, &dti, 2.0, 2.0);
+        push(m, j, i, dj, &dtj, 2.0, 3.0);
+        // y = 0: j then i: t_j + d_j <= t_i ; t_i + d_i <= t_j + 1.
+        push(m, j, i, dj, &dtj, -2.0, 0.0);
+        push(m, i, j, di, &dti, -2.0, 1.0);
+    };
+    let compute: Vec<(usize, usize)> = (0..g_n)
+        .flat_map(|g| [(ops.f(g), g), (ops.b(g), g)])
+        .filter(|&(i, _)| duration(i).0 > MARGIN)
+        .collect();
+    for (k, &(i, gi)) in compute.iter().enumerate() {
+        for &(j, gj) in &compute[k + 1..] {
+            let rel = if gi == gj {
+                None
+            } else {
+                Some(vec![(s[gi][gj].expect("s"), 1.0)])
+            };
+            disjunction(&mut m, i, j, rel);
+        }
+    }
+    let comms: Vec<(usize, usize, bool)> = (0..g_n.saturating_sub(1))
+        .filter(|&c| d_c[c] > MARGIN)
+        .flat_map(|c| [(ops.cf(c), c, false), (ops.cb(c), c, true)])
+        .collect();
+    for (k, &(i, ci, bi)) in comms.iter().enumerate() {
+        for &(j, cj, bj) in &comms[k + 1..] {
+            if platform.full_duplex && bi != bj {
+                continue;
+            }
+            if ci == cj {
+                disjunction(&mut m, i, j, Some(u_terms(ci, 1.0)));
+            } else {
+                // v >= ue[ci][e] + ue[cj][e] - 1 for every link e.
+                let v = m.continuous(0.0, 0.0, 1.0);
+                for a in 0..p_n {
+                    for b in a + 1..p_n {
+                        let mut terms = vec![(v, 1.0)];
+                        terms.extend(edge_terms(ci, a, b).into_iter().map(|(w, k)| (w, -k)));
+                        terms.extend(edge_terms(cj, a, b).into_iter().map(|(w, k)| (w, -k)));
+                        m.ge(&terms, -1.0);
+                    }
+                }
+                disjunction(&mut m, i, j, Some(vec![(v, 1.0)]));
+            }
+        }
+    }
+
+    // Memory, in units of M.
+    let sigma: Vec<f64> = (1..=g_n).map(|g| sums.stash(g, g) / mem).collect();
+    let weight: Vec<f64> = (1..=g_n).map(|g| 3.0 * sums.weights(g, g) / mem).collect();
+    let buffer: Vec<f64> = (1..g_n).map(|c| 2.0 * sums.a(c) / mem).collect();
+    // static_p as terms.
+    let static_terms = |p: usize| -> Vec<(Var, f64)> {
+        let mut terms: Vec<(Var, f64)> = (0..g_n).map(|g| (x[g][p], weight[g])).collect();
+        for (c, zc) in z.iter().enumerate() {
+            for &(a, b, v) in zc {
+                if a == p || b == p {
+                    terms.push((v, buffer[c]));
+                }
+            }
+        }
+        terms
+    };
+    for p in 0..p_n {
+        m.le(&static_terms(p), 1.0);
+    }
+    let live_groups: Vec<usize> = (0..g_n).filter(|&g| sigma[g] > 0.0).collect();
+    if !live_groups.is_empty() {
+        // r_g + w_g = t(B_g) + d(B_g).
+        let mut r = vec![None; g_n];
+        let mut w = vec![None; g_n];
+        for &g in &live_groups {
+            let rg = m.continuous(0.0, 0.0, 1.0);
+            let wg = m.binary(0.0);
+            m.row(d_b[g], d_b[g], &[(rg, 1.0), (wg, 1.0), (t[ops.b(g)], -1.0)]);
+            r[g] = Some(rg);
+            w[g] = Some(wg);
+        }
+        // K_g: a bound on the modelled live count of a fitting group.
+        let k_bound = |g: usize| -> f64 {
+            let by_shift = 2.0 + 2.0 * (ops.b(g) - ops.f(g)) as f64;
+            let by_memory = (1.0 / sigma[g]).floor() + 2.0;
+            by_shift.min(by_memory)
+        };
+        let big_mem: f64 = 1.0
+            + weight.iter().sum::<f64>()
+            + 2.0 * buffer.iter().sum::<f64>()
+            + live_groups
+                .iter()
+                .map(|&g| sigma[g] * k_bound(g))
+                .sum::<f64>();
+        for &e in &live_groups {
+            let tau = t[ops.f(e)];
+            let mut live_terms: Vec<(Var, f64)> = Vec::new();
+            let mut constant = 0.0;
+            for &g in &live_groups {
+                let (fg, bg) = (ops.f(g), ops.b(g));
+                let c = m.binary(0.0);
+                // c = 1 => r_g <= tau.
+                m.le(&[(r[g].unwrap(), 1.0), (tau, -1.0), (c, 1.0)], 1.0);
+                // live = [A] - c + w + h_B - h_F.
+                let mut live: Vec<(Var, f64)> =
+                    vec![(c, -1.0), (w[g].unwrap(), 1.0), (h[bg], 1.0), (h[fg], -1.0)];
+                let mut live_const = 0.0;
+                if g == e {
+                    live_const = 1.0;
+                } else {
+                    let a = m.binary(0.0);
+                    // a = 0 => tau + margin <= t(F_g).
+                    m.le(&[(tau, 1.0), (t[fg], -1.0), (a, -2.0)], -MARGIN);
+                    live.push((a, 1.0));
+                }
+                if g == e {
+                    live_terms.extend(live.iter().map(|&(v, k)| (v, sigma[g] * k)));
+                    constant += sigma[g] * live_const;
+                } else {
+                    // lambda >= sigma (live - K (1 - s)), lambda >= 0.
+                    let lambda = m.continuous(0.0, 0.0, f64::INFINITY);
+                    let k = k_bound(g);
+                    let mut terms = vec![(lambda, 1.0)];
+                    terms.extend(live.iter().map(|&(v, kk)| (v, -sigma[g] * kk)));
+                    terms.push((s[e][g].expect("s"), -sigma[g] * k));
+                    m.ge(&terms, sigma[g] * (live_const - k));
+                    live_terms.push((lambda, 1.0));
+                }
+            }
+            for p in 0..p_n {
+                // static_p + live terms <= 1 + big (1 - x[e][p]).
+                let mut terms = static_terms(p);
+                terms.extend(live_terms.iter().copied());
+                terms.push((x[e][p], big_mem));
+                m.le(&terms, 1.0 + big_mem - constant);
+            }
+        }
+    }
+    (m, Layout { x, t, h })
+}
+
+/// The allocation (on the grouped chain: one stage per group) and pattern of a solution.
+fn read_solution(
+    grouped: &Instance,
+    platform: &Platform,
+    layout: &Layout,
+    values: &[f64],
+    period: Seconds,
+) -> (Allocation, Pattern) {
+    let g_n = grouped.len();
+    let ops = Ops { groups: g_n };
+    let value = |v: Var| values[v.0];
+    let stages: Vec<Stage> = (0..g_n)
+        .map(|g| {
+            let p = (0..platform.processors)
+                .max_by(|&a, &b| value(layout.x[g][a]).total_cmp(&value(layout.x[g][b])))
+                .unwrap_or(0);
+            Stage {
+                first: g + 1,
+                last: g + 1,
+                processor: p,
+            }
+        })
+        .collect();
+    let allocation = Allocation::new(stages);
+    let mut pattern_ops = Vec::new();
+    let mut push = |kind: OpKind, stage: usize, i: usize| {
+        let mut start = value(layout.t[i]) * period;
+        let mut shift = value(layout.h[i]).round() as i64;
+        if start >= period {
+            start = (start - period).max(0.0);
+            shift += 1;
+        }
+        pattern_ops.push(PatternOp {
+            kind,
+            stage,
+            start: start.max(0.0),
+            shift,
+        });
+    };
+    for g in 0..g_n {
+        push(OpKind::F, g, ops.f(g));
+        push(OpKind::B, g, ops.b(g));
+        if allocation.crosses(g) {
+            push(OpKind::CF, g, ops.cf(g));
+            push(OpKind::CB, g, ops.cb(g));
+        }
+    }
+    pattern_ops.sort_by_key(|o| (o.stage, o.kind));
+    (
+        allocation,
+        Pattern {
+            period,
+            ops: pattern_ops,
+        },
+    )
+}
+
+/// The grouped allocation mapped back to the original chain.
+fn ungroup(allocation: &Allocation, groups: &[(usize, usize)]) -> Allocation {
+    Allocation::new(
+        allocation
+            .stages
+            .iter()
+            .map(|s| Stage {
+                first: groups[s.first - 1].0,
+                last: groups[s.last - 1].1,
+                processor: s.processor,
+            })
+            .collect(),
+    )
+}
+
+/// The general MILP on `instance` coarsened to `coarsen` groups (all layers when `None`).
+pub fn general_optimum(
+    instance: &Instance,
+    platform: &Platform,
+    coarsen_to: Option<usize>,
+    options: &MilpOptions,
+) -> anyhow::Result<GeneralOutcome> {
+    instance.check()?;
+    platform.check()?;
+    let (_, groups) = coarsen(instance, coarsen_to.unwrap_or(instance.len()));
+    optimum_over_groups(instance, platform, groups, None, options)
+}
+
+/// The general MILP placing the given `groups` (1-based inclusive layer ranges covering the
+/// chain in order), starting from `incumbent` (an allocation of the groups, one stage per
+/// group, with its pattern) when given, else from the contiguous optimum of the groups.
+/// MadPipe's `remap` option runs it on the first phase's stages.
+pub fn optimum_over_groups(
+    instance: &Instance,
+    platform: &Platform,
+    groups: Vec<(usize, usize)>,
+    incumbent: Option<(Allocation, Pattern)>,
+    options: &MilpOptions,
+) -> anyhow::Result<GeneralOutcome> {
+    let started = Instant::now();
+    let grouped = group_instance(instance, &groups);
+    let exact_for_chain = groups.len() == instance.len();
+    let chain_bound = period_lower_bound(instance, platform);
+    let deadline = options.time_limit.map(|d| started + d);
+    let time_left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+
+    let mut out = GeneralOutcome {
+        best: None,
+        lower_bound: chain_bound,
+        group_lower_bound: 0.0,
+        status: SolveStatus::Infeasible,
+        gap: f64::INFINITY,
+        nodes: 0,
+        solves: 0,
+        groups: groups.clone(),
+        warm_start_period: None,
+        seconds: 0.0,
+    };
+
+    // Warm start: the caller's incumbent, else the contiguous optimum of the groups,
+    // re-planned on the original chain. (Allocation on the grouped chain, pattern judged
+    // on the original chain.)
+    let mut best: Option<(Allocation, Pattern)> = None;
+    if let Some((alloc, pattern)) = incumbent {
+        let j = judge(instance, platform, &ungroup(&alloc, &groups), &pattern);
+        if j.valid {
+            out.warm_start_period = Some(pattern.period);
+            best = Some((alloc, pattern));
+        }
+    } else {
+        let warm_limit = time_left().map(|d| d / 5);
+        let warm = contiguous_optimum(&grouped, platform, warm_limit)?;
+        if let Some((alloc, _)) = &warm.best {
+            let original = ungroup(alloc, &groups);
+            if let Some(p) = judged_one_f_one_b_star(instance, platform, &original) {
+                out.warm_start_period = Some(p.period);
+                best = Some((alloc.clone(), p));
+            }
+        }
+    }
+
+    let mut lo = period_lower_bound(&grouped, platform);
+    let mut status = SolveStatus::Optimal;
+    let solve_at = |period: Seconds,
+                    left: Option<Duration>,
+                    out: &mut GeneralOutcome|
+     -> anyhow::Result<Option<Option<(Allocation, Pattern)>>> {
+        let (model, layout) = feasibility(&grouped, platform, period);
+        let r = model.solve(options, left)?;
+        out.solves += 1;
+        out.nodes += r.nodes;
+        Ok(match r.status {
+            SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
+                let (alloc, pattern) =
+                    read_solution(&grouped, platform, &layout, &r.values, period);
+                let original = ungroup(&alloc, &groups);
+                let j = judge(instance, platform, &original, &pattern);
+                if !j.valid {
+                    anyhow::bail!(
+                        "internal error: the general MILP's pattern at T = {period} fails the judge: {}",
+                        j.violations
+                            .iter()
+                            .map(|v| v.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                }
+                Some(Some((alloc, pattern)))
+            }
+            SolveStatus::Infeasible => Some(None),
+            SolveStatus::NoSolutionWithinLimit => None,
+        })
+    };
+
+    if best.is_none() {
+        // Sequential period: every operation and every possible transfer back to back.
+        let sums = grouped.sums();
+        let per_link = if platform.full_duplex { 1.0 } else { 2.0 };
+        let all: f64 = sums.u(1, grouped.len())
+            + (1..grouped.len())
+                .map(|c| per_link * sums.a(c) / platform.bandwidth)
+                .sum::<f64>();
+        let t_max = (all * (1.0 + 1e-6)).max(lo);
+        match solve_at(t_max, time_left(), &mut out)? {
+            Some(Some(found)) => best = Some(found),
+            Some(None) => {
+                out.group_lower_bound = f64::INFINITY;
+                out.seconds = started.elapsed().as_secs_f64();
+                return Ok(out);
+            }
+            None => {
+                out.status = SolveStatus::NoSolutionWithinLimit;
+                out.seconds = started.elapsed().as_secs_f64();
+                return Ok(out);
+            }
+        }
+    }
+    let mut best = best.expect("an incumbent");
+
+    let mut first = true;
+    while best.1.period - lo > options.period_precision * best.1.period {
+        let t = if first {
+            lo
+        } else {
+            0.5 * (lo + best.1.period)
+        };
+        first = false;
+        let left = time_left();
+        if left.is_some_and(|d| d.is_zero()) {
+            status = SolveStatus::LimitWithIncumbent;
+            break;
+        }
+        match solve_at(t, left, &mut out)? {
+            Some(Some(found)) => best = found,
+            Some(None) => lo = t,
+            None => {
+                status = SolveStatus::LimitWithIncumbent;
+                break;
+            }
+        }
+    }
+    let period = best.1.period;
+    out.group_lower_bound = lo.min(period);
+    out.lower_bound = if exact_for_chain {
+        chain_bound.max(out.group_lower_bound).min(period)
+    } else {
+        chain_bound.min(period)
+    };
+    out.gap = (period - out.group_lower_bound) / period;
+    out.status = status;
+    out.best = Some((ungroup(&best.0, &groups), best.1));
+    out.seconds = started.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The `ilp` algorithm: [`general_optimum`] as a planner.
+#[derive(Debug, Clone, Default)]
+pub struct GeneralMilpPlanner {
+    /// `--coarsen N`: the number of groups (all layers when `None`).
+    pub coarsen: Option<usize>,
+    pub options: MilpOptions,
+}
+
+impl Planner for GeneralMilpPlanner {
+    fn name(&self) -> String {
+        "ilp".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        general_optimum(
+            problem.instance,
+            problem.platform,
+            self.coarsen,
+            &self.options,
+        )?
+        .into_outcome(problem.instance.len())
+    }
+}
+
+impl GeneralOutcome {
+    /// The planner's outcome for a chain of `layers` layers: the best plan with its bound
+    /// and solver summary, "infeasible" with a reason, or an error when a limit stopped
+    /// the search before any plan was found.
+    pub fn into_outcome(self, layers: usize) -> anyhow::Result<Outcome> {
+        let summary = self.summary();
+        match self.best {
+            None if self.status == SolveStatus::Infeasible => Ok(Outcome::Infeasible {
+                reason: if self.groups.len() == layers {
+                    "no allocation fits in memory, even one batch at a time".into()
+                } else {
+                    format!(
+                        "no allocation of these {} groups of layers fits in memory, even one batch at \
+                         a time (finer groups may still fit)",
+                        self.groups.len()
+                    )
+                },
+                lower_bound: None,
+            }),
+            None => anyhow::bail!(
+                "the time limit stopped the general MILP before any plan was found \
+                 (lower bound {} s)",
+                self.lower_bound
+            ),
+            Some((allocation, pattern)) => {
+                let mut sol = Solution::new(allocation, Some(pattern));
+                sol.lower_bound = Some(self.lower_bound);
+                sol.stopped_at_limit = self.status != SolveStatus::Optimal;
+                sol.solver = Some(summary);
+                Ok(Outcome::Found(sol))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::chain;
+
+    #[test]
+    fn coarsen_minimises_the_largest_group() {
+        // U = 2, 2, 2, 6, 2, 2 into 3 groups: {2,2,2} {6} {2,2} -> largest 6.
+        let inst = chain(
+            &[1.0, 1.0, 1.0, 3.0, 1.0, 1.0],
+            &[1.0, 1.0, 1.0, 3.0, 1.0, 1.0],
+            &[1.0; 6],
+            &[5.0; 6],
+            1.0,
+        );
+        let (g, ranges) = coarsen(&inst, 3);
+        assert_eq!(ranges, vec![(1, 3), (4, 4), (5, 6)]);
+        assert_eq!(g.len(), 3);
+        assert_eq!(g.layers[0].fwd, 3.0);
+        assert_eq!(g.layers[0].weights, 3.0);
+        assert_eq!(g.layers[2].out, 5.0);
+        let (_, same) = coarsen(&inst, 10);
+        assert_eq!(same.len(), 6);
+    }
+
+    #[test]
+    fn ops_indices_form_the_chain() {
+        for g_n in 1..5 {
+            let ops = Ops { groups: g_n };
+            let mut seen = vec![false; ops.len()];
+            for g in 0..g_n {
+                seen[ops.f(g)] = true;
+                seen[ops.b(g)] = true;
+            }
+            for c in 0..g_n - 1 {
+                seen[ops.cf(c)] = true;
+                seen[ops.cb(c)] = true;
+                assert_eq!(ops.cf(c), ops.f(c) + 1);
+                assert_eq!(ops.cb(c), ops.b(c + 1) + 1);
+                assert_eq!(ops.b(c), ops.cb(c) + 1);
+            }
+            assert!(seen.iter().all(|&s| s));
+            assert_eq!(ops.b(g_n - 1), ops.f(g_n - 1) + 1);
+        }
+    }
+}
