@@ -15,14 +15,20 @@ use pipeopt::nets::random::{one_processor_memory, random_chain};
 use pipeopt::units::parse_seconds;
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    // it, where a smoke run of the smallest point is enough.
+    let smoke = !std::env::args().any(|a| a == "--bench");
     let limit = std::env::var("ILP_LIMIT")
         .ok()
         .map(|s| parse_seconds(&s).expect("ILP_LIMIT: a duration such as 60s"))
-        .map_or(Duration::from_secs(60), Duration::from_secs_f64);
+        .map_or(
+            Duration::from_secs(if smoke { 5 } else { 60 }),
+            Duration::from_secs_f64,
+        );
     let max_layers: usize = std::env::var("ILP_MAX_LAYERS")
         .ok()
         .map(|s| s.parse().expect("ILP_MAX_LAYERS: a whole number"))
-        .unwrap_or(24);
+        .unwrap_or(if smoke { 4 } else { 24 });
     let processors = 4;
     let options = MilpOptions {
         time_limit: Some(limit),
