@@ -56,7 +56,7 @@ fn brute_force(inst: &Instance, p: usize, bandwidth: f64, exactly: bool) -> f64 
 }
 
 fn chain() -> impl Strategy<Value = Vec<(f64, f64, f64)>> {
-    proptest::collection::vec((0.1..5.0f64, 0.1..10.0f64, 0.0..40.0f64), 2..10)
+    proptest::collection::vec((0.1..5.0f64, 0.1..10.0f64, 0.0..40.0f64), 2..=10)
 }
 
 proptest! {

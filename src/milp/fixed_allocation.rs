@@ -44,6 +44,7 @@ use std::time::Instant;
 
 use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
+use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::{
     Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Plan, Platform, Resource,
@@ -174,17 +175,7 @@ pub fn schedule_allocation(
         match r.status {
             SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
                 let p = to_pattern(&graph, &r.values, t);
-                let j = judge(instance, platform, allocation, &p);
-                if !j.valid {
-                    anyhow::bail!(
-                        "internal error: the scheduling MILP's pattern at T = {t} fails the judge: {}",
-                        j.violations
-                            .iter()
-                            .map(|v| v.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
+                ensure_judged_valid(instance, platform, allocation, &p, "the scheduling MILP")?;
                 best = p;
             }
             SolveStatus::Infeasible => lo = t,

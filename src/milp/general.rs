@@ -74,6 +74,7 @@ use std::time::{Duration, Instant};
 use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
+use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::bounds::period_lower_bound;
 use crate::model::{
@@ -683,17 +684,7 @@ pub fn optimum_over_groups(
                 let (alloc, pattern) =
                     read_solution(&grouped, platform, &layout, &r.values, period);
                 let original = ungroup(&alloc, &groups);
-                let j = judge(instance, platform, &original, &pattern);
-                if !j.valid {
-                    anyhow::bail!(
-                        "internal error: the general MILP's pattern at T = {period} fails the judge: {}",
-                        j.violations
-                            .iter()
-                            .map(|v| v.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
+                ensure_judged_valid(instance, platform, &original, &pattern, "the general MILP")?;
                 Some(Some((alloc, pattern)))
             }
             SolveStatus::Infeasible => Some(None),
