@@ -66,6 +66,13 @@ pub enum Outcome {
         reason: String,
         lower_bound: Option<Seconds>,
     },
+    /// A solver's limit stopped the search before any plan was found: reported as
+    /// "timeout" with no period (MODEL.md section 9: a limit is never an error), the reason
+    /// in words and the bound proven so far.
+    NoPlanWithinLimit {
+        reason: String,
+        lower_bound: Option<Seconds>,
+    },
 }
 
 /// The trait every algorithm implements.
@@ -118,6 +125,15 @@ pub fn run(
             lower_bound,
         }) => {
             report.status = Status::Infeasible;
+            report.lower_bound = lower_bound;
+            report.messages.push(reason);
+            (None, report)
+        }
+        Ok(Outcome::NoPlanWithinLimit {
+            reason,
+            lower_bound,
+        }) => {
+            report.status = Status::Timeout;
             report.lower_bound = lower_bound;
             report.messages.push(reason);
             (None, report)

@@ -248,3 +248,46 @@ fn remap_stages_is_refused_for_other_algorithms() {
     let e = planner("ilp", &opts).err().expect("refused");
     assert!(e.to_string().contains("madpipe"), "{e}");
 }
+
+#[test]
+fn a_time_limit_is_never_an_error() {
+    // Cases where no contiguous plan fits, so the search has no warm start: with a 1 ms
+    // limit it may stop before any plan; that is a "timeout" (period null), not an error.
+    let mut cases = 0;
+    for seed in 0..40u64 {
+        let inst = chain(seed, 6);
+        let platform = Platform::new(3, 0.4 * one_processor_memory(&inst), 6.0);
+        let contiguous = contiguous_optimum(&inst, &platform, None).unwrap();
+        if contiguous.best.is_some() {
+            continue;
+        }
+        cases += 1;
+        let opts = Options {
+            time_limit: Some(1e-3),
+            ..Options::default()
+        };
+        let p = planner("ilp", &opts).unwrap();
+        let problem = Problem {
+            instance: &inst,
+            platform: &platform,
+        };
+        let (_, report) = run(p.as_ref(), &problem).unwrap();
+        assert!(
+            matches!(
+                report.status,
+                Status::Timeout | Status::Valid | Status::Infeasible
+            ),
+            "seed {seed}: {:?} {:?}",
+            report.status,
+            report.messages
+        );
+        if report.status == Status::Timeout && report.period.is_none() {
+            assert!(report.messages.iter().any(|m| m.contains("time limit")));
+            assert!(report.lower_bound.is_some());
+        }
+        if cases == 3 {
+            break;
+        }
+    }
+    assert!(cases > 0, "no case without a contiguous plan");
+}

@@ -213,11 +213,12 @@ impl Planner for ContiguousOptPlanner {
                 reason: "no contiguous allocation fits in memory".into(),
                 lower_bound: None,
             }),
-            None => anyhow::bail!(
-                "the time limit stopped the search before any contiguous allocation was found \
-                 to fit (lower bound {} s)",
-                r.lower_bound
-            ),
+            None => Ok(Outcome::NoPlanWithinLimit {
+                reason: "the time limit stopped the search before any contiguous allocation \
+                         was found to fit"
+                    .into(),
+                lower_bound: Some(r.lower_bound),
+            }),
             Some((allocation, pattern)) => {
                 let mut sol = Solution::new(allocation, Some(pattern));
                 sol.lower_bound = Some(r.lower_bound);

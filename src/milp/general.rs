@@ -796,11 +796,10 @@ impl GeneralOutcome {
                 },
                 lower_bound: None,
             }),
-            None => anyhow::bail!(
-                "the time limit stopped the general MILP before any plan was found \
-                 (lower bound {} s)",
-                self.lower_bound
-            ),
+            None => Ok(Outcome::NoPlanWithinLimit {
+                reason: "the time limit stopped the general MILP before any plan was found".into(),
+                lower_bound: Some(self.lower_bound),
+            }),
             Some((allocation, pattern)) => {
                 let mut sol = Solution::new(allocation, Some(pattern));
                 sol.lower_bound = Some(self.lower_bound);

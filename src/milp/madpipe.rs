@@ -79,6 +79,8 @@ impl Planner for MadPipePlanner {
                 ),
                 lower_bound,
             },
+            // The fixed allocation always has its sequential pattern to start from.
+            other @ Outcome::NoPlanWithinLimit { .. } => other,
         })
     }
 }
