@@ -49,7 +49,9 @@
 //! As in `fixed_allocation` (same reasons: no products `h T`, numbers O(1)), `T` is found by
 //! bisection to [`MilpOptions::period_precision`] between a lower bound (the largest of
 //! [`period_bounds`](crate::model::bounds::period_bounds) on the grouped chain, then the
-//! largest `T` proved infeasible) and an incumbent.
+//! largest `T` proved infeasible) and an incumbent. Under a time limit each probe gets a
+//! third of the time left, and a probe that ends undecided moves the search above it
+//! (without raising the proven bound), so the time goes to finding better plans.
 //!
 //! # Warm start
 //! The incumbent starts as the best heuristic plan of the grouped chain: the contiguous
@@ -670,7 +672,6 @@ pub fn optimum_over_groups(
     }
 
     let mut lo = period_lower_bound(&grouped, platform);
-    let mut status = SolveStatus::Optimal;
     let solve_at = |period: Seconds,
                     left: Option<Duration>,
                     out: &mut GeneralOutcome|
@@ -717,29 +718,38 @@ pub fn optimum_over_groups(
     }
     let mut best = best.expect("an incumbent");
 
+    // Under a time limit, each probe gets a third of the time left; a probe that ends
+    // with no answer raises `floor` (where the search goes on), not the proven `lo`, so
+    // the remaining time is spent on periods between it and the incumbent, where better
+    // plans are found, instead of on one hard proof.
+    let mut floor = lo;
     let mut first = true;
-    while best.1.period - lo > options.period_precision * best.1.period {
+    while best.1.period - floor > options.period_precision * best.1.period {
         let t = if first {
             lo
         } else {
-            0.5 * (lo + best.1.period)
+            0.5 * (floor + best.1.period)
         };
         first = false;
         let left = time_left();
         if left.is_some_and(|d| d.is_zero()) {
-            status = SolveStatus::LimitWithIncumbent;
             break;
         }
-        match solve_at(t, left, &mut out)? {
+        match solve_at(t, left.map(|d| d / 3), &mut out)? {
             Some(Some(found)) => best = found,
-            Some(None) => lo = t,
-            None => {
-                status = SolveStatus::LimitWithIncumbent;
-                break;
+            Some(None) => {
+                lo = t;
+                floor = floor.max(t);
             }
+            None => floor = t,
         }
     }
     let period = best.1.period;
+    let status = if period - lo <= options.period_precision * period {
+        SolveStatus::Optimal
+    } else {
+        SolveStatus::LimitWithIncumbent
+    };
     out.group_lower_bound = lo.min(period);
     out.lower_bound = if exact_for_chain {
         chain_bound.max(out.group_lower_bound).min(period)
