@@ -10,24 +10,33 @@ use pipeopt::judge::judge;
 use pipeopt::milp::general::{coarsen, general_optimum};
 use pipeopt::milp::{contiguous_optimum, MilpOptions, SolveStatus};
 use pipeopt::model::bounds::period_lower_bound;
-use pipeopt::model::{Instance, Platform, Status};
+use pipeopt::model::{Instance, Plan, PlanReport, Platform, Status};
 use pipeopt::nets::random::{one_processor_memory, random_chain};
 
 fn chain(seed: u64, l: usize) -> Instance {
     random_chain(seed, l)
 }
 
-fn validated(name: &str, inst: &Instance, platform: &Platform) -> Option<f64> {
-    let opts = Options::default();
-    let p = planner(name, &opts).unwrap();
-    let (_, report) = run(
+/// Runs algorithm `name` with `opts` through the registry and the judge.
+fn plan_with(
+    name: &str,
+    opts: &Options,
+    inst: &Instance,
+    platform: &Platform,
+) -> (Option<Plan>, PlanReport) {
+    let p = planner(name, opts).unwrap();
+    run(
         p.as_ref(),
         &Problem {
             instance: inst,
             platform,
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn validated(name: &str, inst: &Instance, platform: &Platform) -> Option<f64> {
+    let (_, report) = plan_with(name, &Options::default(), inst, platform);
     (report.status == Status::Valid || report.status == Status::Timeout)
         .then_some(report.period)
         .flatten()
@@ -117,15 +126,7 @@ fn too_little_memory_is_infeasible_with_a_reason() {
         .map(|l| 3.0 * l.weights)
         .fold(0.0, f64::max);
     let platform = Platform::new(3, 0.9 * w_max, 6.0);
-    let p = planner("ilp", &Options::default()).unwrap();
-    let (plan, report) = run(
-        p.as_ref(),
-        &Problem {
-            instance: &inst,
-            platform: &platform,
-        },
-    )
-    .unwrap();
+    let (plan, report) = plan_with("ilp", &Options::default(), &inst, &platform);
     assert!(plan.is_none());
     assert_eq!(report.status, Status::Infeasible);
     assert!(
@@ -143,15 +144,7 @@ fn coarsened_plans_are_judged_on_the_original_chain() {
         coarsen: Some(5),
         ..Options::default()
     };
-    let p = planner("ilp", &opts).unwrap();
-    let (plan, report) = run(
-        p.as_ref(),
-        &Problem {
-            instance: &inst,
-            platform: &platform,
-        },
-    )
-    .unwrap();
+    let (plan, report) = plan_with("ilp", &opts, &inst, &platform);
     let plan = plan.expect("a plan");
     assert_eq!(report.status, Status::Valid, "{:?}", report.messages);
     // Stages are the groups, mapped back to the 12 layers.
@@ -184,22 +177,12 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
         let inst = chain(seed, 7);
         for &(processors, share) in &[(3usize, 0.45), (3, 1.0)] {
             let platform = Platform::new(processors, share * one_processor_memory(&inst), 6.0);
-            let problem = Problem {
-                instance: &inst,
-                platform: &platform,
-            };
-            let fixed = run(
-                planner("madpipe", &Options::default()).unwrap().as_ref(),
-                &problem,
-            )
-            .unwrap()
-            .1;
+            let (_, fixed) = plan_with("madpipe", &Options::default(), &inst, &platform);
             let opts = Options {
                 remap_stages: true,
                 ..Options::default()
             };
-            let (plan, remapped) =
-                run(planner("madpipe", &opts).unwrap().as_ref(), &problem).unwrap();
+            let (plan, remapped) = plan_with("madpipe", &opts, &inst, &platform);
             // Whatever the fixed allocation achieves, remapping keeps (it starts there).
             if fixed.status == Status::Valid {
                 assert_eq!(
@@ -224,12 +207,8 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
                     r.sort();
                     r
                 };
-                let first_phase = run(
-                    planner("madpipe-dp", &Options::default()).unwrap().as_ref(),
-                    &problem,
-                )
-                .unwrap()
-                .1;
+                let (_, first_phase) =
+                    plan_with("madpipe-dp", &Options::default(), &inst, &platform);
                 assert_eq!(
                     ranges(&plan.stages),
                     ranges(&first_phase.stages),
@@ -272,12 +251,7 @@ fn a_time_limit_is_never_an_error() {
             time_limit: Some(1e-3),
             ..Options::default()
         };
-        let p = planner("ilp", &opts).unwrap();
-        let problem = Problem {
-            instance: &inst,
-            platform: &platform,
-        };
-        let (_, report) = run(p.as_ref(), &problem).unwrap();
+        let (_, report) = plan_with("ilp", &opts, &inst, &platform);
         assert!(
             matches!(
                 report.status,
