@@ -120,12 +120,19 @@ fn remap(
             .collect();
         (Allocation::new(stages), pattern)
     });
+    // One time budget for both MILPs: the remapping gets what the fixed one left.
+    let mut options = options.clone();
+    options.time_limit = options.time_limit.map(|limit| {
+        limit
+            .saturating_sub(std::time::Duration::from_secs_f64(fixed.seconds))
+            .max(std::time::Duration::from_millis(1))
+    });
     let r = optimum_over_groups(
         problem.instance,
         problem.platform,
         groups,
         incumbent,
-        options,
+        &options,
     )?;
     let mut outcome = r.into_outcome(problem.instance.len())?;
     if let Outcome::Found(sol) = &mut outcome {
