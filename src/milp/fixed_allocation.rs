@@ -77,14 +77,7 @@ pub struct MilpOutcome {
 impl MilpOutcome {
     /// The solver's status, gap and nodes for reports.
     pub fn summary(&self) -> crate::model::SolverSummary {
-        crate::model::SolverSummary {
-            status: serde_json::to_value(self.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            gap: self.gap.is_finite().then_some(self.gap),
-            nodes: Some(self.nodes),
-        }
+        self.status.summary(self.gap, self.nodes)
     }
 }
 

@@ -88,10 +88,9 @@ use crate::units::Seconds;
 const MARGIN: f64 = 1e-8;
 
 /// Cuts `instance` into `min(groups, L)` groups of consecutive layers minimising the largest
-/// group's `U` (ties: the earliest cuts). Returns the grouped instance (a layer per group:
-/// sums of fwd, bwd, weights and stash, the last layer's `out`) and each group's 1-based
-/// layer range.
-pub fn coarsen(instance: &Instance, groups: usize) -> (Instance, Vec<(usize, usize)>) {
+/// group's `U` (ties: the earliest cuts). Returns each group's 1-based layer range
+/// ([`group_instance`] makes the grouped chain).
+pub fn coarsen(instance: &Instance, groups: usize) -> Vec<(usize, usize)> {
     let l = instance.len();
     let n = groups.clamp(1, l.max(1));
     let ranges: Vec<(usize, usize)> = if n >= l {
@@ -124,7 +123,7 @@ pub fn coarsen(instance: &Instance, groups: usize) -> (Instance, Vec<(usize, usi
         out.reverse();
         out
     };
-    (group_instance(instance, &ranges), ranges)
+    ranges
 }
 
 /// The chain whose layers are `groups` (1-based inclusive layer ranges covering the chain
@@ -175,19 +174,6 @@ pub struct GeneralOutcome {
     /// The warm start's period (contiguous optimum of the groups), when there was one.
     pub warm_start_period: Option<Seconds>,
     pub seconds: f64,
-}
-
-impl GeneralOutcome {
-    pub fn summary(&self) -> SolverSummary {
-        SolverSummary {
-            status: serde_json::to_value(self.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            gap: self.gap.is_finite().then_some(self.gap),
-            nodes: Some(self.nodes),
-        }
-    }
 }
 
 /// Operation indices of one batch in chain order (module docs).
@@ -614,7 +600,7 @@ pub fn general_optimum(
 ) -> anyhow::Result<GeneralOutcome> {
     instance.check()?;
     platform.check()?;
-    let (_, groups) = coarsen(instance, coarsen_to.unwrap_or(instance.len()));
+    let groups = coarsen(instance, coarsen_to.unwrap_or(instance.len()));
     optimum_over_groups(instance, platform, groups, None, options)
 }
 
@@ -788,6 +774,11 @@ impl Planner for GeneralMilpPlanner {
 }
 
 impl GeneralOutcome {
+    /// The solver's status, gap and nodes for reports.
+    pub fn summary(&self) -> SolverSummary {
+        self.status.summary(self.gap, self.nodes)
+    }
+
     /// The planner's outcome for a chain of `layers` layers: the best plan with its bound
     /// and solver summary, "infeasible" with a reason, or an error when a limit stopped
     /// the search before any plan was found.
@@ -836,13 +827,14 @@ mod tests {
             &[5.0; 6],
             1.0,
         );
-        let (g, ranges) = coarsen(&inst, 3);
+        let ranges = coarsen(&inst, 3);
+        let g = group_instance(&inst, &ranges);
         assert_eq!(ranges, vec![(1, 3), (4, 4), (5, 6)]);
         assert_eq!(g.len(), 3);
         assert_eq!(g.layers[0].fwd, 3.0);
         assert_eq!(g.layers[0].weights, 3.0);
         assert_eq!(g.layers[2].out, 5.0);
-        let (_, same) = coarsen(&inst, 10);
+        let same = coarsen(&inst, 10);
         assert_eq!(same.len(), 6);
     }
 

@@ -60,6 +60,18 @@ impl SolveStatus {
     pub fn has_solution(self) -> bool {
         matches!(self, SolveStatus::Optimal | SolveStatus::LimitWithIncumbent)
     }
+
+    /// The solver's status, gap (when finite) and nodes, as reports carry them.
+    pub fn summary(self, gap: f64, nodes: u64) -> crate::model::SolverSummary {
+        crate::model::SolverSummary {
+            status: serde_json::to_value(self)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            gap: gap.is_finite().then_some(gap),
+            nodes: Some(nodes),
+        }
+    }
 }
 
 /// A column of a [`Model`].
