@@ -12,6 +12,7 @@ fn main() -> anyhow::Result<()> {
         ("resnet101", 1000, 8),
         ("inception_v3", 1000, 8),
         ("densenet121", 1000, 8),
+        ("vgg16", 1000, 8),
         ("vgg16", 224, 128),
         ("bert48", 0, 8),
         ("gpt24", 0, 8),

@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod sync_cli;
+
 use clap::{Args, Parser, Subcommand};
 use pipeopt::algorithm::{self, Options, Problem};
 use pipeopt::judge::judge_plan;
@@ -48,9 +50,23 @@ enum Command {
     /// model (see src/nets/analytic.rs). Networks: resnet50, resnet101, inception_v3,
     /// densenet121, vgg16, bert48, gpt24.
     Instance(InstanceArgs),
+    /// Measure a built-in network with libtorch, layer by layer, and write its instance
+    /// (feature `torch`; on a GPU for real numbers).
+    ///
+    /// Per chain layer: forward and backward times (median over --reps after --warmup,
+    /// between device synchronizations), output and weight bytes, and on CUDA the stash
+    /// autograd really keeps (caching allocator statistics). Also measures the whole
+    /// network's forward pass and training step with the same binary and compares them with
+    /// the sums of the layers, and compares every layer with the analytic model
+    /// (`pipeopt instance --times analytic`). See src/exec/profile.rs.
+    Profile(ProfileArgs),
     /// Run a plan with libtorch on one device standing in for its P processors and compare
     /// measured durations, period, memory and gradients with the model (feature `torch`).
     Execute(ExecuteArgs),
+    /// Simulate a synchronous or bidirectional pipeline schedule (GPipe, DAPPLE, GEMS,
+    /// Chimera, MixPipe, BaPipe): iteration time, bubble ratio, memory of every worker;
+    /// MixPipe's search of K and Gamma (--search), BaPipe's exploration (--explore).
+    Sync(sync_cli::SyncArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
     /// Find the best periodic pattern for a plan's allocation with the scheduling MILP
@@ -179,7 +195,8 @@ struct InstanceArgs {
     /// Element type: float32 or float16.
     #[arg(long, default_value = "float32")]
     dtype: String,
-    /// Device model for analytic times: h100 or v100.
+    /// Device model for analytic times: h100 (rates fitted to measured H100 profiles), h100-peak
+    /// or v100 (datasheet rooflines).
     #[arg(long, default_value = "h100")]
     device_model: String,
     /// Where to write the instance (atomically).
@@ -191,12 +208,69 @@ struct InstanceArgs {
 }
 
 #[derive(Args)]
+struct ProfileArgs {
+    /// The network: resnet50, resnet101, inception_v3, densenet121, vgg16, bert48, gpt24.
+    #[arg(long)]
+    model: String,
+    /// Image side in pixels (square images; ignored by the transformers).
+    #[arg(long, default_value_t = 224)]
+    image: usize,
+    /// Batch size (samples per batch).
+    #[arg(long)]
+    batch: usize,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cuda")]
+    device: String,
+    /// Element type: float32 or float16.
+    #[arg(long, default_value = "float32")]
+    dtype: String,
+    /// Untimed repetitions before the timed ones.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Timed repetitions (the median is kept).
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// Seed of the weights and the batch.
+    #[arg(long, default_value_t = 0)]
+    seed: i64,
+    /// The device's name, recorded in meta (e.g. "$(nvidia-smi --query-gpu=name
+    /// --format=csv,noheader)").
+    #[arg(long)]
+    device_name: Option<String>,
+    /// Device model of the analytic comparison: h100, h100-peak or v100.
+    #[arg(long, default_value = "h100")]
+    device_model: String,
+    /// Where to write the measured instance (atomically).
+    #[arg(long, short = 'o')]
+    out: PathBuf,
+    /// Where to write the whole profile report (JSON: per layer measured and analytic,
+    /// whole network against the sums).
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Print the report as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct ExecuteArgs {
     /// The plan file (it must carry a pattern).
     plan: PathBuf,
-    /// The built-in network to run (its layers must match the plan's instance): `mlp`.
+    /// The network to run (its layers and sizes must match the plan's instance): `mlp` (the
+    /// small test network of `tests/exec.rs`) or resnet50, resnet101, inception_v3,
+    /// densenet121, vgg16, bert48, gpt24 at --image and --batch (plan for the instance
+    /// `pipeopt profile` or `pipeopt instance` wrote for the same sizes).
     #[arg(long, default_value = "mlp")]
     network: String,
+    /// Image side in pixels of the network's input (not for mlp).
+    #[arg(long, default_value_t = 224)]
+    image: usize,
+    /// Samples per batch (not for mlp).
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Element type: float32 or float16 (not for mlp).
+    #[arg(long, default_value = "float32")]
+    dtype: String,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -342,9 +416,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Sync(args) => sync_cli::run(args),
         Command::Plan(args) => plan(args),
         Command::Instance(args) => make_instance(args),
         Command::Execute(args) => execute(args),
+        Command::Profile(args) => profile(args),
         Command::Import(ImportCommand::Pipedream {
             file,
             out,
@@ -578,7 +654,7 @@ fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
         InputError::new(
             "--device-model",
             "",
-            format!("is {:?}; use h100 or v100", args.device_model),
+            format!("is {:?}; use h100, h100-peak or v100", args.device_model),
         )
     })?;
     if args.batch == 0 {
@@ -619,6 +695,106 @@ fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(not(feature = "torch"))]
+fn profile(_args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    Err(InputError::new(
+        "profile",
+        "",
+        "this pipeopt was built without libtorch; rebuild with `--features torch` \
+         (run `source .ci/setup-torch.sh` first, see README)",
+    )
+    .into())
+}
+
+#[cfg(feature = "torch")]
+fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::exec::profile::{profile, ProfileOptions};
+    use pipeopt::nets::{DType, DeviceModel};
+    let dtype = DType::parse(&args.dtype).ok_or_else(|| {
+        InputError::new(
+            "--dtype",
+            "",
+            format!("is {:?}; use float32 or float16", args.dtype),
+        )
+    })?;
+    let device_model = DeviceModel::preset(&args.device_model).ok_or_else(|| {
+        InputError::new(
+            "--device-model",
+            "",
+            format!("is {:?}; use h100, h100-peak or v100", args.device_model),
+        )
+    })?;
+    if args.batch == 0 || args.reps == 0 {
+        return Err(InputError::new("--batch/--reps", "", "must be at least 1").into());
+    }
+    let desc = pipeopt::nets::network(&args.model, args.image)
+        .map_err(|e| InputError::new("--model", "", e.to_string()))?;
+    let options = ProfileOptions {
+        batch: args.batch,
+        dtype,
+        device: pipeopt::exec::parse_device(&args.device)?,
+        warmup: args.warmup,
+        reps: args.reps,
+        seed: args.seed,
+        device_name: args.device_name.clone(),
+        device_model,
+    };
+    let (inst, report) = profile(&desc, &options)?;
+    inst.check()?;
+    let text = serde_json::to_string_pretty(&inst)? + "\n";
+    pipeopt::error::write_atomic(&args.out, text.as_bytes())?;
+    if let Some(path) = &args.report {
+        let text = serde_json::to_string_pretty(&report)? + "\n";
+        pipeopt::error::write_atomic(path, text.as_bytes())?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<24} {:>11} {:>11} {:>11} {:>11} {:>7} {:>11} {:>11}",
+        "layer", "fwd", "bwd", "an. fwd", "an. bwd", "an/meas", "stash", "an. stash"
+    );
+    for m in &report.layers {
+        println!(
+            "{:<24} {:>11} {:>11} {:>11} {:>11} {:>7.2} {:>11} {:>11}",
+            m.name,
+            ShowSeconds(m.fwd).to_string(),
+            ShowSeconds(m.bwd).to_string(),
+            ShowSeconds(m.analytic_fwd).to_string(),
+            ShowSeconds(m.analytic_bwd).to_string(),
+            (m.analytic_fwd + m.analytic_bwd) / (m.fwd + m.bwd),
+            m.stash_measured
+                .map(|b| ShowBytes(b).to_string())
+                .unwrap_or_else(|| "-".into()),
+            ShowBytes(m.analytic_stash).to_string(),
+        );
+    }
+    println!(
+        "{} on {}: sum of layer forwards {} vs whole forward {} (ratio {:.3}); \
+         sum of fwd+bwd {} vs training step {} (ratio {:.3}); analytic/measured per layer \
+         {:.2}..{:.2} (geometric mean {:.2}), total {:.2}; sizes equal to the analytic ones: \
+         out {}, weights {}, stash {} layers differ -> {}",
+        report.model,
+        report.device,
+        ShowSeconds(report.sum_fwd),
+        ShowSeconds(report.whole_forward),
+        report.forward_ratio,
+        ShowSeconds(report.sum_fwd_bwd),
+        ShowSeconds(report.whole_step),
+        report.step_ratio,
+        report.analytic_time_ratio.0,
+        report.analytic_time_ratio.2,
+        report.analytic_time_ratio.1,
+        report.analytic_total_ratio,
+        report.out_equal,
+        report.weights_equal,
+        report.stash_differences.len(),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "torch"))]
 fn execute(_args: ExecuteArgs) -> anyhow::Result<ExitCode> {
     Err(InputError::new(
         "execute",
@@ -633,7 +809,20 @@ fn execute(_args: ExecuteArgs) -> anyhow::Result<ExitCode> {
 fn execute(args: ExecuteArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::load(&args.plan)?;
     let device = pipeopt::exec::parse_device(&args.device)?;
-    let report = pipeopt::exec::execute_builtin(&plan, &args.network, device, args.periods)?;
+    let dtype = pipeopt::nets::DType::parse(&args.dtype).ok_or_else(|| {
+        InputError::new(
+            "--dtype",
+            "",
+            format!("is {:?}; use float32 or float16", args.dtype),
+        )
+    })?;
+    let spec = pipeopt::exec::NetworkSpec {
+        name: args.network.clone(),
+        image: args.image,
+        batch: args.batch,
+        dtype,
+    };
+    let report = pipeopt::exec::execute_builtin(&plan, &spec, device, args.periods)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -24,6 +24,7 @@ fn instance(fwd: &[f64], bwd: &[f64], weights: f64, out: f64) -> Instance {
                 weights,
                 out,
                 stash: None,
+                stash_overlap: None,
             })
             .collect(),
         meta: Default::default(),
@@ -303,7 +304,7 @@ proptest! {
             name: "chain".into(),
             input: 10.0,
             layers: layers.iter().enumerate().map(|(i, &(fwd, bwd, weights, out))| Layer {
-                name: format!("l{}", i + 1), fwd, bwd, weights, out, stash: None,
+                name: format!("l{}", i + 1), fwd, bwd, weights, out, stash: None, stash_overlap: None,
             }).collect(),
             meta: Default::default(),
         };

@@ -335,24 +335,32 @@ fn non_contiguous_allocations_run_and_match() {
 
 #[test]
 fn the_cli_entry_point_runs_a_plan_for_the_builtin_network() {
-    use pipeopt::exec::{builtin_instance, execute_builtin};
+    use pipeopt::exec::{builtin_instance, execute_builtin, NetworkSpec};
     let instance = builtin_instance("mlp").unwrap();
     let (plan, _) = plans(&instance, 2).remove(0);
-    let r = execute_builtin(&plan, "mlp", Device::Cpu, 6).unwrap();
+    let r = execute_builtin(&plan, &NetworkSpec::mlp(), Device::Cpu, 6).unwrap();
     assert!(r.gradients.unwrap().passed);
     assert_eq!(r.batches, 6);
     // A plan made for another network, an unknown network, no batch: errors, no panic.
     let (_, other) = network();
     let (wrong, _) = plans(&other, 2).remove(0);
     assert!(matches!(
-        execute_builtin(&wrong, "mlp", Device::Cpu, 6),
+        execute_builtin(&wrong, &NetworkSpec::mlp(), Device::Cpu, 6),
         Err(ExecError::Network(_))
     ));
     assert!(matches!(
-        execute_builtin(&plan, "resnet9000", Device::Cpu, 6),
+        execute_builtin(
+            &plan,
+            &NetworkSpec {
+                name: "resnet9000".into(),
+                ..NetworkSpec::mlp()
+            },
+            Device::Cpu,
+            6
+        ),
         Err(ExecError::Network(_))
     ));
-    assert!(execute_builtin(&plan, "mlp", Device::Cpu, 0).is_err());
+    assert!(execute_builtin(&plan, &NetworkSpec::mlp(), Device::Cpu, 0).is_err());
     assert!(pipeopt::exec::parse_device("cuda:1").is_ok());
     assert!(pipeopt::exec::parse_device("tpu").is_err());
 }

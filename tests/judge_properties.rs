@@ -22,6 +22,7 @@ fn instance(layers: &[(f64, f64, f64, f64)], input: f64) -> Instance {
                 weights,
                 out,
                 stash: None,
+                stash_overlap: None,
             })
             .collect(),
         meta: Default::default(),

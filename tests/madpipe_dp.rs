@@ -40,6 +40,7 @@ fn random_chain(rng: &mut Rng, layers: usize) -> Instance {
                 weights: rng.uniform(0.0, 50.0),
                 out: rng.uniform(1.0, 100.0),
                 stash: None,
+                stash_overlap: None,
             })
             .collect(),
         meta: Default::default(),

@@ -26,6 +26,7 @@ fn chain(seed: u64, l: usize) -> Instance {
             weights: 1.0 + 4.0 * next(),
             out: 1.0 + 9.0 * next(),
             stash: None,
+            stash_overlap: None,
         })
         .collect();
     Instance {

@@ -20,6 +20,7 @@ fn instance(layers: &[(f64, f64, f64)]) -> Instance {
                 weights: 1.0,
                 out,
                 stash: None,
+                stash_overlap: None,
             })
             .collect(),
         meta: Default::default(),

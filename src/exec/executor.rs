@@ -19,8 +19,13 @@
 //!   stage s-1.
 //!
 //! Memory is tracked at each operation (after F allocates its stash, before B frees it):
-//! bytes of every layer input stashed by live batches, plus the bytes of the weight versions
-//! and accumulators held (see the crate-level rule in [`super`]).
+//! the stash of every live batch, plus the bytes of the weight versions and accumulators held
+//! (see the crate-level rule in [`super`]). A batch's stash on a stage is, on CUDA, what the
+//! caching allocator says the stage's forward keeps for its backward (measured once before the
+//! run, see `calibrate_stash`); on the CPU, which has no allocator statistics, the bytes of
+//! the inputs of the stage's layers (the model's default stash). The device's own peak over
+//! the run is reported beside (`device_peak`): one GPU stands in for every processor, so
+//! per-processor allocator figures do not exist.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -28,8 +33,8 @@ use std::time::Instant;
 use tch::{Device, Tensor};
 
 use super::{
-    default_window, replayed_period, tensor_bytes, Batch, ExecError, ExecOptions, ExecReport,
-    Fault, GradientCheck, Network, OpTiming, ProcessorMemory,
+    alloc, default_window, replayed_period, tensor_bytes, Batch, ExecError, ExecOptions,
+    ExecReport, Fault, GradientCheck, Network, OpTiming, ProcessorMemory,
 };
 use crate::judge::memory_peaks;
 use crate::model::{BatchGraph, OpKind, Plan, Resource};
@@ -240,6 +245,10 @@ pub fn execute(
             }
         };
 
+    let calibrated = calibrate_stash(network, &allocation, &data[0], device)?;
+    alloc::reset_peak(device);
+    let device_base = alloc::requested(device);
+
     let wall = Instant::now();
     for &(_, _, b, i, _) in &events {
         let op = graph.ops[i];
@@ -247,6 +256,8 @@ pub fn execute(
         let name = |what: &str| format!("{}{} of batch {b}: {what}", op.id.kind, s);
         sync(device);
         let t0 = Instant::now();
+        // Set where the operation's own work ends before bookkeeping for the gradient check.
+        let mut stop = None;
         match op.id.kind {
             // Only Bi-Partition's batch graphs have these; an allocation's graph never does.
             OpKind::CS | OpKind::CW => {
@@ -285,6 +296,9 @@ pub fn execute(
                 for (l, ps) in (st.first..=st.last).zip(&leaves) {
                     bytes += tensor_bytes(&y);
                     y = (network.layers[l - 1].forward)(ps, &y);
+                }
+                if let Some(c) = &calibrated {
+                    bytes = c[s];
                 }
                 if s + 1 == n_stages {
                     y = (network.loss)(&y, &data[b].target);
@@ -355,8 +369,12 @@ pub fn execute(
                     }
                     k.y = y;
                 }
-                let root = if s + 1 == n_stages {
-                    k.y.shallow_clone()
+                let mut inputs: Vec<&Tensor> = k.leaves.iter().flatten().collect();
+                if let Some(x) = &k.x {
+                    inputs.push(x);
+                }
+                let out = if s + 1 == n_stages {
+                    Tensor::f_run_backward(&[&k.y], &inputs, false, false)?
                 } else {
                     let g = if allocation.crosses(s) {
                         bwd_ready.remove(&(s, b))
@@ -366,13 +384,10 @@ pub fn execute(
                     .ok_or_else(|| {
                         ExecError::Schedule(name("its upstream gradient has not arrived"))
                     })?;
-                    (&k.y * g).sum(None)
+                    // The stage's output with its upstream gradient, as a real pipeline does
+                    // (no extra op in the graph, unlike backward from `(y * g).sum()`).
+                    alloc::grad(&k.y, &g, &inputs).map_err(|e| ExecError::Schedule(name(&e)))?
                 };
-                let mut inputs: Vec<&Tensor> = k.leaves.iter().flatten().collect();
-                if let Some(x) = &k.x {
-                    inputs.push(x);
-                }
-                let out = Tensor::f_run_backward(&[root], &inputs, false, false)?;
                 let n_w = inputs.len() - k.x.is_some() as usize;
                 if s > 0 {
                     // CB_{s-1} moves it to `bwd_ready`; on the same processor B_{s-1}
@@ -390,23 +405,21 @@ pub fn execute(
                     }
                     _ => st.acc_window = Some(j),
                 }
-                let mut g_it = out[..n_w].iter();
-                let mut per_layer = Vec::new();
                 tch::no_grad(|| {
-                    for acc_l in st.acc.iter_mut() {
-                        let mut kept = Vec::new();
-                        for a in acc_l.iter_mut() {
-                            let g = g_it.next().expect("one gradient per parameter");
-                            let _ = a.g_add_(g);
-                            if options.check_gradients {
-                                kept.push(g.to_device(Device::Cpu));
-                            }
-                        }
-                        per_layer.push(kept);
+                    for (a, g) in st.acc.iter_mut().flatten().zip(&out[..n_w]) {
+                        let _ = a.g_add_(g);
                     }
                 });
+                sync(device);
+                stop = Some(t0.elapsed().as_secs_f64());
                 if options.check_gradients {
-                    for (l, kept) in (st.first..=st.last).zip(per_layer) {
+                    let mut g_it = out[..n_w].iter();
+                    for (l, acc_l) in (st.first..=st.last).zip(&st.acc) {
+                        let kept = acc_l
+                            .iter()
+                            .map(|_| g_it.next().expect("one gradient per parameter"))
+                            .map(|g| g.to_device(Device::Cpu))
+                            .collect();
                         grads.insert((b, l - 1), kept);
                     }
                 }
@@ -441,10 +454,16 @@ pub fn execute(
                 }
             }
         }
-        sync(device);
-        measured[i].push(t0.elapsed().as_secs_f64());
+        let dt = stop.unwrap_or_else(|| {
+            sync(device);
+            t0.elapsed().as_secs_f64()
+        });
+        measured[i].push(dt);
     }
     let wall = wall.elapsed().as_secs_f64();
+    let device_peak = alloc::stats(device)
+        .zip(device_base)
+        .map(|(st, base)| st.requested_peak - base);
     if !stash.is_empty() {
         return Err(ExecError::Schedule(format!(
             "{} stashes left after the run",
@@ -527,9 +546,69 @@ pub fn execute(
         wall_per_period: wall / periods_run.max(1) as f64,
         ops,
         processors,
+        stash_per_batch: calibrated,
+        device_peak,
         gradients,
         losses,
     })
+}
+
+/// On CUDA: the bytes each stage keeps from its F to its B for one batch, measured like the
+/// profiler measures a layer's stash (allocator growth across a forward on a fresh copy of
+/// the input, once the handles to that copy and to the output are dropped), with the initial
+/// weights on the first batch. `None` on the CPU (no allocator statistics): the executor then
+/// counts the inputs of the stage's layers, the model's default stash.
+fn calibrate_stash(
+    network: &Network,
+    allocation: &crate::model::Allocation,
+    batch: &Batch,
+    device: Device,
+) -> Result<Option<Vec<Bytes>>, ExecError> {
+    if alloc::requested(device).is_none() {
+        return Ok(None);
+    }
+    let params: Params = network
+        .initial_params(device)
+        .into_iter()
+        .map(|ps| ps.into_iter().map(|p| p.set_requires_grad(true)).collect())
+        .collect();
+    // One throwaway training step first: libraries allocate their workspaces (cuBLAS keeps
+    // about 33 MiB per handle) through the caching allocator on first use, which the first
+    // stage to call them would otherwise be charged with.
+    let all: Vec<&Tensor> = params.iter().flatten().collect();
+    let loss = (network.loss)(&network.forward(&params, &batch.input), &batch.target);
+    Tensor::f_run_backward(&[&loss], &all, false, false)?;
+    drop(loss);
+    let n = allocation.stages.len();
+    let mut out = Vec::with_capacity(n);
+    let mut x = batch.input.shallow_clone();
+    for (s, st) in allocation.stages.iter().enumerate() {
+        let layers = st.first - 1..st.last;
+        let x2 = if s == 0 {
+            x.copy()
+        } else {
+            x.copy().detach().set_requires_grad(true)
+        };
+        let kept = super::profile::kept_by_autograd(device, x2, |x2| {
+            let mut y = x2.shallow_clone();
+            for l in layers.clone() {
+                y = (network.layers[l].forward)(&params[l], &y);
+            }
+            if s + 1 == n {
+                y = (network.loss)(&y, &batch.target);
+            }
+            y
+        });
+        out.push(kept.unwrap_or(0.0));
+        x = tch::no_grad(|| {
+            let mut y = x.shallow_clone();
+            for l in layers {
+                y = (network.layers[l].forward)(&params[l], &y);
+            }
+            y
+        });
+    }
+    Ok(Some(out))
 }
 
 /// The sequential reference: batches in order through the whole chain, with the same

@@ -28,8 +28,11 @@
 //! yet: the run stops with [`ExecError::Versions`] (choose a larger `m`). The default `m` is
 //! `max_s (h_{B_s} - h_{F_s}) + 1`, which always suffices (see [`default_window`]).
 
+pub mod alloc;
 mod executor;
 mod period;
+pub mod profile;
+pub mod torchnet;
 
 pub use executor::execute;
 pub use period::replayed_period;
@@ -134,19 +137,73 @@ pub fn mlp_batches(count: usize, rows: i64, width: i64, seed: i64, device: Devic
         .collect()
 }
 
-/// The built-in networks the CLI's `--network` names, with batches: `mlp` (8 layers of
-/// width 64, batches of 32 rows).
-pub fn builtin(name: &str, batches: usize, device: Device) -> Option<(Network, Vec<Batch>)> {
-    match name {
-        "mlp" => Some((mlp(8, 64, 7), mlp_batches(batches, 32, 64, 1000, device))),
-        _ => None,
+/// A network the CLI's `execute --network` names: the test network `mlp` (8 layers of width
+/// 64, batches of 32 rows; `image`, `batch` and `dtype` are ignored) or one of
+/// [`crate::nets::NETWORKS`] at an image size and batch (built by [`torchnet`], dropout off so
+/// that the pipelined and the sequential runs compute the same thing).
+#[derive(Debug, Clone)]
+pub struct NetworkSpec {
+    pub name: String,
+    pub image: usize,
+    pub batch: usize,
+    pub dtype: crate::nets::DType,
+}
+
+impl NetworkSpec {
+    /// `mlp`, the small test network.
+    pub fn mlp() -> Self {
+        NetworkSpec {
+            name: "mlp".into(),
+            image: 0,
+            batch: 32,
+            dtype: crate::nets::DType::F32,
+        }
     }
 }
 
-/// The instance of a built-in network (what to plan for before `execute --network NAME`):
-/// exact sizes for its batches, rough times (see [`instance_for`]).
+/// The network of `spec` with `batches` batches of data on `device`, and the sizes its
+/// instance must have (weights and outputs exact).
+pub fn builtin(
+    spec: &NetworkSpec,
+    batches: usize,
+    device: Device,
+) -> Result<(Network, Vec<Batch>, Instance), ExecError> {
+    if spec.name == "mlp" {
+        let net = mlp(8, 64, 7);
+        let data = mlp_batches(batches.max(1), 32, 64, 1000, device);
+        let sizes = instance_for(&net, &data[0].input.to_device(Device::Cpu), 1e-9);
+        return Ok((net, data, sizes));
+    }
+    let desc = crate::nets::network(&spec.name, spec.image)
+        .map_err(|e| ExecError::Network(format!("{e} (or mlp, the small test network)")))?;
+    let sizes = crate::nets::analytic_instance(
+        &desc,
+        spec.batch,
+        spec.dtype,
+        &crate::nets::DeviceModel::H100,
+    )
+    .map_err(|e| ExecError::Network(e.to_string()))?;
+    let net = torchnet::build(
+        &desc,
+        torchnet::BuildOptions {
+            dtype: spec.dtype,
+            device: Device::Cpu,
+            seed: 7,
+            dropout: false,
+        },
+    );
+    let data = torchnet::batches(&desc, spec.batch, batches.max(1), 1000, spec.dtype, device);
+    Ok((net, data, sizes))
+}
+
+/// The instance of the built-in network `mlp` (what to plan for before `execute --network
+/// mlp`): exact sizes for its batches, rough times (see [`instance_for`]). For the networks
+/// of `nets`, plan for `pipeopt profile` or `pipeopt instance` output.
 pub fn builtin_instance(name: &str) -> Option<Instance> {
-    let (net, data) = builtin(name, 1, Device::Cpu)?;
+    if name != "mlp" {
+        return None;
+    }
+    let (net, data, _) = builtin(&NetworkSpec::mlp(), 1, Device::Cpu).ok()?;
     let mut i = instance_for(&net, &data[0].input, 1e-9);
     i.meta.insert(
         "source".into(),
@@ -154,9 +211,6 @@ pub fn builtin_instance(name: &str) -> Option<Instance> {
     );
     Some(i)
 }
-
-/// Names accepted by [`builtin`].
-pub const BUILTIN_NETWORKS: &[&str] = &["mlp"];
 
 /// An instance describing `network` on `sample`: sizes exact (W = parameter bytes,
 /// a(l) = output bytes, stash = a(l-1), the model's default), times rough and deterministic
@@ -181,6 +235,7 @@ pub fn instance_for(network: &Network, sample: &Tensor, seconds_per_param_row: f
                     weights: l.params.iter().map(tensor_bytes).sum(),
                     out: tensor_bytes(&x),
                     stash: None,
+                    stash_overlap: None,
                 }
             })
             .collect()
@@ -330,6 +385,14 @@ pub struct ExecReport {
     pub wall_per_period: Seconds,
     pub ops: Vec<OpTiming>,
     pub processors: Vec<ProcessorMemory>,
+    /// Per stage, the bytes it keeps from F to B for one batch, measured with the CUDA
+    /// allocator before the run (`None` on the CPU, where the inputs of the stage's layers
+    /// are counted, the model's default).
+    pub stash_per_batch: Option<Vec<Bytes>>,
+    /// Device memory (allocator `requested` bytes) held at the run's peak beyond what was
+    /// held before it: all virtual processors together, plus the executor's own holdings
+    /// (a batch's output until its B, gradients, copies). CUDA only.
+    pub device_peak: Option<Bytes>,
     pub gradients: Option<GradientCheck>,
     /// Loss of every batch in the pipelined run.
     pub losses: Vec<f64>,
@@ -350,11 +413,11 @@ pub fn parse_device(s: &str) -> Result<Device, crate::InputError> {
     }
 }
 
-/// What the CLI's `execute` does: loads nothing itself; runs `plan` with the built-in
-/// network `network` for `batches` batches on `device`.
+/// What the CLI's `execute` does: loads nothing itself; runs `plan` with the network of
+/// `spec` for `batches` batches on `device`.
 pub fn execute_builtin(
     plan: &Plan,
-    network: &str,
+    spec: &NetworkSpec,
     device: Device,
     batches: usize,
 ) -> Result<ExecReport, ExecError> {
@@ -366,13 +429,8 @@ pub fn execute_builtin(
             "no CUDA device visible to libtorch (GPU builds need PIPEOPT_LINK_CUDA=1)".into(),
         ));
     }
-    let (net, data) = builtin(network, batches, device).ok_or_else(|| {
-        ExecError::Network(format!(
-            "unknown network {network:?}; built in: {}",
-            BUILTIN_NETWORKS.join(", ")
-        ))
-    })?;
-    net_instance_check(plan, &net, &data[0].input)?;
+    let (net, data, sizes) = builtin(spec, batches, device)?;
+    net_instance_check(plan, &net.name, &sizes)?;
     let options = ExecOptions {
         batches,
         device,
@@ -383,12 +441,11 @@ pub fn execute_builtin(
 
 /// Checks that the plan's instance has the network's layer count and exact sizes (weights
 /// and outputs), so that the memory comparison means something.
-fn net_instance_check(plan: &Plan, net: &Network, sample: &Tensor) -> Result<(), ExecError> {
-    let mine = instance_for(net, sample, 1e-9);
+fn net_instance_check(plan: &Plan, net: &str, mine: &Instance) -> Result<(), ExecError> {
     if mine.len() != plan.instance.len() {
         return Err(ExecError::Network(format!(
             "network {} has {} layers, the plan's instance {} has {}",
-            net.name,
+            net,
             mine.len(),
             plan.instance.name,
             plan.instance.len()
@@ -398,7 +455,7 @@ fn net_instance_check(plan: &Plan, net: &Network, sample: &Tensor) -> Result<(),
         if a.weights != b.weights || a.out != b.out {
             return Err(ExecError::Network(format!(
                 "instance.layers[{l}]: the plan says weights {} out {}, network {} has {} and {}",
-                b.weights, b.out, net.name, a.weights, a.out
+                b.weights, b.out, net, a.weights, a.out
             )));
         }
     }

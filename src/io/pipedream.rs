@@ -574,6 +574,7 @@ pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
             weights,
             out,
             stash: Some(stash),
+            stash_overlap: None,
         });
     }
     let input: Bytes = (0..nodes.len())

@@ -143,6 +143,7 @@ pub fn group_instance(instance: &Instance, groups: &[(usize, usize)]) -> Instanc
             weights: sums.weights(a, b),
             out: instance.a(b),
             stash: Some(sums.stash(a, b)),
+            stash_overlap: Some(instance.stash_overlap(b)).filter(|&o| o > 0.0),
         })
         .collect();
     Instance {

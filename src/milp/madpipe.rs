@@ -159,6 +159,7 @@ mod tests {
                     weights: 1.0,
                     out: 2.0 + (i % 4) as f64,
                     stash: None,
+                    stash_overlap: None,
                 })
                 .collect(),
             meta: Default::default(),

@@ -27,6 +27,14 @@ pub struct Layer {
     /// Bytes kept from the forward to the backward pass for one batch. Default: a(l-1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stash: Option<Bytes>,
+    /// Bytes of `stash` that layer l+1's stash counts too: this layer's output when both
+    /// keep it (a ResNet block's last ReLU keeps its output, which the next block's
+    /// convolutions keep as their input: one tensor). A stage keeps them once, so a stage
+    /// `k..=m` keeps `sum(stash) - sum(stash_overlap over k..m-1)` (see
+    /// [`ChainSums::stash`]). Our extension of MODEL.md section 1; default 0 (additive
+    /// stashes, MODEL.md's rule). The last layer's must be 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stash_overlap: Option<Bytes>,
 }
 
 /// A profiled network, linearized into a chain.
@@ -78,6 +86,11 @@ impl Instance {
         self.layers[l - 1].stash.unwrap_or_else(|| self.a(l - 1))
     }
 
+    /// Bytes of layer `l`'s stash that layer `l+1`'s stash counts too (0 by default).
+    pub fn stash_overlap(&self, l: usize) -> Bytes {
+        self.layers[l - 1].stash_overlap.unwrap_or(0.0)
+    }
+
     /// Checks every number is finite and non-negative and the chain is not empty.
     pub fn check(&self) -> Result<(), InputError> {
         let bad = |field: String, reason: &str| Err(InputError::new("instance", field, reason));
@@ -93,6 +106,22 @@ impl Instance {
             check_quantity(&at("out"), layer.out)?;
             if let Some(s) = layer.stash {
                 check_quantity(&at("stash"), s)?;
+            }
+            if let Some(o) = layer.stash_overlap {
+                check_quantity(&at("stash_overlap"), o)?;
+                let l = i + 1;
+                if l == self.len() && o > 0.0 {
+                    return bad(
+                        at("stash_overlap"),
+                        "the last layer shares nothing with a next one",
+                    );
+                }
+                if l < self.len() && (o > self.stash(l) || o > self.stash(l + 1)) {
+                    return bad(
+                        at("stash_overlap"),
+                        "exceeds the stash of this layer or of the next one",
+                    );
+                }
             }
         }
         if self.layers.iter().all(|l| l.fwd + l.bwd == 0.0) {
@@ -140,7 +169,9 @@ pub struct ChainSums {
     fwd: Vec<f64>,
     bwd: Vec<f64>,
     weights: Vec<f64>,
+    /// Prefix sums of `stash - stash_overlap`.
     stash: Vec<f64>,
+    overlap: Vec<f64>,
     out: Vec<f64>,
 }
 
@@ -152,6 +183,7 @@ impl ChainSums {
             bwd: vec![0.0; n + 1],
             weights: vec![0.0; n + 1],
             stash: vec![0.0; n + 1],
+            overlap: vec![0.0; n + 1],
             out: Vec::with_capacity(n + 1),
         };
         s.out.push(instance.input);
@@ -160,7 +192,8 @@ impl ChainSums {
             s.fwd[l] = s.fwd[l - 1] + layer.fwd;
             s.bwd[l] = s.bwd[l - 1] + layer.bwd;
             s.weights[l] = s.weights[l - 1] + layer.weights;
-            s.stash[l] = s.stash[l - 1] + instance.stash(l);
+            s.overlap[l] = instance.stash_overlap(l);
+            s.stash[l] = s.stash[l - 1] + instance.stash(l) - s.overlap[l];
             s.out.push(layer.out);
         }
         s
@@ -191,9 +224,11 @@ impl ChainSums {
     pub fn weights(&self, k: usize, l: usize) -> Bytes {
         self.weights[l] - self.weights[k - 1]
     }
-    /// Sum of stashes over k..=l (MadPipe's a-bar of a stage).
+    /// What a stage of layers k..=l keeps for one batch (MadPipe's a-bar of a stage): the sum
+    /// of their stashes, less what consecutive layers share (`stash_overlap` of k..l-1), so
+    /// that a shared tensor counts once. Without overlaps, the plain sum (MODEL.md).
     pub fn stash(&self, k: usize, l: usize) -> Bytes {
-        self.stash[l] - self.stash[k - 1]
+        self.stash[l] - self.stash[k - 1] + self.overlap[l]
     }
     /// a(l) for l in 0..=L.
     pub fn a(&self, l: usize) -> Bytes {
@@ -218,6 +253,7 @@ pub(crate) mod tests {
                     weights: weights[i],
                     out: out[i],
                     stash: None,
+                    stash_overlap: None,
                 })
                 .collect(),
             meta: Default::default(),
@@ -239,6 +275,29 @@ pub(crate) mod tests {
         assert_eq!(s.weights(1, 3), 15.0);
         assert_eq!(i.stash(1), 4.0);
         assert_eq!(s.stash(1, 3), 4.0 + 7.0 + 8.0);
+        // Layers 1 and 2 share 3 bytes, 2 and 3 share 5: a stage keeps them once.
+        let mut o = i.clone();
+        o.layers[0].stash = Some(6.0);
+        o.layers[0].stash_overlap = Some(3.0);
+        o.layers[1].stash_overlap = Some(5.0);
+        o.check().unwrap();
+        let so = o.sums();
+        assert_eq!(so.stash(1, 1), 6.0);
+        assert_eq!(so.stash(2, 2), 7.0);
+        assert_eq!(so.stash(1, 2), 6.0 + 7.0 - 3.0);
+        assert_eq!(so.stash(2, 3), 7.0 + 8.0 - 5.0);
+        assert_eq!(so.stash(1, 3), 6.0 + 7.0 + 8.0 - 3.0 - 5.0);
+        // An overlap larger than a stash, or on the last layer, is refused.
+        let mut bad = o.clone();
+        bad.layers[2].stash_overlap = Some(1.0);
+        assert!(bad
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("layers[2].stash_overlap"));
+        let mut bad = o.clone();
+        bad.layers[0].stash_overlap = Some(6.5);
+        assert!(bad.check().is_err());
         assert_eq!(s.a(0), 4.0);
         assert_eq!(s.a(3), 9.0);
     }

@@ -13,23 +13,42 @@
 //!   - ReLU: its output (an in-place ReLU after BN overwrites BN's output, which is then a
 //!     tensor distinct from BN's saved input, so both count);
 //!   - MaxPool2d: its input, plus int64 indices (8 bytes per output element);
-//!   - AvgPool2d, AdaptiveAvgPool2d, GELU: their input;
+//!   - AvgPool2d, AdaptiveAvgPool2d (other than to 1x1), GELU: their input;
 //!   - Dropout: its mask (1 byte per element); Attention: q, k, v, the softmax output
 //!     (`heads x S x S`), and with dropout its mask (1 byte) and the dropped probabilities;
-//!   - Embedding: the int64 ids; Add, Cat, Flatten, PositionEmbedding, Input: nothing.
+//!   - Embedding: the int64 ids; Add, Cat, Flatten, PositionEmbedding, Input: nothing;
+//!   - AdaptiveAvgPool2d to 1x1: nothing (a mean).
+//!
+//! - The block's input always counts: a stage keeps its input until its backward (it reads
+//!   its gradient there), whether or not an op saves it. A flatten's output is a view of its
+//!   input (one storage). A global average pool (output 1x1) is a mean in PyTorch and saves
+//!   nothing.
+//! - `stash_overlap`: the block's output, which the next block's stash counts as its input,
+//!   unless only the next block's ops keep it (this block's ops do not save it, the next's
+//!   do): then a stage holding both blocks keeps it once (see `model::ChainSums::stash`).
+//!   E.g. a ResNet block's last ReLU keeps its output, which the next block's convolution
+//!   keeps as its input: one tensor.
 //!
 //! # Times
 //! For each op, forward FLOPs `f` and bytes moved `m` (inputs read, output written,
-//! parameters read); forward time `max(f / peak, m / bandwidth)` (a roofline per op), summed
-//! over the block. Backward: `2f` and `2m` (a conv or linear computes the gradient of its
-//! input and of its weights, each costing about the forward; elementwise ops read the
-//! gradient and the saved tensor and write one gradient, about twice the traffic).
+//! parameters read). A [`DeviceModel`] gives per direction a rate for convolutions (kxk and
+//! 1x1 apart), one for matrix products (linear, attention), a memory bandwidth, and fixed
+//! costs per op and per chain layer. An op takes `max(f / rate, m / bandwidth) + per_op`
+//! (convolutions, matrix products) or `m / bandwidth + per_op` (everything else: normalization,
+//! activations, pooling, additions, concatenations); views (flatten) are free. A block takes
+//! the sum plus `per_layer`. Backward: `2f` and `2m` with the backward rates (a conv or
+//! linear computes the gradient of its input and of its weights, each costing about the
+//! forward; elementwise ops read the gradient and the saved tensor and write one gradient),
+//! except a convolution of the network's input, which computes only its weight gradient.
 //! FLOPs: conv `2 Cin/groups k_h k_w Cout H_out W_out` per sample (+ `Cout H_out W_out` for a
 //! bias); linear `2 fin fout` per row (+ `fout`); attention `4 S^2 D` (QK^T and AV) + `5 h S^2`
 //! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
-//! `k^2` per output element, cat/flatten/embedding 0. Views (flatten) move no bytes.
-//! This is a model, not a measurement: it ignores kernel launch overheads, fusion, and
-//! efficiency below peak; use it to compare partitioners, not to predict wall-clock time.
+//! `k^2` per output element, cat/flatten/embedding 0.
+//! The default `h100` model's rates are fitted to measured profiles (see
+//! [`DeviceModel::H100`]): within a factor of 2 of every measured layer of the five CNNs at
+//! image 1000, batch 8; `h100-peak` and `v100` are datasheet rooflines without overheads,
+//! several times too optimistic for small layers. Use analytic times to compare
+//! partitioners; measure (`pipeopt profile`) to predict wall-clock time.
 
 use serde_json::{json, Map, Value};
 
@@ -66,36 +85,99 @@ impl DType {
     }
 }
 
-/// A roofline device: peak arithmetic rate per dtype and memory bandwidth.
+/// Achieved rates and fixed costs of one direction (forward or backward) on a device: a
+/// roofline per op class plus launch overheads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// FLOP/s of convolutions with a kernel larger than 1x1.
+    pub conv: f64,
+    /// FLOP/s of 1x1 convolutions.
+    pub conv1x1: f64,
+    /// FLOP/s of linear layers and attention products.
+    pub matmul: f64,
+    /// Bytes/s of memory traffic (every op is at least this slow; other ops only this).
+    pub mem_bw: f64,
+    /// Seconds added per op (kernel launches; views excluded).
+    pub per_op: f64,
+    /// Seconds added per chain layer.
+    pub per_layer: f64,
+}
+
+impl Rates {
+    /// A datasheet roofline: one peak rate for every compute op, no overheads.
+    pub const fn roofline(peak: f64, mem_bw: f64) -> Rates {
+        Rates {
+            conv: peak,
+            conv1x1: peak,
+            matmul: peak,
+            mem_bw,
+            per_op: 0.0,
+            per_layer: 0.0,
+        }
+    }
+}
+
+/// A device model: rates for the forward and for the backward pass, for float32 (float16
+/// uses the datasheet's tensor-core peak with the same bandwidth and overheads).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceModel {
     pub name: &'static str,
-    /// FLOP/s in float32 (CUDA cores, no tensor cores / TF32).
-    pub peak_f32: f64,
-    /// FLOP/s in float16 (dense tensor cores).
+    pub fwd: Rates,
+    pub bwd: Rates,
+    /// FLOP/s of dense float16 tensor cores (datasheet), for `DType::F16`.
     pub peak_f16: f64,
-    /// Bytes/s of device memory.
-    pub mem_bw: f64,
+    /// Where the numbers come from.
+    pub source: &'static str,
 }
 
 impl DeviceModel {
-    /// NVIDIA H100 SXM5 datasheet: FP32 67 TFLOP/s, FP16 tensor dense 989.4 TFLOP/s,
-    /// HBM3 3.35 TB/s.
+    /// NVIDIA H100 80GB (SXM5) as measured: rates and overheads fitted (minimax on the
+    /// log ratio) to the per-layer times `pipeopt profile` measured for the five networks at
+    /// image 1000, batch 8, float32 (libtorch 2.11, cuDNN convolutions in TF32, as
+    /// PyTorch's default allows; results/profiles.md). In sample: every layer within a
+    /// factor 1.72 (forward) and 2.0 (backward) of its measured time. The rates are
+    /// effective, not physical: they absorb what the roofline leaves out (cuDNN algorithm
+    /// choice, kernel efficiency below peak).
     pub const H100: DeviceModel = DeviceModel {
         name: "h100",
-        peak_f32: 67e12,
+        fwd: Rates {
+            conv: 247e12,
+            conv1x1: 165e12,
+            matmul: 30e12,
+            mem_bw: 1.21e12,
+            per_op: 2.55e-6,
+            per_layer: 12.5e-6,
+        },
+        bwd: Rates {
+            conv: 672e12,
+            conv1x1: 100e12,
+            matmul: 30e12,
+            mem_bw: 1.21e12,
+            per_op: 34.7e-6,
+            per_layer: 124e-6,
+        },
         peak_f16: 989.4e12,
-        mem_bw: 3.35e12,
+        source: "fitted to pipeopt profile on an H100 80GB HBM3 (results/profiles.md)",
     };
-    /// NVIDIA V100 SXM2 datasheet (MadPipe's era): FP32 15.7 TFLOP/s, FP16 tensor 125
-    /// TFLOP/s, HBM2 900 GB/s.
+    /// NVIDIA H100 SXM5 datasheet roofline: FP32 67 TFLOP/s, HBM3 3.35 TB/s, no overheads.
+    pub const H100_PEAK: DeviceModel = DeviceModel {
+        name: "h100-peak",
+        fwd: Rates::roofline(67e12, 3.35e12),
+        bwd: Rates::roofline(67e12, 3.35e12),
+        peak_f16: 989.4e12,
+        source: "NVIDIA H100 SXM5 datasheet",
+    };
+    /// NVIDIA V100 SXM2 datasheet roofline (MadPipe's era): FP32 15.7 TFLOP/s, HBM2 900
+    /// GB/s, no overheads.
     pub const V100: DeviceModel = DeviceModel {
         name: "v100",
-        peak_f32: 15.7e12,
+        fwd: Rates::roofline(15.7e12, 900e9),
+        bwd: Rates::roofline(15.7e12, 900e9),
         peak_f16: 125e12,
-        mem_bw: 900e9,
+        source: "NVIDIA V100 SXM2 datasheet",
     };
-    pub const PRESETS: &'static [DeviceModel] = &[DeviceModel::H100, DeviceModel::V100];
+    pub const PRESETS: &'static [DeviceModel] =
+        &[DeviceModel::H100, DeviceModel::H100_PEAK, DeviceModel::V100];
 
     pub fn preset(name: &str) -> Option<DeviceModel> {
         DeviceModel::PRESETS
@@ -103,10 +185,18 @@ impl DeviceModel {
             .find(|d| d.name.eq_ignore_ascii_case(name))
             .cloned()
     }
-    pub fn peak(&self, dtype: DType) -> f64 {
+
+    /// The rates of one direction for `dtype`.
+    pub fn rates(&self, backward: bool, dtype: DType) -> Rates {
+        let r = if backward { self.bwd } else { self.fwd };
         match dtype {
-            DType::F32 => self.peak_f32,
-            DType::F16 => self.peak_f16,
+            DType::F32 => r,
+            DType::F16 => Rates {
+                conv: self.peak_f16,
+                conv1x1: self.peak_f16,
+                matmul: self.peak_f16,
+                ..r
+            },
         }
     }
 }
@@ -239,12 +329,39 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
         | OpKind::LayerNorm { .. }
         | OpKind::MaxPool2d { .. }
         | OpKind::AvgPool2d { .. }
-        | OpKind::AdaptiveAvgPool2d { .. }
         | OpKind::Gelu
+        | OpKind::Embedding { .. }
         | OpKind::Attention { .. } => op.inputs.clone(),
+        // PyTorch computes a global average pool as a mean, whose backward needs only the
+        // input's shape; other output sizes run the pooling kernel, which saves its input.
+        OpKind::AdaptiveAvgPool2d { out: (1, 1) } => vec![],
+        OpKind::AdaptiveAvgPool2d { .. } => op.inputs.clone(),
         OpKind::Relu { .. } => vec![i],
         _ => vec![],
     }
+}
+
+/// The tensor whose storage op `t`'s output is: a flatten's output is a view of its input.
+fn storage(block: &Block, mut t: usize) -> usize {
+    while matches!(block.ops[t].kind, OpKind::Flatten) {
+        t = block.ops[t].inputs[0];
+    }
+    t
+}
+
+/// Whether an op of `block` saves the block's output tensor (a ReLU ending a ResNet block).
+pub fn keeps_output(block: &Block) -> bool {
+    let last = block.ops.len() - 1;
+    (0..block.ops.len()).any(|i| saved_tensors(block, i).contains(&last))
+}
+
+/// Whether an op of `block` saves the block's input tensor (or a view of it: a flatten).
+pub fn saves_input(block: &Block) -> bool {
+    (0..block.ops.len()).any(|i| {
+        saved_tensors(block, i)
+            .iter()
+            .any(|&t| storage(block, t) == 0)
+    })
 }
 
 /// Stash of a block for a batch: every saved tensor once, plus the extras.
@@ -252,15 +369,16 @@ pub fn block_stash(block: &Block, batch: usize, dtype: DType, input_elem_bytes: 
     let n = batch as f64;
     let e = dtype.bytes() as f64;
     let mut saved = vec![false; block.ops.len()];
+    // The input is kept whether or not an op saves it: a stage keeps its input (autograd's
+    // leaf) until its backward, and inside a stage it is the previous block's output, kept
+    // by whichever of the two blocks saves it (see `stash_overlap`).
+    saved[0] = true;
     let mut extra = 0.0;
     for i in 0..block.ops.len() {
         for t in saved_tensors(block, i) {
-            saved[t] = true;
+            saved[storage(block, t)] = true;
         }
         extra += saved_extra(block, i, batch, dtype);
-        if matches!(block.ops[i].kind, OpKind::Embedding { .. }) {
-            extra += elems(&block.ops[block.ops[i].inputs[0]].shape) * n * 8.0;
-        }
     }
     let tensors: f64 = saved
         .iter()
@@ -280,20 +398,42 @@ pub fn block_cost(
     dtype: DType,
     device: &DeviceModel,
     input_elem_bytes: usize,
+    first_block: bool,
 ) -> BlockCost {
     let e = dtype.bytes() as f64;
-    let peak = device.peak(dtype);
     let mut c = BlockCost {
         weights: block.parameter_count() as f64 * e,
         out: elems(block.output_shape()) * batch as f64 * e,
         stash: block_stash(block, batch, dtype, input_elem_bytes),
         ..BlockCost::default()
     };
-    for i in 0..block.ops.len() {
+    let (rf, rb) = (device.rates(false, dtype), device.rates(true, dtype));
+    let time = |r: &Rates, op: &OpKind, flops: f64, bytes: f64| -> f64 {
+        let rate = match op {
+            OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => r.conv,
+            OpKind::Conv2d { .. } => r.conv1x1,
+            OpKind::Linear { .. } | OpKind::Attention { .. } => r.matmul,
+            _ => return bytes / r.mem_bw + r.per_op,
+        };
+        (flops / rate).max(bytes / r.mem_bw) + r.per_op
+    };
+    c.fwd = rf.per_layer;
+    c.bwd = rb.per_layer;
+    for (i, op) in block.ops.iter().enumerate() {
+        if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
+            continue;
+        }
         let oc = op_cost(block, i, batch, dtype);
         c.flops += oc.flops;
-        c.fwd += (oc.flops / peak).max(oc.bytes / device.mem_bw);
-        c.bwd += (2.0 * oc.flops / peak).max(2.0 * oc.bytes / device.mem_bw);
+        c.fwd += time(&rf, &op.kind, oc.flops, oc.bytes);
+        // A convolution of the network's input computes no input gradient: its backward is
+        // the weight gradient alone.
+        let k = if first_block && op.inputs == [0] && matches!(op.kind, OpKind::Conv2d { .. }) {
+            1.0
+        } else {
+            2.0
+        };
+        c.bwd += time(&rb, &op.kind, k * oc.flops, k * oc.bytes);
     }
     c
 }
@@ -316,7 +456,12 @@ pub fn analytic_instance(
     let mut layers = Vec::with_capacity(net.blocks.len());
     for (k, b) in net.blocks.iter().enumerate() {
         let first = if k == 0 { in_bytes } else { e };
-        let c = block_cost(b, batch, dtype, device, first);
+        let c = block_cost(b, batch, dtype, device, first, k == 0);
+        // Both stashes count the boundary tensor unless only the next block's ops keep it.
+        let shared = net
+            .blocks
+            .get(k + 1)
+            .is_some_and(|next| keeps_output(b) || !saves_input(next));
         layers.push(Layer {
             name: b.name.clone(),
             fwd: c.fwd,
@@ -324,6 +469,7 @@ pub fn analytic_instance(
             weights: c.weights,
             out: c.out,
             stash: Some(c.stash),
+            stash_overlap: shared.then_some(c.out),
         });
     }
     let image = if net.input.len() == 3 {
@@ -344,7 +490,9 @@ pub fn analytic_instance(
     meta.insert("times".into(), json!("analytic"));
     meta.insert(
         "device_model".into(),
-        json!({"name": device.name, "peak_flops": device.peak(dtype), "mem_bw": device.mem_bw}),
+        json!({"name": device.name, "source": device.source,
+               "fwd": rates_json(&device.rates(false, dtype)),
+               "bwd": rates_json(&device.rates(true, dtype))}),
     );
     meta.insert("parameters".into(), json!(net.parameter_count()));
     meta.insert(
@@ -361,6 +509,11 @@ pub fn analytic_instance(
         layers,
         meta,
     })
+}
+
+fn rates_json(r: &Rates) -> Value {
+    json!({"conv_flops": r.conv, "conv1x1_flops": r.conv1x1, "matmul_flops": r.matmul,
+           "mem_bw": r.mem_bw, "per_op_seconds": r.per_op, "per_layer_seconds": r.per_layer})
 }
 
 /// What `pipeopt instance --model NAME --image N --batch N --times analytic` computes.

@@ -27,6 +27,7 @@ pub fn random_chain(seed: u64, layers: usize) -> Instance {
             weights: 1.0 + 6.0 * next(),
             out: 1.0 + 9.0 * next(),
             stash: None,
+            stash_overlap: None,
         })
         .collect();
     Instance {

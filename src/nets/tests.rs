@@ -215,6 +215,7 @@ fn committed_instances_are_up_to_date() {
         ("resnet101", 1000, 8, "resnet101-1000-b8.json"),
         ("inception_v3", 1000, 8, "inception_v3-1000-b8.json"),
         ("densenet121", 1000, 8, "densenet121-1000-b8.json"),
+        ("vgg16", 1000, 8, "vgg16-1000-b8.json"),
         ("vgg16", 224, 128, "vgg16-224-b128.json"),
         ("bert48", 1, 8, "bert48-b8.json"),
         ("gpt24", 1, 8, "gpt24-b8.json"),
@@ -228,4 +229,29 @@ fn committed_instances_are_up_to_date() {
             "{file}: rerun `cargo run --example make_instances`"
         );
     }
+}
+
+/// What consecutive blocks share (checked against the CUDA allocator by `pipeopt profile`,
+/// results/profiles.md): a ResNet bottleneck's last ReLU keeps the output that the next block's
+/// convolutions keep; an Inception module ends in a concatenation, which keeps nothing, so
+/// only the next module's convolutions keep it, except before the head, whose global
+/// average pool (a mean) keeps nothing either.
+#[test]
+fn stash_overlaps_follow_who_keeps_the_boundary_tensor() {
+    let r = instance("resnet50", 224, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let last = r.len();
+    // The stem ends in a max pool, which keeps its input, not its output.
+    assert_eq!(r.stash_overlap(1), 0.0);
+    for l in 2..last {
+        assert_eq!(r.stash_overlap(l), r.a(l), "resnet50 layer {l}");
+    }
+    assert_eq!(r.stash_overlap(last), 0.0);
+    // A stage of two blocks keeps the shared tensor once.
+    let s = r.sums();
+    assert_eq!(s.stash(2, 3), r.stash(2) + r.stash(3) - r.a(2));
+    let i = instance("inception_v3", 299, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let at = |name: &str| i.layers.iter().position(|l| l.name == name).unwrap() + 1;
+    assert_eq!(i.stash_overlap(at("Mixed_7b")), 0.0);
+    assert_eq!(i.stash_overlap(at("Mixed_7c")), i.a(at("Mixed_7c")));
+    i.check().unwrap();
 }

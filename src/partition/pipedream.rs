@@ -547,6 +547,7 @@ mod tests {
                     weights: 1.0,
                     out: o,
                     stash: None,
+                    stash_overlap: None,
                 })
                 .collect(),
             meta: Default::default(),

@@ -1,69 +1,281 @@
-//! A minimal stream simulator (MODEL.md section 7, timing only): each op starts when its
-//! worker is free (in stream order) and its input is done, plus a transfer time when the
-//! input was produced on another worker; transfers overlap compute. Memory is not modelled
-//! yet.
+//! The simulator of MODEL.md section 7: replays one instruction stream per worker. Each
+//! operation starts when its worker is free (in stream order) and its input is there: the
+//! producing operation's end, plus the transfer time of the cut when it ran on another
+//! worker (transfers overlap computation and each other; MODEL.md section 2's one-resource
+//! link is not modelled here, the synchronous papers' closed forms assume none).
+//!
+//! Reported: makespan (iteration time), bubble ratio (idle time over D x makespan, idle
+//! being the makespan minus the forward and backward work of the worker), and per worker
+//! the memory of MODEL.md section 6 with section 7's weights: every stage replica the worker
+//! holds counts 2 W (one weight version and its gradient accumulator; two replicas, hence
+//! two copies, for bidirectional pipelines), buffers 2 a(in) / 2 a(out) for inputs and
+//! outputs crossing workers, and activations `stash(s) x live_s(tau)` at the peak instant,
+//! live meaning forward started and backward not finished.
+//!
+//! Streams that can never finish are rejected naming the worker and the operation it waits
+//! at; streams that miss or repeat an operation are rejected naming it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::Serialize;
 
 use super::{Instr, Pipeline, Schedule};
+use crate::model::{ChainSums, Instance};
 
-/// A stream order that can never progress.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("deadlock: worker {worker} waits forever at {instr:?}")]
-pub struct Deadlock {
-    pub worker: usize,
-    pub instr: Instr,
+/// How a worker runs its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Execution {
+    /// GPUs (bapipe.txt 3.2.2): one operation at a time; a transfer starts when the
+    /// producing operation has finished, so the consumer waits its full time.
+    Serial,
+    /// Asynchronous execution (bapipe.txt 3.2.1, FPGAs): outputs stream out while they are
+    /// computed, so transfers are completely overlapped and cost no waiting.
+    StreamedCommunication,
+    /// FBP (FPDeep; bapipe.txt 3.2.1): forwards and backwards run in parallel on two halves
+    /// of the accelerator, each taking the stage's forward + backward time (the split that
+    /// gives one forward and one backward per F + B in the steady state); communication
+    /// streamed as in `StreamedCommunication`.
+    ForwardBackwardParallel,
 }
 
+/// What one stage costs: times in seconds, sizes in bytes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageCosts {
+    pub forward_seconds: Vec<f64>,
+    pub backward_seconds: Vec<f64>,
+    /// Transfer time of the activation (or its gradient) across the cut after stage `s`;
+    /// the last entry is unused.
+    pub transfer_seconds: Vec<f64>,
+    pub weight_bytes: Vec<f64>,
+    pub stash_bytes: Vec<f64>,
+    pub input_bytes: Vec<f64>,
+    pub output_bytes: Vec<f64>,
+}
+
+impl StageCosts {
+    pub fn stages(&self) -> usize {
+        self.forward_seconds.len()
+    }
+
+    /// `d` equal stages: forward `f`, backward `b`, transfer `c`, one byte of weights and of
+    /// stash, no buffers (for closed-form checks).
+    pub fn uniform(d: usize, f: f64, b: f64, c: f64) -> StageCosts {
+        StageCosts {
+            forward_seconds: vec![f; d],
+            backward_seconds: vec![b; d],
+            transfer_seconds: vec![c; d],
+            weight_bytes: vec![1.0; d],
+            stash_bytes: vec![1.0; d],
+            input_bytes: vec![0.0; d],
+            output_bytes: vec![0.0; d],
+        }
+    }
+
+    /// The stages of `instance` cut before the 0-based layers `starts` (`starts[0] == 0`,
+    /// increasing, as `--partition`), transfers at `bandwidth` bytes per second.
+    pub fn from_instance(
+        instance: &Instance,
+        starts: &[usize],
+        bandwidth_bytes_per_second: f64,
+    ) -> Result<StageCosts, PartitionError> {
+        let l = instance.len();
+        check_starts(starts, l)?;
+        let sums = ChainSums::new(instance);
+        let mut c = StageCosts {
+            forward_seconds: Vec::new(),
+            backward_seconds: Vec::new(),
+            transfer_seconds: Vec::new(),
+            weight_bytes: Vec::new(),
+            stash_bytes: Vec::new(),
+            input_bytes: Vec::new(),
+            output_bytes: Vec::new(),
+        };
+        for (i, &start) in starts.iter().enumerate() {
+            let (first, last) = (start + 1, starts.get(i + 1).copied().unwrap_or(l));
+            c.forward_seconds.push(sums.u_f(first, last));
+            c.backward_seconds.push(sums.u_b(first, last));
+            c.weight_bytes.push(sums.weights(first, last));
+            c.stash_bytes.push(sums.stash(first, last));
+            c.input_bytes.push(instance.a(first - 1));
+            c.output_bytes.push(instance.a(last));
+            c.transfer_seconds
+                .push(instance.a(last) / bandwidth_bytes_per_second);
+        }
+        Ok(c)
+    }
+}
+
+/// A partition given by its stage starts that does not fit the chain.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PartitionError {
+    #[error("partition: {0}")]
+    Invalid(String),
+}
+
+fn check_starts(starts: &[usize], layers: usize) -> Result<(), PartitionError> {
+    if starts.first() != Some(&0) {
+        return Err(PartitionError::Invalid(format!(
+            "the first stage must start at layer 0 (got {starts:?})"
+        )));
+    }
+    if starts.windows(2).any(|w| w[0] >= w[1]) || starts.last().is_some_and(|&s| s >= layers) {
+        return Err(PartitionError::Invalid(format!(
+            "stage starts must increase and stay below L = {layers} (got {starts:?})"
+        )));
+    }
+    Ok(())
+}
+
+/// The contiguous split of the chain into `d` stages that minimises the largest stage's
+/// forward + backward time (exact DP), as stage starts.
+pub fn balanced_partition(instance: &Instance, d: usize) -> Result<Vec<usize>, PartitionError> {
+    crate::partition::bapipe::optimal_heterogeneous(instance, &vec![1.0; d])
+        .map(|p| p.starts)
+        .map_err(|e| PartitionError::Invalid(e.to_string()))
+}
+
+/// Streams that cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("deadlock: worker {worker} waits forever at {instr:?}")]
+    Deadlock { worker: usize, instr: Instr },
+    #[error("{instr:?} appears twice (workers {first} and {second})")]
+    Duplicate {
+        instr: Instr,
+        first: usize,
+        second: usize,
+    },
+    #[error(
+        "{instr:?} is missing: its micro-batch runs elsewhere but this operation is in no stream"
+    )]
+    Missing { instr: Instr },
+    #[error("{instr:?} names stage {} but there are {stages} stages", instr.stage())]
+    StageOutOfRange { instr: Instr, stages: usize },
+    #[error("the schedule has {streams} streams but {workers} stages: one stream per worker, as many workers as stages")]
+    Shape { streams: usize, workers: usize },
+}
+
+/// Kept for backward compatibility: a stream order that can never progress.
+pub type Deadlock = SimError;
+
 /// Makespan and per-worker (start, end, instr) intervals.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Timeline {
     pub makespan: f64,
     pub intervals: Vec<Vec<(f64, f64, Instr)>>,
 }
 
-fn input_of(op: Instr, d: usize) -> Option<Instr> {
-    match op {
-        Instr::Forward { stage: 0, .. } => None,
-        Instr::Forward {
-            stage,
-            micro_batch,
-            pipeline,
-        } => Some(Instr::Forward {
-            stage: stage - 1,
-            micro_batch,
-            pipeline,
-        }),
-        Instr::Backward {
-            stage,
-            micro_batch,
-            pipeline,
-        } if stage + 1 == d => Some(Instr::Forward {
-            stage,
-            micro_batch,
-            pipeline,
-        }),
-        Instr::Backward {
-            stage,
-            micro_batch,
-            pipeline,
-        } => Some(Instr::Backward {
-            stage: stage + 1,
-            micro_batch,
-            pipeline,
-        }),
+/// Memory of one worker (bytes) and its live micro-batches at the peak.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WorkerMemory {
+    pub weight_bytes: f64,
+    pub buffer_bytes: f64,
+    pub activation_peak_bytes: f64,
+    pub peak_bytes: f64,
+    /// Most micro-batches live at once on the worker, over all its stages.
+    pub peak_live: usize,
+    /// Stage replicas held: (pipeline, stage).
+    pub replicas: usize,
+}
+
+/// What the simulator reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimReport {
+    pub makespan_seconds: f64,
+    pub bubble_ratio: f64,
+    /// Forward + backward work of each worker.
+    pub work_seconds: Vec<f64>,
+    pub memory: Vec<WorkerMemory>,
+    pub timeline: Timeline,
+}
+
+impl SimReport {
+    pub fn peak_bytes(&self) -> f64 {
+        self.memory.iter().map(|m| m.peak_bytes).fold(0.0, f64::max)
     }
 }
 
-/// Simulates `schedule` for `d` stages with per-stage forward/backward times and the
-/// transfer time `comm[s]` after stage `s` (both directions).
-pub fn simulate_times(
+/// Checks that every operation appears once, that every micro-batch has all its
+/// operations, and that stages are in range.
+fn check_streams(schedule: &Schedule, d: usize) -> Result<(), SimError> {
+    if schedule.len() != d {
+        return Err(SimError::Shape {
+            streams: schedule.len(),
+            workers: d,
+        });
+    }
+    let mut seen: HashMap<Instr, usize> = HashMap::new();
+    let mut batches: BTreeSet<(Pipeline, usize)> = BTreeSet::new();
+    for (w, stream) in schedule.iter().enumerate() {
+        for &op in stream {
+            if op.stage() >= d {
+                return Err(SimError::StageOutOfRange {
+                    instr: op,
+                    stages: d,
+                });
+            }
+            if let Some(&first) = seen.get(&op) {
+                return Err(SimError::Duplicate {
+                    instr: op,
+                    first,
+                    second: w,
+                });
+            }
+            seen.insert(op, w);
+            batches.insert((op.pipeline(), op.micro_batch()));
+        }
+    }
+    for &(pipeline, micro_batch) in &batches {
+        for stage in 0..d {
+            for op in [
+                Instr::Forward {
+                    stage,
+                    micro_batch,
+                    pipeline,
+                },
+                Instr::Backward {
+                    stage,
+                    micro_batch,
+                    pipeline,
+                },
+            ] {
+                if !seen.contains_key(&op) {
+                    return Err(SimError::Missing { instr: op });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replays `schedule` on `costs`.
+pub fn simulate(
     schedule: &Schedule,
-    d: usize,
-    tf: &[f64],
-    tb: &[f64],
-    comm: &[f64],
-) -> Result<Timeline, Deadlock> {
+    costs: &StageCosts,
+    execution: Execution,
+) -> Result<SimReport, SimError> {
+    let d = costs.stages();
+    check_streams(schedule, d)?;
+    // Lanes: one per worker, or a forward and a backward lane per worker (FBP).
+    let lanes: Vec<(usize, Vec<Instr>)> = match execution {
+        Execution::ForwardBackwardParallel => schedule
+            .iter()
+            .enumerate()
+            .flat_map(|(w, s)| {
+                let (fw, bw): (Vec<Instr>, Vec<Instr>) = s.iter().partition(|op| op.is_forward());
+                [(w, fw), (w, bw)]
+            })
+            .collect(),
+        _ => schedule.iter().cloned().enumerate().collect(),
+    };
+    let duration = |op: Instr| match (execution, op) {
+        (Execution::ForwardBackwardParallel, _) => {
+            costs.forward_seconds[op.stage()] + costs.backward_seconds[op.stage()]
+        }
+        (_, Instr::Forward { stage, .. }) => costs.forward_seconds[stage],
+        (_, Instr::Backward { stage, .. }) => costs.backward_seconds[stage],
+    };
     let mut worker_of: HashMap<Instr, usize> = HashMap::new();
     for (w, s) in schedule.iter().enumerate() {
         for op in s {
@@ -71,86 +283,217 @@ pub fn simulate_times(
         }
     }
     let mut end: HashMap<Instr, f64> = HashMap::new();
-    let mut next = vec![0usize; schedule.len()];
-    let mut free = vec![0.0f64; schedule.len()];
-    let mut intervals = vec![Vec::new(); schedule.len()];
+    let mut next = vec![0usize; lanes.len()];
+    let mut free = vec![0.0f64; lanes.len()];
+    let mut intervals = vec![Vec::new(); d];
     loop {
         let mut progress = false;
-        for w in 0..schedule.len() {
-            while let Some(&op) = schedule[w].get(next[w]) {
-                let (stage, dur, _p): (usize, f64, Pipeline) = match op {
-                    Instr::Forward {
-                        stage, pipeline, ..
-                    } => (stage, tf[stage], pipeline),
-                    Instr::Backward {
-                        stage, pipeline, ..
-                    } => (stage, tb[stage], pipeline),
-                };
-                let ready = match input_of(op, d) {
+        for (lane, (w, stream)) in lanes.iter().enumerate() {
+            while let Some(&op) = stream.get(next[lane]) {
+                let ready = match op.input(d) {
                     None => 0.0,
                     Some(dep) => match end.get(&dep) {
                         None => break,
                         Some(&t) => {
-                            let cut = match dep {
-                                Instr::Forward { stage: s, .. } if s != stage => s,
-                                Instr::Backward { .. } => stage,
-                                _ => usize::MAX,
-                            };
-                            let remote = worker_of.get(&dep) != Some(&w);
-                            t + if remote && cut != usize::MAX {
-                                comm[cut]
+                            let remote = worker_of.get(&dep) != Some(w);
+                            let cut = if op.is_forward() {
+                                dep.stage()
                             } else {
-                                0.0
-                            }
+                                op.stage()
+                            };
+                            let transfer = match execution {
+                                Execution::Serial if remote => costs.transfer_seconds[cut],
+                                _ => 0.0,
+                            };
+                            t + transfer
                         }
                     },
                 };
-                let start = ready.max(free[w]);
-                free[w] = start + dur;
-                end.insert(op, start + dur);
-                intervals[w].push((start, start + dur, op));
-                next[w] += 1;
+                let start = ready.max(free[lane]);
+                free[lane] = start + duration(op);
+                end.insert(op, free[lane]);
+                intervals[*w].push((start, free[lane], op));
+                next[lane] += 1;
                 progress = true;
             }
         }
-        if next.iter().zip(schedule).all(|(&i, s)| i == s.len()) {
+        if next.iter().zip(&lanes).all(|(&i, (_, s))| i == s.len()) {
             break;
         }
         if !progress {
-            let worker = (0..schedule.len())
-                .find(|&w| next[w] < schedule[w].len())
-                .unwrap_or(0);
-            return Err(Deadlock {
-                worker,
-                instr: schedule[worker][next[worker]],
+            let (lane, (worker, stream)) = lanes
+                .iter()
+                .enumerate()
+                .find(|(l, (_, s))| next[*l] < s.len())
+                .expect("some lane has operations left");
+            return Err(SimError::Deadlock {
+                worker: *worker,
+                instr: stream[next[lane]],
             });
         }
     }
+    for iv in &mut intervals {
+        iv.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
     let makespan = free.iter().cloned().fold(0.0, f64::max);
-    Ok(Timeline {
+    let timeline = Timeline {
         makespan,
         intervals,
+    };
+    let work_seconds: Vec<f64> = schedule
+        .iter()
+        .map(|s| {
+            s.iter()
+                .map(|op| match op {
+                    Instr::Forward { stage, .. } => costs.forward_seconds[*stage],
+                    Instr::Backward { stage, .. } => costs.backward_seconds[*stage],
+                })
+                .sum()
+        })
+        .collect();
+    let bubble_ratio = if makespan > 0.0 {
+        1.0 - work_seconds.iter().sum::<f64>() / (d as f64 * makespan)
+    } else {
+        0.0
+    };
+    let memory = (0..d)
+        .map(|w| worker_memory(schedule, costs, &timeline, &worker_of, w))
+        .collect();
+    Ok(SimReport {
+        makespan_seconds: makespan,
+        bubble_ratio,
+        work_seconds,
+        memory,
+        timeline,
     })
+}
+
+fn worker_memory(
+    schedule: &Schedule,
+    costs: &StageCosts,
+    timeline: &Timeline,
+    worker_of: &HashMap<Instr, usize>,
+    w: usize,
+) -> WorkerMemory {
+    let d = costs.stages();
+    let held: BTreeSet<(Pipeline, usize)> = schedule[w]
+        .iter()
+        .map(|op| (op.pipeline(), op.stage()))
+        .collect();
+    let mut weight_bytes = 0.0;
+    let mut buffer_bytes = 0.0;
+    for &(pipeline, stage) in &held {
+        weight_bytes += 2.0 * costs.weight_bytes[stage];
+        // A representative micro-batch of this replica tells where its neighbours run.
+        let any = schedule[w]
+            .iter()
+            .find(|op| op.pipeline() == pipeline && op.stage() == stage)
+            .map(|op| op.micro_batch())
+            .unwrap_or(0);
+        let elsewhere = |s: usize| {
+            let op = Instr::Forward {
+                stage: s,
+                micro_batch: any,
+                pipeline,
+            };
+            worker_of.get(&op).is_some_and(|&x| x != w)
+        };
+        if stage > 0 && elsewhere(stage - 1) {
+            buffer_bytes += 2.0 * costs.input_bytes[stage];
+        }
+        if stage + 1 < d && elsewhere(stage + 1) {
+            buffer_bytes += 2.0 * costs.output_bytes[stage];
+        }
+    }
+    let (activation_peak_bytes, peak_live) = activation_peak(timeline, costs, w);
+    WorkerMemory {
+        weight_bytes,
+        buffer_bytes,
+        activation_peak_bytes,
+        peak_bytes: weight_bytes + buffer_bytes + activation_peak_bytes,
+        peak_live,
+        replicas: held.len(),
+    }
+}
+
+/// Section 6's activations: a forward adds its stage's stash when it starts, a backward
+/// removes it when it ends; at one instant removals count first.
+fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usize) {
+    let mut events: Vec<(f64, i8, f64)> = Vec::new();
+    for &(start, end, op) in &t.intervals[worker] {
+        let bytes = costs.stash_bytes[op.stage()];
+        match op {
+            Instr::Forward { .. } => events.push((start, 1, bytes)),
+            Instr::Backward { .. } => events.push((end, -1, bytes)),
+        }
+    }
+    let eps = 1e-9 * t.makespan.max(1e-300);
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // Merge instants closer than eps so that a removal just before an addition counts first.
+    let mut i = 0;
+    let (mut bytes, mut live) = (0.0f64, 0i64);
+    let (mut peak_bytes, mut peak_live) = (0.0f64, 0i64);
+    while i < events.len() {
+        let t0 = events[i].0;
+        let mut j = i;
+        while j < events.len() && events[j].0 - t0 <= eps {
+            j += 1;
+        }
+        let mut group: Vec<_> = events[i..j].to_vec();
+        group.sort_by_key(|e| e.1);
+        for (_, delta, b) in group {
+            bytes += f64::from(delta) * b;
+            live += i64::from(delta);
+            peak_bytes = peak_bytes.max(bytes);
+            peak_live = peak_live.max(live);
+        }
+        i = j;
+    }
+    (peak_bytes, peak_live.max(0) as usize)
+}
+
+/// Simulates `schedule` for `d` stages with per-stage forward/backward times and the
+/// transfer time `comm[s]` after stage `s` (both directions), serial execution.
+pub fn simulate_times(
+    schedule: &Schedule,
+    d: usize,
+    tf: &[f64],
+    tb: &[f64],
+    comm: &[f64],
+) -> Result<Timeline, SimError> {
+    let costs = StageCosts {
+        forward_seconds: tf.to_vec(),
+        backward_seconds: tb.to_vec(),
+        transfer_seconds: comm.to_vec(),
+        weight_bytes: vec![0.0; d],
+        stash_bytes: vec![0.0; d],
+        input_bytes: vec![0.0; d],
+        output_bytes: vec![0.0; d],
+    };
+    simulate(schedule, &costs, Execution::Serial).map(|r| r.timeline)
 }
 
 /// Peak number of micro-batches live on `worker` (section 6: F started, B not finished),
 /// counted over all stages and pipelines the worker holds.
 pub fn peak_live(t: &Timeline, worker: usize) -> usize {
-    let mut events: Vec<(f64, i32)> = Vec::new();
-    for &(start, end, op) in &t.intervals[worker] {
-        match op {
-            Instr::Forward { .. } => events.push((start, 1)),
-            Instr::Backward { .. } => events.push((end, -1)),
-        }
-    }
-    // At equal times a release (B finished) counts before an acquisition.
-    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut live, mut peak) = (0i32, 0i32);
-    for (_, delta) in events {
-        live += delta;
-        peak = peak.max(live);
-    }
-    peak as usize
+    let d = t.intervals.len();
+    let ones = StageCosts::uniform(d.max(1), 0.0, 0.0, 0.0);
+    let max_stage = t.intervals[worker]
+        .iter()
+        .map(|x| x.2.stage())
+        .max()
+        .unwrap_or(0);
+    let costs = if max_stage < ones.stages() {
+        ones
+    } else {
+        StageCosts::uniform(max_stage + 1, 0.0, 0.0, 0.0)
+    };
+    activation_peak(t, &costs, worker).1
+}
+
+/// The set of distinct operations, for tests.
+pub fn operations(schedule: &Schedule) -> HashSet<Instr> {
+    schedule.iter().flatten().copied().collect()
 }
 
 #[cfg(test)]
@@ -190,7 +533,48 @@ mod tests {
     fn deadlock_is_reported() {
         let s = vec![vec![b(0, 0), f(0, 0)], vec![f(1, 0), b(1, 0)]];
         let e = simulate_times(&s, 2, &[1.0; 2], &[1.0; 2], &[0.0; 2]).unwrap_err();
-        assert_eq!(e.worker, 0);
-        assert_eq!(e.instr, b(0, 0));
+        assert_eq!(
+            e,
+            SimError::Deadlock {
+                worker: 0,
+                instr: b(0, 0)
+            }
+        );
+        assert!(e.to_string().contains("Backward"));
+    }
+
+    #[test]
+    fn missing_and_duplicate_operations_are_named() {
+        let s = vec![vec![f(0, 0), b(0, 0)], vec![f(1, 0)]];
+        let e = simulate(
+            &s,
+            &StageCosts::uniform(2, 1.0, 2.0, 0.0),
+            Execution::Serial,
+        );
+        assert_eq!(e.unwrap_err(), SimError::Missing { instr: b(1, 0) });
+        let s = vec![vec![f(0, 0), b(0, 0)], vec![f(1, 0), b(1, 0), f(1, 0)]];
+        let e = simulate(
+            &s,
+            &StageCosts::uniform(2, 1.0, 2.0, 0.0),
+            Execution::Serial,
+        );
+        assert!(matches!(e.unwrap_err(), SimError::Duplicate { .. }));
+    }
+
+    #[test]
+    fn dapple_memory_follows_section_six() {
+        // 1F1B: worker s holds D - s stashes at its peak, weights 2 W, buffers where a
+        // neighbour is remote.
+        let d = 4;
+        let mut costs = StageCosts::uniform(d, 1.0, 2.0, 0.0);
+        costs.input_bytes = vec![10.0; d];
+        costs.output_bytes = vec![100.0; d];
+        let r = simulate(&dapple(d, 8), &costs, Execution::Serial).unwrap();
+        for (s, m) in r.memory.iter().enumerate() {
+            assert_eq!(m.peak_live, d - s);
+            assert_eq!(m.weight_bytes, 2.0);
+            let buffers = if s > 0 { 20.0 } else { 0.0 } + if s + 1 < d { 200.0 } else { 0.0 };
+            assert_eq!(m.buffer_bytes, buffers);
+        }
     }
 }

@@ -1,0 +1,494 @@
+//! The profiler (issue 5, item 3): measures a network of `nets/` with libtorch, one chain
+//! layer (block) at a time, and writes an instance (MODEL.md section 1) with provenance.
+//!
+//! Per chain layer `l`, on the real input (the previous layer's output of the same batch):
+//! - `fwd`: the forward pass with autograd recording (what training runs), median over
+//!   `reps` repetitions after `warmup`, each timed between two device synchronizations;
+//! - `bwd`: the backward pass from a random upstream gradient of the output's shape to the
+//!   layer's parameters and its input (not for layer 1, whose input is data), through
+//!   `torch::autograd::grad` (no extra op in the graph), timed the same way;
+//! - `out`, `weights`: bytes of the output tensor and of the parameters;
+//! - `stash`: on CUDA, bytes the caching allocator still holds for client code after the
+//!   forward, once the caller dropped its handles to the layer's input and output, that is
+//!   what autograd keeps until the backward (the input when an op saved it, saved outputs,
+//!   statistics, masks, indices). This is `requested` bytes (exact), read through the shim of
+//!   [`super::alloc`]. The CPU has no allocator statistics: there the stash is the analytic
+//!   model's (`meta.stash` says which).
+//!
+//! The whole network is measured with the same binary, the same way: a forward pass over all
+//! layers and a training step (forward, loss, backward to every parameter; no optimizer
+//! update, which the model does not count in `u_F`/`u_B` either). [`ProfileReport`] compares
+//! the sums of the layers with these wholes (issue 5's targets) and the analytic model
+//! (`nets::analytic`) with the measurement, layer by layer.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map};
+use tch::{Device, Tensor};
+
+use super::torchnet::{self, BuildOptions};
+use super::{alloc, tensor_bytes, ExecError};
+use crate::model::{Instance, Layer};
+use crate::nets::{self, analytic, DType, DeviceModel};
+use crate::units::{Bytes, Seconds};
+
+/// How to profile.
+#[derive(Debug, Clone)]
+pub struct ProfileOptions {
+    pub batch: usize,
+    pub dtype: DType,
+    pub device: Device,
+    /// Untimed repetitions before the timed ones (cuDNN algorithm choice, allocator warm-up).
+    pub warmup: usize,
+    /// Timed repetitions; the median is kept.
+    pub reps: usize,
+    pub seed: i64,
+    /// The device's name for `meta` (e.g. from nvidia-smi); libtorch does not give it.
+    pub device_name: Option<String>,
+    /// Roofline device model for the analytic comparison.
+    pub device_model: DeviceModel,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions {
+            batch: 8,
+            dtype: DType::F32,
+            device: Device::Cpu,
+            warmup: 3,
+            reps: 10,
+            seed: 0,
+            device_name: None,
+            device_model: DeviceModel::H100,
+        }
+    }
+}
+
+/// One chain layer: measured, and what the analytic model says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayerMeasure {
+    pub name: String,
+    pub fwd: Seconds,
+    pub bwd: Seconds,
+    /// Smallest and largest timed forward (spread of the repetitions).
+    pub fwd_range: (Seconds, Seconds),
+    pub bwd_range: (Seconds, Seconds),
+    pub weights: Bytes,
+    pub out: Bytes,
+    /// Measured stash (CUDA only).
+    pub stash_measured: Option<Bytes>,
+    /// Measured bytes shared with the next layer's stash (CUDA only; see
+    /// `model::Layer::stash_overlap`).
+    pub overlap_measured: Option<Bytes>,
+    pub analytic_overlap: Bytes,
+    pub analytic_fwd: Seconds,
+    pub analytic_bwd: Seconds,
+    pub analytic_stash: Bytes,
+    pub analytic_out: Bytes,
+    pub analytic_weights: Bytes,
+}
+
+/// The whole network against the sum of its layers, and the analytic model against the
+/// measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProfileReport {
+    pub model: String,
+    pub image: Option<usize>,
+    pub batch: usize,
+    pub dtype: String,
+    pub device: String,
+    pub layers: Vec<LayerMeasure>,
+    /// Sum over layers of `fwd`.
+    pub sum_fwd: Seconds,
+    /// The whole network's forward pass (median).
+    pub whole_forward: Seconds,
+    /// `sum_fwd / whole_forward` (target: within 15% of 1).
+    pub forward_ratio: f64,
+    /// Sum over layers of `fwd + bwd`.
+    pub sum_fwd_bwd: Seconds,
+    /// A whole training step: forward, loss, backward (median).
+    pub whole_step: Seconds,
+    /// `sum_fwd_bwd / whole_step` (target: within 20% of 1).
+    pub step_ratio: f64,
+    /// Device memory the training step allocated at its peak (CUDA only).
+    pub step_peak_allocated: Option<Bytes>,
+    /// Analytic `fwd + bwd` over measured, per layer: smallest, geometric mean, largest.
+    pub analytic_time_ratio: (f64, f64, f64),
+    /// Analytic over measured `U(1, L)`.
+    pub analytic_total_ratio: f64,
+    /// Layers whose measured stash differs from the analytic one by more than 1%, with both.
+    pub stash_differences: Vec<(String, Bytes, Bytes)>,
+    /// Layers whose measured overlap with the next differs from the analytic one, with both.
+    pub overlap_differences: Vec<(String, Bytes, Bytes)>,
+    /// Sum of measured stashes over sum of analytic stashes.
+    pub stash_total_ratio: Option<f64>,
+    pub out_equal: bool,
+    pub weights_equal: bool,
+}
+
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Median, smallest and largest of timings.
+fn summarize(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let med = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    };
+    (med, v[0], v[n - 1])
+}
+
+/// Times `f` `warmup + reps` times between synchronizations; `setup` runs untimed before
+/// each call and its result is passed to `f`.
+fn time<S, T>(
+    device: Device,
+    warmup: usize,
+    reps: usize,
+    mut setup: impl FnMut() -> S,
+    mut f: impl FnMut(S) -> T,
+) -> (f64, f64, f64) {
+    let mut v = Vec::with_capacity(reps);
+    for r in 0..warmup + reps {
+        let s = setup();
+        sync(device);
+        let t0 = Instant::now();
+        let out = f(s);
+        sync(device);
+        let dt = t0.elapsed().as_secs_f64();
+        drop(out);
+        if r >= warmup {
+            v.push(dt);
+        }
+    }
+    summarize(v)
+}
+
+/// Bytes autograd keeps after `f(x)`: the allocator's growth across the call, counting `x`
+/// (a fresh tensor that this function owns and drops) only if the graph still references
+/// it, once the handle to the output is dropped too (a scalar of the output keeps the graph
+/// alive). `None` without allocator statistics.
+pub(crate) fn kept_by_autograd(
+    device: Device,
+    x: Tensor,
+    f: impl FnOnce(&Tensor) -> Tensor,
+) -> Option<Bytes> {
+    sync(device);
+    let base = alloc::requested(device)? - tensor_bytes(&x);
+    let y = f(&x);
+    drop(x);
+    let keep = y.sum(tch::Kind::Float);
+    drop(y);
+    sync(device);
+    let after = alloc::requested(device)?;
+    Some(after - base - tensor_bytes(&keep))
+}
+
+/// Profiles `desc` (see the module doc). Returns the measured instance and the report.
+pub fn profile(
+    desc: &nets::Network,
+    options: &ProfileOptions,
+) -> Result<(Instance, ProfileReport), ExecError> {
+    let device = options.device;
+    if options.batch == 0 || options.reps == 0 {
+        return Err(ExecError::Network(
+            "--batch and --reps must be at least 1".into(),
+        ));
+    }
+    if device.is_cuda() && !tch::Cuda::is_available() {
+        return Err(ExecError::Network(
+            "no CUDA device visible to libtorch (GPU builds need PIPEOPT_LINK_CUDA=1)".into(),
+        ));
+    }
+    let analytic =
+        analytic::analytic_instance(desc, options.batch, options.dtype, &options.device_model)
+            .map_err(|e| ExecError::Network(e.to_string()))?;
+    let net = torchnet::build(
+        desc,
+        BuildOptions {
+            dtype: options.dtype,
+            device,
+            seed: options.seed,
+            dropout: true,
+        },
+    );
+    let data = torchnet::batches(
+        desc,
+        options.batch,
+        1,
+        options.seed + 1000,
+        options.dtype,
+        device,
+    )
+    .remove(0);
+    let params: Vec<Vec<Tensor>> = net
+        .layers
+        .iter()
+        .map(|l| {
+            l.params
+                .iter()
+                .map(|p| p.shallow_clone().set_requires_grad(true))
+                .collect()
+        })
+        .collect();
+    let (warmup, reps) = (options.warmup, options.reps);
+
+    let mut measures = Vec::with_capacity(net.layers.len());
+    let mut x = data.input.shallow_clone();
+    for (l, layer) in net.layers.iter().enumerate() {
+        let ps = &params[l];
+        let grad_input = l > 0 && x.is_floating_point();
+        let leaf = |x: &Tensor| {
+            if grad_input {
+                x.detach().set_requires_grad(true)
+            } else {
+                x.shallow_clone()
+            }
+        };
+        let xin = leaf(&x);
+        let (fwd, fmin, fmax) = time(device, warmup, reps, || (), |()| (layer.forward)(ps, &xin));
+        let y = tch::no_grad(|| (layer.forward)(ps, &xin));
+        let out = tensor_bytes(&y);
+        let g = y.randn_like();
+        let mut inputs: Vec<&Tensor> = ps.iter().collect();
+        if grad_input {
+            inputs.push(&xin);
+        }
+        let mut failed = None;
+        let (bwd, bmin, bmax) = time(
+            device,
+            warmup,
+            reps,
+            || (layer.forward)(ps, &xin),
+            |y| {
+                if let Err(e) = alloc::backward_with(&y, &g, &inputs) {
+                    failed = Some(e);
+                }
+            },
+        );
+        if let Some(e) = failed {
+            return Err(ExecError::Network(format!("layer {}: {e}", layer.name)));
+        }
+        let stash_measured =
+            kept_by_autograd(device, leaf(&x.copy()), |x2| (layer.forward)(ps, x2));
+        let a = analytic.layer(l + 1);
+        measures.push(LayerMeasure {
+            name: layer.name.clone(),
+            fwd,
+            bwd,
+            fwd_range: (fmin, fmax),
+            bwd_range: (bmin, bmax),
+            weights: ps.iter().map(tensor_bytes).sum(),
+            out,
+            stash_measured,
+            overlap_measured: None,
+            analytic_overlap: a.stash_overlap.unwrap_or(0.0),
+            analytic_fwd: a.fwd,
+            analytic_bwd: a.bwd,
+            analytic_stash: a.stash.unwrap_or(0.0),
+            analytic_out: a.out,
+            analytic_weights: a.weights,
+        });
+        drop(inputs);
+        x = y;
+    }
+    drop(x);
+
+    // What consecutive layers share: kept(l) + kept(l+1) - kept(l and l+1 run together).
+    let mut overlaps: Vec<Option<Bytes>> = vec![None; net.layers.len()];
+    if alloc::requested(device).is_some() {
+        let mut x = data.input.shallow_clone();
+        for l in 0..net.layers.len().saturating_sub(1) {
+            let (a, b) = (&net.layers[l], &net.layers[l + 1]);
+            let x2 = if l > 0 && x.is_floating_point() {
+                x.copy().detach().set_requires_grad(true)
+            } else {
+                x.copy()
+            };
+            let joint = kept_by_autograd(device, x2, |x2| {
+                let y = (a.forward)(&params[l], x2);
+                (b.forward)(&params[l + 1], &y)
+            });
+            if let (Some(joint), Some(ka), Some(kb)) = (
+                joint,
+                measures[l].stash_measured,
+                measures[l + 1].stash_measured,
+            ) {
+                overlaps[l] = Some((ka + kb - joint).clamp(0.0, ka.min(kb)));
+            }
+            x = tch::no_grad(|| (a.forward)(&params[l], &x));
+        }
+    }
+    for (m, o) in measures.iter_mut().zip(overlaps) {
+        m.overlap_measured = o;
+    }
+
+    // The whole network.
+    let all: Vec<&Tensor> = params.iter().flatten().collect();
+    let (whole_forward, _, _) = time(
+        device,
+        warmup,
+        reps,
+        || (),
+        |()| net.forward(&params, &data.input),
+    );
+    alloc::reset_peak(device);
+    let mut failed = None;
+    let (whole_step, _, _) = time(
+        device,
+        warmup,
+        reps,
+        || (),
+        |()| {
+            let y = net.forward(&params, &data.input);
+            let loss = (net.loss)(&y, &data.target);
+            drop(y);
+            let ones = loss.ones_like();
+            if let Err(e) = alloc::backward_with(&loss, &ones, &all) {
+                failed = Some(e);
+            }
+        },
+    );
+    if let Some(e) = failed {
+        return Err(ExecError::Network(format!("training step: {e}")));
+    }
+    let step_peak_allocated = alloc::stats(device).map(|s| s.allocated_peak);
+
+    let sum_fwd: f64 = measures.iter().map(|m| m.fwd).sum();
+    let sum_fwd_bwd: f64 = measures.iter().map(|m| m.fwd + m.bwd).sum();
+    let ratios: Vec<f64> = measures
+        .iter()
+        .map(|m| (m.analytic_fwd + m.analytic_bwd) / (m.fwd + m.bwd))
+        .collect();
+    let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    let analytic_total: f64 = measures
+        .iter()
+        .map(|m| m.analytic_fwd + m.analytic_bwd)
+        .sum();
+    let stash_differences = measures
+        .iter()
+        .filter_map(|m| {
+            let s = m.stash_measured?;
+            ((s - m.analytic_stash).abs() > 0.01 * m.analytic_stash.max(1.0))
+                .then(|| (m.name.clone(), s, m.analytic_stash))
+        })
+        .collect();
+    let overlap_differences = measures
+        .iter()
+        .filter_map(|m| {
+            let o = m.overlap_measured?;
+            ((o - m.analytic_overlap).abs() > 0.01 * m.out.max(1.0))
+                .then(|| (m.name.clone(), o, m.analytic_overlap))
+        })
+        .collect();
+    let stash_total_ratio = measures
+        .iter()
+        .map(|m| m.stash_measured)
+        .sum::<Option<f64>>()
+        .map(|s| s / measures.iter().map(|m| m.analytic_stash).sum::<f64>());
+    let image = (desc.input.len() == 3).then(|| desc.input[1]);
+    let device_str = format!("{device:?}");
+    let report = ProfileReport {
+        model: desc.name.clone(),
+        image,
+        batch: options.batch,
+        dtype: options.dtype.name().into(),
+        device: device_str.clone(),
+        sum_fwd,
+        whole_forward,
+        forward_ratio: sum_fwd / whole_forward,
+        sum_fwd_bwd,
+        whole_step,
+        step_ratio: sum_fwd_bwd / whole_step,
+        step_peak_allocated,
+        analytic_time_ratio: (lo, geo, hi),
+        analytic_total_ratio: analytic_total / sum_fwd_bwd,
+        stash_differences,
+        overlap_differences,
+        stash_total_ratio,
+        out_equal: measures.iter().all(|m| m.out == m.analytic_out),
+        weights_equal: measures.iter().all(|m| m.weights == m.analytic_weights),
+        layers: measures,
+    };
+
+    let layers = report
+        .layers
+        .iter()
+        .map(|m| Layer {
+            name: m.name.clone(),
+            fwd: m.fwd,
+            bwd: m.bwd,
+            weights: m.weights,
+            out: m.out,
+            stash: Some(m.stash_measured.unwrap_or(m.analytic_stash)),
+            stash_overlap: match (m.stash_measured, m.overlap_measured) {
+                (Some(_), o) => o,
+                (None, _) => Some(m.analytic_overlap),
+            }
+            .filter(|&o| o > 0.0),
+        })
+        .collect();
+    let mut meta = Map::new();
+    meta.insert(
+        "source".into(),
+        json!("pipeopt profile (libtorch, torchvision architectures)"),
+    );
+    meta.insert("model".into(), json!(desc.name));
+    meta.insert("image".into(), json!(image));
+    meta.insert("input_shape".into(), json!(desc.input));
+    meta.insert("batch".into(), json!(options.batch));
+    meta.insert("dtype".into(), json!(options.dtype.name()));
+    meta.insert("times".into(), json!("measured"));
+    meta.insert(
+        "stash".into(),
+        json!(
+            if report.layers.iter().all(|m| m.stash_measured.is_some()) {
+                "measured (CUDA caching allocator, bytes autograd keeps)"
+            } else {
+                "analytic (no allocator statistics on this device)"
+            }
+        ),
+    );
+    meta.insert("device".into(), json!(device_str));
+    if let Some(n) = &options.device_name {
+        meta.insert("device_name".into(), json!(n));
+    }
+    meta.insert("torch_version".into(), json!(alloc::torch_version()));
+    if device.is_cuda() {
+        meta.insert("cudnn_version".into(), json!(tch::utils::version_cudnn()));
+    }
+    meta.insert(
+        "timing".into(),
+        json!({"warmup": warmup, "repetitions": reps, "statistic": "median",
+               "clock": "host, between device synchronizations"}),
+    );
+    meta.insert(
+        "whole_network".into(),
+        json!({"forward": whole_forward, "training_step": whole_step,
+               "forward_ratio": report.forward_ratio, "step_ratio": report.step_ratio}),
+    );
+    meta.insert("parameters".into(), json!(desc.parameter_count()));
+    meta.insert(
+        "date".into(),
+        json!(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
+    );
+    meta.insert(
+        "tool_version".into(),
+        json!(concat!("pipeopt ", env!("CARGO_PKG_VERSION"))),
+    );
+    let instance = Instance {
+        name: format!("{}-measured", analytic.name),
+        input: analytic.input,
+        layers,
+        meta,
+    };
+    Ok((instance, report))
+}

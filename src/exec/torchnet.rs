@@ -1,0 +1,355 @@
+//! The network descriptions of `nets/` as libtorch layers (issue 5, item 3; issue 7).
+//!
+//! Each block of a [`nets::Network`] becomes one [`ChainLayer`]: its parameters (in op order,
+//! torchvision's layout: conv weight `[Cout, Cin/groups, kh, kw]` then bias, BN weight then
+//! bias, linear weight `[fout, fin]` then bias...) and a forward function that walks the
+//! block's DAG op by op, freeing every intermediate tensor after its last use, so that what
+//! stays alive after the call is exactly what autograd saved. The same layers serve the
+//! profiler ([`super::profile`]) and the executor ([`super::execute`]).
+//!
+//! Departures from torchvision, none of which changes a size or a FLOP:
+//! - BatchNorm runs in training mode without running statistics (they are buffers that no
+//!   gradient depends on, and keeping them would make a layer a stateful object; the executor
+//!   needs layers that are pure functions of their parameters, see `exec/mod.rs`).
+//! - ReLU is not in place (an in-place ReLU saves the same tensor; only the transient peak
+//!   inside a block differs).
+//! - Dropout follows [`BuildOptions::dropout`]: on for profiling (its mask is part of the
+//!   stash), off for the executor (so that the pipelined and the sequential runs compute the
+//!   same thing and gradients can be compared).
+//! - Attention is written out (scores, softmax, dropout, weighted sum) as the analytic model
+//!   counts it, not through a fused kernel that would save less.
+//! - Initialization: He-normal convolutions, `N(0, 1/fin)` linear layers, `N(0, 0.02)`
+//!   embeddings, unit/zero norms, zero biases; drawn on the CPU after `manual_seed(seed)`.
+
+use tch::{Device, Kind, Tensor};
+
+use super::{Batch, ChainLayer, Network};
+use crate::nets::{self, Block, DType, OpKind};
+
+/// How to build a network's layers.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildOptions {
+    pub dtype: DType,
+    pub device: Device,
+    pub seed: i64,
+    /// Dropout in training mode (true) or as the identity (false).
+    pub dropout: bool,
+}
+
+/// The tch element kind of a [`DType`].
+pub fn kind(dtype: DType) -> Kind {
+    match dtype {
+        DType::F32 => Kind::Float,
+        DType::F16 => Kind::Half,
+    }
+}
+
+/// The parameters of one op, in torchvision's layout (empty for parameter-free ops).
+fn op_params(kind: &OpKind) -> Vec<(Vec<i64>, Init)> {
+    let i = |x: usize| x as i64;
+    match kind {
+        OpKind::Conv2d {
+            cin,
+            cout,
+            kernel,
+            groups,
+            bias,
+            ..
+        } => {
+            let fan_in = (cin / groups) * kernel.0 * kernel.1;
+            let mut v = vec![(
+                vec![i(*cout), i(cin / groups), i(kernel.0), i(kernel.1)],
+                Init::Normal((2.0 / fan_in as f64).sqrt()),
+            )];
+            if *bias {
+                v.push((vec![i(*cout)], Init::Zeros));
+            }
+            v
+        }
+        OpKind::BatchNorm2d { channels, .. } => vec![
+            (vec![i(*channels)], Init::Ones),
+            (vec![i(*channels)], Init::Zeros),
+        ],
+        OpKind::LayerNorm { dim, .. } => {
+            vec![(vec![i(*dim)], Init::Ones), (vec![i(*dim)], Init::Zeros)]
+        }
+        OpKind::Linear { fin, fout, bias } => {
+            let mut v = vec![(
+                vec![i(*fout), i(*fin)],
+                Init::Normal(1.0 / (*fin as f64).sqrt()),
+            )];
+            if *bias {
+                v.push((vec![i(*fout)], Init::Zeros));
+            }
+            v
+        }
+        OpKind::Embedding { vocab, dim } => vec![(vec![i(*vocab), i(*dim)], Init::Normal(0.02))],
+        OpKind::PositionEmbedding { max_len, dim } => {
+            vec![(vec![i(*max_len), i(*dim)], Init::Normal(0.02))]
+        }
+        _ => vec![],
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Init {
+    Normal(f64),
+    Ones,
+    Zeros,
+}
+
+/// Builds the chain of layers of `desc`. Parameter counts equal [`nets::params`]'s.
+pub fn build(desc: &nets::Network, options: BuildOptions) -> Network {
+    tch::manual_seed(options.seed);
+    let k = kind(options.dtype);
+    let layers = desc
+        .blocks
+        .iter()
+        .map(|block| {
+            let mut params = Vec::new();
+            let mut slots = vec![usize::MAX; block.ops.len()];
+            for op in &block.ops {
+                let ps = op_params(&op.kind);
+                if !ps.is_empty() {
+                    slots[op.id] = params.len();
+                }
+                for (shape, init) in ps {
+                    let t = match init {
+                        Init::Normal(std) => {
+                            Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu)) * std
+                        }
+                        Init::Ones => Tensor::ones(shape.as_slice(), (Kind::Float, Device::Cpu)),
+                        Init::Zeros => Tensor::zeros(shape.as_slice(), (Kind::Float, Device::Cpu)),
+                    };
+                    params.push(t.to_kind(k).to_device(options.device));
+                }
+            }
+            let b = block.clone();
+            let dropout = options.dropout;
+            ChainLayer {
+                name: block.name.clone(),
+                params,
+                forward: Box::new(move |p: &[Tensor], x: &Tensor| {
+                    forward_block(&b, &slots, dropout, p, x)
+                }),
+            }
+        })
+        .collect();
+    let loss: super::LossFn = if desc.output_shape().len() == 1 {
+        // Class logits [N, classes]: cross-entropy with integer labels.
+        Box::new(|y: &Tensor, t: &Tensor| y.cross_entropy_for_logits(t))
+    } else {
+        // Token logits [N, S, vocab]: cross-entropy per token.
+        Box::new(|y: &Tensor, t: &Tensor| {
+            let v = *y.size().last().expect("logits have a last dimension");
+            y.reshape([-1, v])
+                .cross_entropy_for_logits(&t.reshape([-1]))
+        })
+    };
+    Network {
+        name: desc.name.clone(),
+        layers,
+        loss: Box::new(move |y: &Tensor, t: &Tensor| loss(&y.to_kind(Kind::Float), t)),
+    }
+}
+
+/// Deterministic batches for `desc`: `count` batches of `batch` samples (images drawn from
+/// `N(0, 1)`, token ids and labels uniform), batch `i` drawn after `manual_seed(seed + i)`.
+pub fn batches(
+    desc: &nets::Network,
+    batch: usize,
+    count: usize,
+    seed: i64,
+    dtype: DType,
+    device: Device,
+) -> Vec<Batch> {
+    let n = batch as i64;
+    let mut in_shape = vec![n];
+    in_shape.extend(desc.input.iter().map(|&d| d as i64));
+    let out = desc.output_shape();
+    let classes = *out.last().expect("non-empty output shape") as i64;
+    let mut target_shape = vec![n];
+    target_shape.extend(out[..out.len() - 1].iter().map(|&d| d as i64));
+    let vocab = desc.blocks[0].ops.iter().find_map(|o| match o.kind {
+        OpKind::Embedding { vocab, .. } => Some(vocab as i64),
+        _ => None,
+    });
+    (0..count)
+        .map(|i| {
+            tch::manual_seed(seed + i as i64);
+            let input = match vocab {
+                Some(v) => Tensor::randint(v, in_shape.as_slice(), (Kind::Int64, Device::Cpu)),
+                None => Tensor::randn(in_shape.as_slice(), (Kind::Float, Device::Cpu))
+                    .to_kind(kind(dtype)),
+            };
+            let target =
+                Tensor::randint(classes, target_shape.as_slice(), (Kind::Int64, Device::Cpu));
+            Batch {
+                input: input.to_device(device),
+                target: target.to_device(device),
+            }
+        })
+        .collect()
+}
+
+fn pair(p: (usize, usize)) -> [i64; 2] {
+    [p.0 as i64, p.1 as i64]
+}
+
+/// Runs one block: op 0 is `x`, the result is the last op's output.
+fn forward_block(
+    block: &Block,
+    slots: &[usize],
+    dropout: bool,
+    p: &[Tensor],
+    x: &Tensor,
+) -> Tensor {
+    let n = block.ops.len();
+    let mut last_use = vec![0usize; n];
+    for op in &block.ops {
+        for &i in &op.inputs {
+            last_use[i] = last_use[i].max(op.id);
+        }
+    }
+    let mut vals: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
+    vals[0] = Some(x.shallow_clone());
+    for op in block.ops.iter().skip(1) {
+        let y = {
+            let arg = |j: usize| -> &Tensor {
+                vals[op.inputs[j]]
+                    .as_ref()
+                    .expect("an op's inputs are computed before it and freed after it")
+            };
+            let w = |j: usize| &p[slots[op.id] + j];
+            match &op.kind {
+                OpKind::Input => unreachable!("only op 0 is the input"),
+                OpKind::Conv2d {
+                    stride,
+                    padding,
+                    groups,
+                    bias,
+                    ..
+                } => arg(0).conv2d(
+                    w(0),
+                    bias.then(|| w(1)),
+                    pair(*stride),
+                    pair(*padding),
+                    [1, 1],
+                    *groups as i64,
+                ),
+                OpKind::BatchNorm2d { eps, .. } => arg(0).batch_norm(
+                    Some(w(0)),
+                    Some(w(1)),
+                    None::<&Tensor>,
+                    None::<&Tensor>,
+                    true,
+                    0.1,
+                    *eps,
+                    true,
+                ),
+                OpKind::Relu { .. } => arg(0).relu(),
+                OpKind::MaxPool2d {
+                    kernel,
+                    stride,
+                    padding,
+                    ceil_mode,
+                } => arg(0).max_pool2d(
+                    [*kernel as i64; 2],
+                    [*stride as i64; 2],
+                    [*padding as i64; 2],
+                    [1, 1],
+                    *ceil_mode,
+                ),
+                OpKind::AvgPool2d {
+                    kernel,
+                    stride,
+                    padding,
+                    ceil_mode,
+                } => arg(0).avg_pool2d(
+                    [*kernel as i64; 2],
+                    [*stride as i64; 2],
+                    [*padding as i64; 2],
+                    *ceil_mode,
+                    true,
+                    None::<i64>,
+                ),
+                OpKind::AdaptiveAvgPool2d { out } => arg(0).adaptive_avg_pool2d(pair(*out)),
+                OpKind::Flatten => arg(0).flatten(1, -1),
+                OpKind::Linear { bias, .. } => arg(0).linear(w(0), bias.then(|| w(1))),
+                OpKind::Dropout { p: rate } => arg(0).dropout(*rate, dropout),
+                OpKind::Add => {
+                    let mut s = arg(0) + arg(1);
+                    for j in 2..op.inputs.len() {
+                        s = s + arg(j);
+                    }
+                    s
+                }
+                OpKind::Cat => {
+                    let ins: Vec<&Tensor> = (0..op.inputs.len()).map(arg).collect();
+                    Tensor::cat(&ins, 1)
+                }
+                OpKind::Embedding { .. } => Tensor::embedding(w(0), arg(0), -1, false, false),
+                OpKind::PositionEmbedding { max_len, .. } => {
+                    let s = arg(0).size()[1];
+                    if *max_len as i64 >= s {
+                        arg(0) + w(0).narrow(0, 0, s).unsqueeze(0)
+                    } else {
+                        // BERT's token-type embedding: every token of type 0.
+                        arg(0) + w(0).get(0)
+                    }
+                }
+                OpKind::LayerNorm { dim, eps } => {
+                    arg(0).layer_norm([*dim as i64], Some(w(0)), Some(w(1)), *eps, true)
+                }
+                OpKind::Gelu => arg(0).gelu("none"),
+                OpKind::Attention {
+                    heads,
+                    causal,
+                    dropout: rate,
+                } => attention(
+                    arg(0),
+                    arg(1),
+                    arg(2),
+                    *heads as i64,
+                    *causal,
+                    *rate,
+                    dropout,
+                ),
+            }
+        };
+        for &i in &op.inputs {
+            if last_use[i] == op.id {
+                vals[i] = None;
+            }
+        }
+        vals[op.id] = Some(y);
+    }
+    vals[n - 1].take().expect("the last op's output")
+}
+
+/// Multi-head scaled dot-product attention over `[N, S, D]` projections.
+fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: i64,
+    causal: bool,
+    rate: f64,
+    dropout: bool,
+) -> Tensor {
+    let size = q.size();
+    let (n, s, d) = (size[0], size[1], size[2]);
+    let dh = d / heads;
+    let split = |t: &Tensor| t.view([n, s, heads, dh]).transpose(1, 2);
+    let mut scores = split(q).matmul(&split(k).transpose(-2, -1)) * (1.0 / (dh as f64).sqrt());
+    if causal {
+        let mask = Tensor::ones([s, s], (Kind::Bool, q.device())).triu(1);
+        scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
+    }
+    let probs = scores.softmax(-1, q.kind()).dropout(rate, dropout);
+    probs
+        .matmul(&split(v))
+        .transpose(1, 2)
+        .contiguous()
+        .view([n, s, d])
+}

@@ -1,0 +1,47 @@
+//! Chimera (Li and Hoefler, SC 2021), as mixpipe.txt section II-B, Figure 1 and Table I
+//! describe it: two pipelines in opposite directions, each worker holding stage s of the
+//! down pipeline and stage D-1-s of the up pipeline; K = D micro-batches injected at once
+//! (D/2 into each pipeline), backwards as early as possible.
+//!
+//! Our streams come from `list` with K = D (D/2 per pipeline before the first backward,
+//! at most D live per worker) and the oldest-micro-batch-first priority of Chimera's
+//! drawings. With backward = 2 x forward and equal stages they take exactly 5D - 4 forward
+//! times for N = D: D/2 - 1 bubbles of F + B plus D/2 - 1 forward times, i.e. MixPipe's
+//! N_bubbles = (5D - 3K - 4)/3 at K = D, Gamma = 0 (mixpipe.txt eq. (1)), exactly. Table I's
+//! bubble ratio (D-2)/(3D-2) is Chimera's own closed form for forward = backward: with equal
+//! forward and backward times our streams take exactly 3D - 2 and match it exactly.
+//!
+//! Where we depart: for N > D we do not implement Chimera's "forward doubling" or direct
+//! concatenation; the same rules (D/2 injected per pipeline, at most D live per worker)
+//! simply continue with N/2 micro-batches per pipeline.
+
+use super::list::{self, Priority, Rules};
+use super::{shape_error, Schedule, SyncError};
+
+/// Chimera's streams for `d` stages (even) and `n` micro-batches (even, at least `d`),
+/// drawn for backward = 2 x forward.
+pub fn chimera(d: usize, n: usize) -> Result<Schedule, SyncError> {
+    chimera_drawn_for(d, n, list::BACKWARD_TICKS)
+}
+
+/// Chimera's streams drawn for a backward of `backward_ticks` forward times (1 gives
+/// Chimera's own forward = backward drawings).
+pub fn chimera_drawn_for(d: usize, n: usize, backward_ticks: u64) -> Result<Schedule, SyncError> {
+    if d % 2 != 0 || n % 2 != 0 || n < d {
+        return Err(shape_error(
+            "chimera",
+            format!("needs an even D, an even N and N >= D (got D = {d}, N = {n})"),
+        ));
+    }
+    let rules = Rules {
+        stages: d,
+        micro_batches: n,
+        bidirectional: true,
+        initial_per_pipeline: d / 2,
+        live_cap: d,
+        priority: Priority::MicroBatchOrder,
+        alternate_entry: false,
+        backward_ticks,
+    };
+    Ok(list::run(&rules, "chimera")?.schedule)
+}

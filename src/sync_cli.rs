@@ -1,0 +1,344 @@
+//! `pipeopt sync`: synchronous and bidirectional pipeline schedules (issue 8), simulated by
+//! `pipeopt::schedule::sync::sim` (MODEL.md section 7); MixPipe's search (`--search`) and
+//! BaPipe's exploration (`--explore`). Parsing and printing only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pipeopt::model::Instance;
+use pipeopt::schedule::sync::bapipe::{explore, Accelerator};
+use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
+use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
+use pipeopt::schedule::sync::ScheduleKind;
+use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
+use pipeopt::InputError;
+use serde_json::json;
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The instance (one micro-batch's costs; its meta.batch, if any, is the micro-batch size).
+    #[arg(long)]
+    instance: PathBuf,
+    /// Stages D, cut for balanced forward + backward time (exact min-max split).
+    #[arg(long)]
+    stages: Option<usize>,
+    /// Stage starts instead of --stages: 0-based first layer of each stage, e.g. 0,12,24,36.
+    #[arg(long, value_delimiter = ',')]
+    partition: Option<Vec<usize>>,
+    /// Micro-batches N per iteration (default D).
+    #[arg(long)]
+    micro_batches: Option<usize>,
+    /// gpipe, dapple, gems, chimera, mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as,
+    /// fbp-as, or bapipe (with --explore).
+    #[arg(long, default_value = "dapple")]
+    schedule: String,
+    /// MixPipe's K (even; default D).
+    #[arg(long)]
+    k: Option<usize>,
+    /// MixPipe's Gamma (default 0).
+    #[arg(long, default_value_t = 0)]
+    gamma: usize,
+    /// Link bandwidth for activation transfers, e.g. 12GB/s (default: transfers are free).
+    #[arg(long, value_parser = parse_bandwidth)]
+    bandwidth: Option<f64>,
+    /// Device memory, e.g. 32GiB: reported as fits or not; the budget of --search and
+    /// --explore.
+    #[arg(long, value_parser = parse_bytes)]
+    memory: Option<f64>,
+    /// MixPipe: search K, Gamma and the micro-batch size (mixpipe.txt eq. (1)-(5)).
+    #[arg(long)]
+    search: bool,
+    /// More profiles of the same network at other micro-batch sizes (meta.batch), for
+    /// --search and --explore's t_stage(B) and M_a(B).
+    #[arg(long)]
+    profile: Vec<PathBuf>,
+    /// BaPipe: choose the schedule and the micro-batch count (bapipe.txt 3.2).
+    #[arg(long)]
+    explore: bool,
+    /// --explore: gpu (1F1B-SNO/SO) or fpga (1F1B-AS/FBP-AS).
+    #[arg(long, default_value = "gpu")]
+    accelerator: String,
+    /// --explore: samples per mini-batch (default N x the instance's micro-batch size).
+    #[arg(long)]
+    mini_batch: Option<usize>,
+    /// Write the streams and the report here (JSON).
+    #[arg(long, short = 'o')]
+    out: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bad(flag: &str, reason: impl Into<String>) -> anyhow::Error {
+    InputError::new(flag, "", reason).into()
+}
+
+fn batch_of(instance: &Instance) -> f64 {
+    instance
+        .meta
+        .get("batch")
+        .and_then(|v| v.as_f64())
+        .filter(|b| *b > 0.0)
+        .unwrap_or(1.0)
+}
+
+fn kind_of(args: &SyncArgs, d: usize) -> anyhow::Result<ScheduleKind> {
+    Ok(match args.schedule.as_str() {
+        "gpipe" => ScheduleKind::Gpipe,
+        "dapple" | "1f1b" => ScheduleKind::Dapple,
+        "gems" => ScheduleKind::Gems,
+        "chimera" => ScheduleKind::Chimera,
+        "mixpipe" => ScheduleKind::Mixpipe {
+            k: args.k.unwrap_or(d),
+            gamma: args.gamma,
+        },
+        "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
+        "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
+        "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
+        "1f1b-as" => ScheduleKind::Bapipe1f1bAs,
+        "fbp-as" => ScheduleKind::BapipeFbpAs,
+        other => return Err(bad("--schedule", format!("unknown schedule {other:?}"))),
+    })
+}
+
+/// Stage costs scaled from micro-batch size `from` to `to`: times and bytes per sample
+/// interpolated over the profile points (linear outside them, mixpipe.txt eq. (3)).
+fn scaled(costs: &StageCosts, points: &[(f64, StageCosts)], to: f64) -> StageCosts {
+    let per_sample = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>, s: usize| -> f64 {
+        let mut pts: Vec<(f64, f64)> = points.iter().map(|(b, c)| (*b, pick(c)[s] / b)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        match pts.iter().position(|p| p.0 >= to) {
+            Some(0) => pts[0].1,
+            None => pts[pts.len() - 1].1,
+            Some(i) => {
+                let (lo, hi) = (pts[i - 1], pts[i]);
+                lo.1 + (to - lo.0) / (hi.0 - lo.0) * (hi.1 - lo.1)
+            }
+        }
+    };
+    let d = costs.stages();
+    let map = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>| -> Vec<f64> {
+        (0..d).map(|s| per_sample(pick, s) * to).collect()
+    };
+    StageCosts {
+        forward_seconds: map(&|c| &c.forward_seconds),
+        backward_seconds: map(&|c| &c.backward_seconds),
+        transfer_seconds: map(&|c| &c.transfer_seconds),
+        weight_bytes: costs.weight_bytes.clone(),
+        stash_bytes: map(&|c| &c.stash_bytes),
+        input_bytes: map(&|c| &c.input_bytes),
+        output_bytes: map(&|c| &c.output_bytes),
+    }
+}
+
+fn report_json(r: &SimReport, memory: Option<f64>) -> serde_json::Value {
+    json!({
+        "makespan": r.makespan_seconds,
+        "bubble_ratio": r.bubble_ratio,
+        "peak_memory": r.memory.iter().map(|m| m.peak_bytes).collect::<Vec<_>>(),
+        "memory": r.memory,
+        "fits": memory.map(|m| r.peak_bytes() <= m),
+    })
+}
+
+fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
+    println!(
+        "{name}: D = {d}, N = {n}, iteration {} , bubble ratio {:.4}",
+        ShowSeconds(r.makespan_seconds),
+        r.bubble_ratio
+    );
+    println!("worker  replicas  live  weights     buffers     activations  peak");
+    for (w, m) in r.memory.iter().enumerate() {
+        println!(
+            "{w:>6}  {:>8}  {:>4}  {:>10}  {:>10}  {:>11}  {}",
+            m.replicas,
+            m.peak_live,
+            ShowBytes(m.weight_bytes).to_string(),
+            ShowBytes(m.buffer_bytes).to_string(),
+            ShowBytes(m.activation_peak_bytes).to_string(),
+            ShowBytes(m.peak_bytes)
+        );
+    }
+}
+
+pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    let instance = Instance::load(&args.instance)?;
+    let starts = match (&args.partition, args.stages) {
+        (Some(p), _) => p.clone(),
+        (None, Some(d)) if d >= 1 && d <= instance.len() => {
+            balanced_partition(&instance, d).map_err(|e| bad("--stages", e.to_string()))?
+        }
+        (None, Some(d)) => {
+            return Err(bad(
+                "--stages",
+                format!("must be between 1 and L = {} (got {d})", instance.len()),
+            ))
+        }
+        (None, None) => return Err(bad("--stages", "give --stages or --partition")),
+    };
+    let bandwidth = args.bandwidth.unwrap_or(f64::INFINITY);
+    let costs = StageCosts::from_instance(&instance, &starts, bandwidth)
+        .map_err(|e| bad("--partition", e.to_string()))?;
+    let d = costs.stages();
+    let n = args.micro_batches.unwrap_or(d);
+    let base_batch = batch_of(&instance);
+    let mut points = vec![(base_batch, costs.clone())];
+    for path in &args.profile {
+        let other = Instance::load(path)?;
+        if other.len() != instance.len() {
+            return Err(bad(
+                "--profile",
+                format!(
+                    "{} has {} layers, not {}",
+                    path.display(),
+                    other.len(),
+                    instance.len()
+                ),
+            ));
+        }
+        let c = StageCosts::from_instance(&other, &starts, bandwidth)
+            .map_err(|e| bad("--profile", e.to_string()))?;
+        points.push((batch_of(&other), c));
+    }
+
+    if args.explore {
+        let accelerator = match args.accelerator.as_str() {
+            "gpu" => Accelerator::Gpu,
+            "fpga" => Accelerator::Fpga,
+            other => return Err(bad("--accelerator", format!("gpu or fpga, not {other:?}"))),
+        };
+        let memory = args.memory.unwrap_or(f64::INFINITY);
+        let mini = args
+            .mini_batch
+            .unwrap_or((n as f64 * base_batch).round() as usize);
+        let counts: Vec<usize> = (0..8).map(|i| d << i).filter(|&m| m <= mini).collect();
+        let costs_at = |size: f64| scaled(&costs, &points, size);
+        let e = explore(accelerator, mini, &counts, &costs_at, memory)?;
+        if args.json {
+            println!(
+                "{}",
+                json!({"command": "sync", "mode": "explore", "instance": instance.name,
+                       "stages": d, "partition": starts, "mini_batch": mini,
+                       "accelerator": accelerator, "exploration": e})
+            );
+        } else {
+            println!("schedule   M     iteration     samples/s   bubble   peak        fits");
+            for r in &e.rows {
+                println!(
+                    "{:<9} {:>4}  {:>12}  {:>10.2}  {:>6.4}  {:>10}  {}",
+                    r.schedule,
+                    r.micro_batches,
+                    ShowSeconds(r.makespan_seconds).to_string(),
+                    r.samples_per_second,
+                    r.bubble_ratio,
+                    ShowBytes(r.peak_bytes).to_string(),
+                    r.fits
+                );
+            }
+            match &e.best {
+                Some(b) => println!("best: {} with M = {}", b.schedule, b.micro_batches),
+                None => println!("best: nothing fits"),
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    if args.search {
+        let memory = args
+            .memory
+            .ok_or_else(|| bad("--memory", "--search needs the device memory"))?;
+        let max = |v: &Vec<f64>| v.iter().cloned().fold(0.0, f64::max);
+        let profile: Vec<BatchPoint> = points
+            .iter()
+            .map(|(b, c)| BatchPoint {
+                batch: *b,
+                stage_seconds: (0..d)
+                    .map(|s| c.forward_seconds[s] + c.backward_seconds[s])
+                    .fold(0.0, f64::max),
+                activation_bytes: max(&c.stash_bytes),
+            })
+            .collect();
+        let input = SearchInput {
+            stages: d,
+            profile,
+            replica_bytes: 2.0 * max(&costs.weight_bytes),
+            memory_budget_bytes: memory,
+        };
+        let candidates = search(&input)?;
+        let best = candidates
+            .iter()
+            .find(|c| c.micro_batch >= 1)
+            .copied()
+            .ok_or_else(|| bad("--memory", "no K and Gamma fit one sample in this memory"))?;
+        let kind = ScheduleKind::Mixpipe {
+            k: best.k,
+            gamma: best.gamma,
+        };
+        let at = scaled(&costs, &points, best.micro_batch as f64);
+        let schedule = kind.generate(d, d)?;
+        let r = simulate(&schedule, &at, kind.execution())?;
+        let simulated_throughput = (best.micro_batch * d) as f64 / r.makespan_seconds;
+        if args.json {
+            println!(
+                "{}",
+                json!({"command": "sync", "mode": "search", "instance": instance.name,
+                       "stages": d, "micro_batches": d, "partition": starts,
+                       "best": best, "planned_samples_per_second": best.samples_per_second,
+                       "samples_per_second": simulated_throughput,
+                       "simulated": report_json(&r, Some(memory)),
+                       "candidates": candidates})
+            );
+        } else {
+            println!("K  Gamma  B     N_bubbles  t_stage       samples/s (eq. 1)");
+            for c in &candidates {
+                println!(
+                    "{:<2} {:<6} {:<5} {:<10.3} {:<13} {:.2}",
+                    c.k,
+                    c.gamma,
+                    c.micro_batch,
+                    c.bubbles,
+                    ShowSeconds(c.stage_seconds).to_string(),
+                    c.samples_per_second
+                );
+            }
+            println!(
+                "best K = {}, Gamma = {}, B = {}: eq. (1) {:.2} samples/s, simulated {:.2}",
+                best.k, best.gamma, best.micro_batch, best.samples_per_second, simulated_throughput
+            );
+            print_table(&kind.name(), d, d, &r);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let kind = kind_of(&args, d)?;
+    let schedule = kind
+        .generate(d, n)
+        .map_err(|e| bad("--schedule", e.to_string()))?;
+    let r = simulate(&schedule, &costs, kind.execution())?;
+    let samples = n as f64 * base_batch;
+    if let Some(out) = &args.out {
+        let text = serde_json::to_vec_pretty(&json!({
+            "instance": instance.name, "schedule": kind, "stages": d, "micro_batches": n,
+            "partition": starts, "costs": costs, "streams": schedule,
+            "report": report_json(&r, args.memory), "timeline": r.timeline,
+        }))?;
+        pipeopt::error::write_atomic(out, &text)?;
+    }
+    if args.json {
+        let mut v = report_json(&r, args.memory);
+        let extra = json!({"command": "sync", "instance": instance.name,
+            "schedule": kind.name(), "stages": d, "micro_batches": n, "partition": starts,
+            "samples_per_second": samples / r.makespan_seconds});
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        println!("{v}");
+    } else {
+        print_table(&kind.name(), d, n, &r);
+        if let Some(m) = args.memory {
+            println!("fits in {}: {}", ShowBytes(m), r.peak_bytes() <= m);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
