@@ -67,6 +67,10 @@ enum Command {
     /// Chimera, MixPipe, BaPipe): iteration time, bubble ratio, memory of every worker;
     /// MixPipe's search of K and Gamma (--search), BaPipe's exploration (--explore).
     Sync(sync_cli::SyncArgs),
+    /// Run a grid of synchronous schedules (an experiment file such as
+    /// experiments/bidirectional.toml): bubble ratios, per-worker memory and the best
+    /// throughput under a memory budget; writes results/<name>/ (CSV, JSON, figures).
+    SyncSweep(sync_cli::SyncSweepArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
     /// Find the best periodic pattern for a plan's allocation with the scheduling MILP
@@ -417,6 +421,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Sync(args) => sync_cli::run(args),
+        Command::SyncSweep(args) => sync_cli::run_sweep(args),
         Command::Plan(args) => plan(args),
         Command::Instance(args) => make_instance(args),
         Command::Execute(args) => execute(args),

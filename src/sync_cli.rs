@@ -83,16 +83,31 @@ fn batch_of(instance: &Instance) -> f64 {
         .unwrap_or(1.0)
 }
 
-fn kind_of(args: &SyncArgs, d: usize) -> anyhow::Result<ScheduleKind> {
+fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> {
     Ok(match args.schedule.as_str() {
         "gpipe" => ScheduleKind::Gpipe,
         "dapple" | "1f1b" => ScheduleKind::Dapple,
         "gems" => ScheduleKind::Gems,
         "chimera" => ScheduleKind::Chimera,
-        "mixpipe" => ScheduleKind::Mixpipe {
-            k: args.k.unwrap_or(d),
-            gamma: args.gamma,
-        },
+        "mixpipe" => {
+            let k = args.k.unwrap_or(d);
+            // mixpipe.txt: K = 2, 4, ..., D for N = D (eq. (5)); up to 2(D - 1) (K
+            // maximizing) when N > D.
+            let most = if n > d { 2 * d.saturating_sub(1) } else { d };
+            if k < 2 || k % 2 != 0 || k > most {
+                return Err(bad(
+                    "--k",
+                    format!(
+                        "K must be even, at least 2 and at most {most} ({}; D = {d}, N = {n}), got {k}",
+                        if n > d { "2(D-1) when N > D" } else { "D when N = D" }
+                    ),
+                ));
+            }
+            ScheduleKind::Mixpipe {
+                k,
+                gamma: args.gamma,
+            }
+        }
         "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
         "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
         "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
@@ -311,7 +326,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let kind = kind_of(&args, d)?;
+    let kind = kind_of(&args, d, n)?;
     let schedule = kind
         .generate(d, n)
         .map_err(|e| bad("--schedule", e.to_string()))?;
@@ -338,6 +353,93 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         print_table(&kind.name(), d, n, &r);
         if let Some(m) = args.memory {
             println!("fits in {}: {}", ShowBytes(m), r.peak_bytes() <= m);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pipeopt sync-sweep`: a grid of synchronous schedules (see `pipeopt::sweep::sync`).
+#[derive(Debug, Args)]
+pub struct SyncSweepArgs {
+    /// The experiment file (see experiments/bidirectional.toml).
+    experiment: PathBuf,
+    /// Where to write the tables and figures (default results/<name>/).
+    #[arg(long, short = 'o')]
+    out: Option<PathBuf>,
+    /// Parallel threads (default: the experiment's `workers`, 0 = one per core).
+    #[arg(long, short = 'j')]
+    workers: Option<usize>,
+    /// Print one JSON object (runs, wall time, files, the best table).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
+    let mut exp = SyncExperiment::load(&args.experiment)?;
+    if let Some(w) = args.workers {
+        exp.workers = w;
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+    let outcome = run_grid(&exp, &out)?;
+    let best_path = out.join("best.json");
+    let best: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&best_path).map_err(|e| InputError::file(&best_path, e))?,
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
+                   "skipped_shapes": outcome.skipped_shapes,
+                   "wall_seconds": outcome.wall_seconds, "files": outcome.files,
+                   "best": best})
+        );
+    } else {
+        println!(
+            "{}: {} runs ({} shapes refused by their schedule) in {:.1} s",
+            exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
+        );
+        println!(
+            "instance      study  D   S     budget  approach   best schedule              B   N    rc  samples/s/GPU  MixPipe x"
+        );
+        if let Some(rows) = best.as_array() {
+            for r in rows {
+                let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
+                let num = |k: &str| f(k).as_f64();
+                println!(
+                    "{:<13} {:<6} {:<3} {:<5} {:<7} {:<10} {:<26} {:<3} {:<4} {:<3} {:<14} {}",
+                    f("instance").as_str().unwrap_or(""),
+                    f("study").as_str().unwrap_or(""),
+                    f("stages"),
+                    f("samples"),
+                    ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
+                    f("approach").as_str().unwrap_or(""),
+                    f("schedule").as_str().unwrap_or("(nothing fits)"),
+                    num("micro_batch_size")
+                        .map(|x| x.to_string())
+                        .unwrap_or_default(),
+                    num("micro_batches")
+                        .map(|x| x.to_string())
+                        .unwrap_or_default(),
+                    match f("recompute").as_bool() {
+                        Some(true) => "yes",
+                        Some(false) => "no",
+                        None => "",
+                    },
+                    num("samples_per_second_per_gpu")
+                        .map(|x| format!("{x:.2}"))
+                        .unwrap_or_default(),
+                    num("mixpipe_speedup")
+                        .map(|x| format!("{x:.2}"))
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        for f in &outcome.files {
+            println!("wrote {}", f.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -12,7 +12,9 @@
 //! - [`replayed_period`]: the smallest period at which the pattern's order and shifts stay
 //!   valid with other durations (see its doc).
 //! - [`mlp`]: the built-in small test network (`--network mlp`), with [`instance_for`] to
-//!   describe a network as an [`Instance`] whose sizes are exact.
+//!   describe a network as an [`Instance`] whose sizes are exact; [`torchnet`]: the networks
+//!   of `nets/` (`--network resnet50 --image 1000 --batch 8`); [`profile`]: the profiler
+//!   (issue 5); [`alloc`]: the C++ shim for allocator statistics and backward from a tensor.
 //!
 //! Weight versions (MODEL.md section 6 says "two weight versions plus one gradient
 //! accumulator", PipeDream-2BW, without fixing when versions change; this is our rule):
@@ -341,7 +343,9 @@ pub struct ProcessorMemory {
     pub predicted_peak: Bytes,
     /// Measured peak: max over operation boundaries of (stashed activations + weight
     /// versions and accumulators held), plus the model's communication buffers (copies stand
-    /// for transfers, so buffers are not measured).
+    /// for transfers, so buffers are not measured). Stashed activations: the live batches of
+    /// each stage (counted during the replay) times its stash per batch (on CUDA measured
+    /// with the allocator before the run, on the CPU the inputs of its layers).
     pub measured_peak: Bytes,
     /// Measured stashed activation bytes at that peak.
     pub measured_stash_peak: Bytes,
@@ -351,7 +355,10 @@ pub struct ProcessorMemory {
     pub model_buffers: Bytes,
     /// Largest number of live batches (F started, B not finished) per stage on it.
     pub max_live: BTreeMap<usize, usize>,
-    /// CUDA caching allocator figures at the same moments: not available through tch 0.24.
+    /// Always `None`: one GPU stands in for every processor, so the allocator has no
+    /// per-processor figures. On CUDA the stash per batch of each stage is the allocator's
+    /// ([`ExecReport::stash_per_batch`]) and the whole device's peak is
+    /// [`ExecReport::device_peak`].
     pub cuda_allocated_peak: Option<Bytes>,
 }
 

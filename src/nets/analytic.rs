@@ -45,8 +45,8 @@
 //! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
 //! `k^2` per output element, cat/flatten/embedding 0.
 //! The default `h100` model's rates are fitted to measured profiles (see
-//! [`DeviceModel::H100`]): within a factor of 2 of every measured layer of the five CNNs at
-//! image 1000, batch 8; `h100-peak` and `v100` are datasheet rooflines without overheads,
+//! [`DeviceModel::H100`]): within a factor of 1.72 (forward) and 2.04 (backward) of every
+//! measured layer of the five CNNs at image 1000, batch 8; `h100-peak` and `v100` are datasheet rooflines without overheads,
 //! several times too optimistic for small layers. Use analytic times to compare
 //! partitioners; measure (`pipeopt profile`) to predict wall-clock time.
 
@@ -134,8 +134,9 @@ impl DeviceModel {
     /// NVIDIA H100 80GB (SXM5) as measured: rates and overheads fitted (minimax on the
     /// log ratio) to the per-layer times `pipeopt profile` measured for the five networks at
     /// image 1000, batch 8, float32 (libtorch 2.11, cuDNN convolutions in TF32, as
-    /// PyTorch's default allows; results/profiles.md). In sample: every layer within a
-    /// factor 1.72 (forward) and 2.0 (backward) of its measured time. The rates are
+    /// PyTorch's default allows; results/profiles.md), two runs together. In sample: every
+    /// layer within a factor 1.72 (forward) and 2.04 (backward) of its measured time. The
+    /// rates are
     /// effective, not physical: they absorb what the roofline leaves out (cuDNN algorithm
     /// choice, kernel efficiency below peak).
     pub const H100: DeviceModel = DeviceModel {
@@ -153,8 +154,8 @@ impl DeviceModel {
             conv1x1: 100e12,
             matmul: 30e12,
             mem_bw: 1.21e12,
-            per_op: 34.7e-6,
-            per_layer: 124e-6,
+            per_op: 26.4e-6,
+            per_layer: 91.8e-6,
         },
         peak_f16: 989.4e12,
         source: "fitted to pipeopt profile on an H100 80GB HBM3 (results/profiles.md)",

@@ -4,4 +4,6 @@
 pub mod config;
 pub mod figures;
 pub mod run;
+pub mod sync;
+pub mod sync_figures;
 pub mod table;

@@ -1,0 +1,875 @@
+//! `pipeopt sync-sweep`: a grid of synchronous and bidirectional pipeline schedules
+//! (GPipe, DAPPLE, GEMS, Chimera, MixPipe, BaPipe's GPU schedules) simulated on real
+//! instances, after mixpipe.txt section IV: bubble ratios, per-worker memory (its Figure 7)
+//! and throughput under a memory budget (its Figures 8-10).
+//!
+//! The grid (an experiment file, see `experiments/bidirectional.toml`): for each case (an
+//! instance, a study name, stage counts D and samples per pipeline per iteration S), every
+//! micro-batch size B of the list that divides S gives N = S / B micro-batches; every
+//! schedule that accepts (D, N) is simulated with and without activation recomputation.
+//! "mixpipe" stands for the whole space of its eq. (5) (K = 2, 4, ..., D; Gamma = 0 ..
+//! (D - K)/2) plus "K maximizing" when N > D.
+//!
+//! Costs at micro-batch size B: when the instance was made by `pipeopt instance` (its
+//! `meta` names the model, the dtype and the device model, `times = "analytic"`), the same
+//! network is rebuilt at B (`nets::instance`), after checking that the rebuild at the
+//! file's own batch gives the file's layers exactly; so per-sample times fall as B grows
+//! (fixed per-operation overheads: MixPipe's FLOPS(B), its Figure 2(a)). Other instances
+//! are scaled linearly per sample (mixpipe.txt eq. (3)), which gives no device-utilization
+//! effect. The stages are the balanced split (`sim::balanced_partition`) of the file's own
+//! batch, kept at every B.
+//!
+//! Recomputation (the paper's baselines use it when they would not fit): a stage keeps only
+//! its input per live micro-batch and reruns its forward before its backward, so backward
+//! time grows by the forward time; the peak adds one micro-batch's full stash of the largest
+//! stage the worker holds (the rematerialised activations during a backward), an upper
+//! bound since it is added at the checkpoints' peak.
+//!
+//! Outputs (each written atomically) in `results/<name>/`: `runs.csv` and `runs.json` (one
+//! row per simulation), `best.csv` and `best.json` (per case, D, S, memory budget and
+//! approach, the fitting run with the highest throughput, with MixPipe's speedup over it),
+//! and the figures of `sweep::sync_figures`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::InputError;
+use crate::model::Instance;
+use crate::nets::{self, DType, DeviceModel};
+use crate::schedule::sync::mixpipe::paper_bubbles;
+use crate::schedule::sync::sim::{balanced_partition, simulate, StageCosts};
+use crate::schedule::sync::{Schedule, ScheduleKind};
+use crate::units::{parse_bandwidth, parse_bytes};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExperiment {
+    name: String,
+    /// Memory budgets per device, e.g. "32GiB".
+    memory: Vec<String>,
+    micro_batch_sizes: Vec<usize>,
+    #[serde(default = "both")]
+    recompute: Vec<bool>,
+    schedules: Vec<String>,
+    /// Link bandwidth for activation transfers (absent: transfers are free).
+    bandwidth: Option<String>,
+    /// Parallel threads (0 = one per core).
+    #[serde(default)]
+    workers: usize,
+    #[serde(rename = "case")]
+    cases: Vec<RawCase>,
+    /// Figure 7's panels: D and the micro-batch counts drawn (from the `weak` study).
+    #[serde(default)]
+    memory_figure: Option<RawMemoryFigure>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    instance: PathBuf,
+    /// A label that groups cases in the tables and figures ("weak", "large").
+    study: String,
+    stages: Vec<usize>,
+    /// Samples per pipeline per iteration, or ...
+    #[serde(default)]
+    samples: Vec<usize>,
+    /// ... samples per stage: S = samples_per_stage x D (weak scaling).
+    samples_per_stage: Option<usize>,
+    /// GPUs of the whole cluster (P = W x D): only to report the mini-batch W x S.
+    gpus: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMemoryFigure {
+    pub stages: usize,
+    pub micro_batches: Vec<usize>,
+}
+
+fn both() -> Vec<bool> {
+    vec![false, true]
+}
+
+/// One case of the grid, resolved.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub instance: PathBuf,
+    pub study: String,
+    pub stages: Vec<usize>,
+    pub samples: Vec<usize>,
+    pub samples_per_stage: Option<usize>,
+    pub gpus: Option<usize>,
+}
+
+impl Case {
+    /// (D, S) pairs of this case.
+    pub fn points(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for &d in &self.stages {
+            if let Some(k) = self.samples_per_stage {
+                out.push((d, k * d));
+            }
+            for &s in &self.samples {
+                out.push((d, s));
+            }
+        }
+        out
+    }
+}
+
+/// A parsed experiment file.
+#[derive(Debug, Clone)]
+pub struct SyncExperiment {
+    pub name: String,
+    pub memory: Vec<f64>,
+    pub micro_batch_sizes: Vec<usize>,
+    pub recompute: Vec<bool>,
+    pub schedules: Vec<String>,
+    pub bandwidth: f64,
+    pub workers: usize,
+    pub cases: Vec<Case>,
+    pub memory_figure: Option<RawMemoryFigure>,
+}
+
+/// The approaches a `schedules` entry may name.
+pub const APPROACHES: &[&str] = &[
+    "gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so",
+];
+
+impl SyncExperiment {
+    pub fn load(path: &Path) -> Result<SyncExperiment, InputError> {
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::file(path, e))?;
+        SyncExperiment::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<SyncExperiment, InputError> {
+        let src = path.display().to_string();
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| InputError::new(&src, "", e.to_string()))?;
+        let raw: RawExperiment = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            InputError::new(
+                &src,
+                if field == "." { String::new() } else { field },
+                inner.message().trim().to_string(),
+            )
+        })?;
+        let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
+        if raw.name.is_empty() || raw.name.contains(['/', '\\']) {
+            return Err(bad(
+                "name",
+                "must be a non-empty file name (no slashes)".into(),
+            ));
+        }
+        for (field, n) in [
+            ("memory", raw.memory.len()),
+            ("micro_batch_sizes", raw.micro_batch_sizes.len()),
+            ("recompute", raw.recompute.len()),
+            ("schedules", raw.schedules.len()),
+            ("case", raw.cases.len()),
+        ] {
+            if n == 0 {
+                return Err(bad(field, "the list is empty".into()));
+            }
+        }
+        let memory = raw
+            .memory
+            .iter()
+            .enumerate()
+            .map(|(i, m)| parse_bytes(m).map_err(|e| bad(&format!("memory[{i}]"), e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(i) = raw.micro_batch_sizes.iter().position(|&b| b == 0) {
+            return Err(bad(
+                &format!("micro_batch_sizes[{i}]"),
+                "must be at least 1".into(),
+            ));
+        }
+        for (i, s) in raw.schedules.iter().enumerate() {
+            if !APPROACHES.contains(&s.as_str()) {
+                return Err(bad(
+                    &format!("schedules[{i}]"),
+                    format!("unknown schedule {s:?} (one of {})", APPROACHES.join(", ")),
+                ));
+            }
+        }
+        let bandwidth = match &raw.bandwidth {
+            None => f64::INFINITY,
+            Some(b) => parse_bandwidth(b).map_err(|e| bad("bandwidth", e.to_string()))?,
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut cases = Vec::new();
+        for (i, c) in raw.cases.into_iter().enumerate() {
+            if c.stages.is_empty() || c.stages.contains(&0) {
+                return Err(bad(
+                    &format!("case[{i}].stages"),
+                    "must list stage counts of at least 1".into(),
+                ));
+            }
+            if c.samples.is_empty() && c.samples_per_stage.is_none() {
+                return Err(bad(
+                    &format!("case[{i}]"),
+                    "give samples or samples_per_stage".into(),
+                ));
+            }
+            // Instance paths are relative to the working directory, as in `sweep`; a path
+            // that does not exist there is tried beside the experiment file's directory.
+            let instance = if c.instance.exists() || c.instance.is_absolute() {
+                c.instance
+            } else {
+                let alt = base.join("..").join(&c.instance);
+                if alt.exists() {
+                    alt
+                } else {
+                    c.instance
+                }
+            };
+            cases.push(Case {
+                instance,
+                study: c.study,
+                stages: c.stages,
+                samples: c.samples,
+                samples_per_stage: c.samples_per_stage,
+                gpus: c.gpus,
+            });
+        }
+        Ok(SyncExperiment {
+            name: raw.name,
+            memory,
+            micro_batch_sizes: raw.micro_batch_sizes,
+            recompute: raw.recompute,
+            schedules: raw.schedules,
+            bandwidth,
+            workers: raw.workers,
+            cases,
+            memory_figure: raw.memory_figure,
+        })
+    }
+}
+
+/// One simulation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyncRow {
+    pub instance: String,
+    pub study: String,
+    /// Pipeline depth D (GPUs per pipeline).
+    pub stages: usize,
+    /// Samples per pipeline per iteration, S = N x B.
+    pub samples: usize,
+    /// W x S when the case gives the cluster's GPUs P (W = P / D pipelines).
+    pub mini_batch: Option<usize>,
+    pub micro_batch_size: usize,
+    pub micro_batches: usize,
+    pub recompute: bool,
+    /// gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno, 1f1b-so.
+    pub approach: String,
+    /// The schedule with its parameters, e.g. mixpipe(K=4,Gamma=1), mixpipe-kmax.
+    pub schedule: String,
+    pub k: Option<usize>,
+    pub gamma: Option<usize>,
+    /// Where the costs at this B come from: "analytic" (the network rebuilt at B) or
+    /// "linear" (scaled per sample).
+    pub costs_from: String,
+    pub makespan_seconds: f64,
+    pub bubble_ratio: f64,
+    /// The papers' closed form for this schedule, where they give one (nominal backward =
+    /// 2 x forward, equal stages): (D-1)/(N+D-1) for GPipe, DAPPLE and 1F1B-SNO; Table I for
+    /// Chimera and GEMS at N = D; eq. (1)'s N_bubbles / (D + N_bubbles) for MixPipe at
+    /// N = D; (D/2-1)/(N+D/2-1) for K maximizing (section III-C).
+    pub paper_bubble_ratio: Option<f64>,
+    pub samples_per_second: f64,
+    pub samples_per_second_per_gpu: f64,
+    pub peak_memory_max: f64,
+    pub peak_memory_min: f64,
+    /// Per worker, bytes.
+    pub peak_memory: Vec<f64>,
+    /// Per worker, the most micro-batches live at once.
+    pub peak_live: Vec<usize>,
+}
+
+/// The best fitting run of one approach on one case point and budget.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BestRow {
+    pub instance: String,
+    pub study: String,
+    pub stages: usize,
+    pub samples: usize,
+    pub mini_batch: Option<usize>,
+    pub memory_budget: f64,
+    pub approach: String,
+    /// Null when nothing of this approach fits.
+    pub schedule: Option<String>,
+    pub micro_batch_size: Option<usize>,
+    pub micro_batches: Option<usize>,
+    pub recompute: Option<bool>,
+    pub samples_per_second_per_gpu: Option<f64>,
+    pub bubble_ratio: Option<f64>,
+    pub peak_memory_max: Option<f64>,
+    /// MixPipe's best throughput divided by this approach's.
+    pub mixpipe_speedup: Option<f64>,
+}
+
+/// What a sweep produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncOutcome {
+    pub runs: usize,
+    pub skipped_shapes: usize,
+    pub wall_seconds: f64,
+    pub files: Vec<PathBuf>,
+}
+
+fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
+    inst.meta.get(key).and_then(|v| v.as_str())
+}
+
+/// The instance `base` rebuilt at micro-batch size `b` when it is an analytic pipeopt
+/// instance (checked against the file at its own batch), else `None`.
+fn analytic_rebuild(
+    base: &Instance,
+    path: &Path,
+    b: usize,
+) -> Result<Option<Instance>, InputError> {
+    let (Some(model), Some("analytic"), Some(batch)) = (
+        meta_str(base, "model"),
+        meta_str(base, "times"),
+        base.meta.get("batch").and_then(|v| v.as_u64()),
+    ) else {
+        return Ok(None);
+    };
+    let dtype = meta_str(base, "dtype")
+        .and_then(DType::parse)
+        .unwrap_or(DType::F32);
+    let Some(device) = base
+        .meta
+        .get("device_model")
+        .and_then(|d| d.get("name"))
+        .and_then(|n| n.as_str())
+        .and_then(DeviceModel::preset)
+    else {
+        return Ok(None);
+    };
+    let image = base.meta.get("image").and_then(|v| v.as_u64()).unwrap_or(1) as usize;
+    let build = |batch: usize| {
+        nets::instance(model, image, batch, dtype, &device).map_err(|e| {
+            InputError::file(path, format!("rebuilding {model} at batch {batch}: {e}"))
+        })
+    };
+    let own = build(batch as usize)?;
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-30);
+    let same = own.layers.len() == base.layers.len()
+        && close(own.input, base.input)
+        && own.layers.iter().zip(&base.layers).all(|(a, c)| {
+            close(a.fwd, c.fwd)
+                && close(a.bwd, c.bwd)
+                && close(a.weights, c.weights)
+                && close(a.out, c.out)
+                && close(a.stash.unwrap_or(0.0), c.stash.unwrap_or(0.0))
+        });
+    if !same {
+        return Err(InputError::file(
+            path,
+            format!(
+                "the {model} network rebuilt at its own batch {batch} differs from this file \
+                 (made by another version of pipeopt?): regenerate it (instances/README.md)"
+            ),
+        ));
+    }
+    Ok(Some(if b as u64 == batch { own } else { build(b)? }))
+}
+
+fn scale_linear(c: &StageCosts, factor: f64) -> StageCosts {
+    let m = |v: &Vec<f64>| v.iter().map(|x| x * factor).collect();
+    StageCosts {
+        forward_seconds: m(&c.forward_seconds),
+        backward_seconds: m(&c.backward_seconds),
+        transfer_seconds: m(&c.transfer_seconds),
+        weight_bytes: c.weight_bytes.clone(),
+        stash_bytes: m(&c.stash_bytes),
+        input_bytes: m(&c.input_bytes),
+        output_bytes: m(&c.output_bytes),
+    }
+}
+
+/// Recomputation's costs: keep the input only, rerun the forward before the backward.
+fn with_recompute(c: &StageCosts) -> StageCosts {
+    let mut r = c.clone();
+    for s in 0..c.stages() {
+        r.backward_seconds[s] += c.forward_seconds[s];
+        r.stash_bytes[s] = c.input_bytes[s];
+    }
+    r
+}
+
+/// The schedules an approach stands for at (D, N).
+fn kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
+    match approach {
+        "gpipe" => vec![ScheduleKind::Gpipe],
+        "dapple" => vec![ScheduleKind::Dapple],
+        "gems" => vec![ScheduleKind::Gems],
+        "chimera" => vec![ScheduleKind::Chimera],
+        "1f1b-sno" => vec![ScheduleKind::Bapipe1f1bSno],
+        "1f1b-so" => vec![ScheduleKind::Bapipe1f1bSo],
+        "mixpipe" => {
+            let mut v = Vec::new();
+            for k in (2..=d).step_by(2) {
+                for gamma in 0..=(d - k) / 2 {
+                    v.push(ScheduleKind::Mixpipe { k, gamma });
+                }
+            }
+            if n > d {
+                v.push(ScheduleKind::MixpipeKMax);
+            }
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The papers' closed-form bubble ratio of `kind` at (D, N), where they give one.
+pub fn paper_bubble_ratio(kind: ScheduleKind, d: usize, n: usize) -> Option<f64> {
+    let (df, nf) = (d as f64, n as f64);
+    match kind {
+        ScheduleKind::Gpipe | ScheduleKind::Dapple | ScheduleKind::Bapipe1f1bSno => {
+            Some((df - 1.0) / (nf + df - 1.0))
+        }
+        ScheduleKind::Chimera if n == d => Some((df - 2.0) / (3.0 * df - 2.0)),
+        ScheduleKind::Gems if n == d => Some((df - 1.0) / (df + 0.5)),
+        ScheduleKind::Mixpipe { k, gamma } if n == d => {
+            let b = paper_bubbles(d, k, gamma);
+            Some(b / (df + b))
+        }
+        ScheduleKind::MixpipeKMax if n > d => {
+            let b = df / 2.0 - 1.0;
+            Some(b / (nf + b))
+        }
+        _ => None,
+    }
+}
+
+struct Task {
+    case: usize,
+    d: usize,
+    s: usize,
+    b: usize,
+    recompute: bool,
+    approach: String,
+    kind: ScheduleKind,
+}
+
+/// Runs the grid; returns the rows (sorted) and how many (approach, D, N) shapes the
+/// schedules refused.
+pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputError> {
+    // Costs per (case instance, D, B, recompute).
+    let mut instances: Vec<Instance> = Vec::new();
+    for c in &exp.cases {
+        instances.push(Instance::load(&c.instance)?);
+    }
+    type CostKey = (usize, usize, usize, bool);
+    let mut costs: HashMap<CostKey, (StageCosts, Vec<f64>, &'static str)> = HashMap::new();
+    let mut rebuilt: HashMap<(usize, usize), Option<Instance>> = HashMap::new();
+    let mut tasks = Vec::new();
+    let mut skipped = 0usize;
+    for (ci, case) in exp.cases.iter().enumerate() {
+        let inst = &instances[ci];
+        let own_batch = inst
+            .meta
+            .get("batch")
+            .and_then(|v| v.as_f64())
+            .filter(|b| *b > 0.0)
+            .unwrap_or(1.0);
+        for (d, s) in case.points() {
+            if d > inst.len() {
+                return Err(InputError::new(
+                    case.instance.display().to_string(),
+                    "",
+                    format!("D = {d} stages but only {} layers", inst.len()),
+                ));
+            }
+            let starts =
+                balanced_partition(inst, d).map_err(|e| InputError::file(&case.instance, e))?;
+            let base = StageCosts::from_instance(inst, &starts, exp.bandwidth)
+                .map_err(|e| InputError::file(&case.instance, e))?;
+            for &b in &exp.micro_batch_sizes {
+                if s % b != 0 {
+                    continue;
+                }
+                let n = s / b;
+                if !rebuilt.contains_key(&(ci, b)) {
+                    let r = analytic_rebuild(inst, &case.instance, b)?;
+                    rebuilt.insert((ci, b), r);
+                }
+                let (plain, from) = match &rebuilt[&(ci, b)] {
+                    Some(at_b) => (
+                        StageCosts::from_instance(at_b, &starts, exp.bandwidth)
+                            .map_err(|e| InputError::file(&case.instance, e))?,
+                        "analytic",
+                    ),
+                    None => (scale_linear(&base, b as f64 / own_batch), "linear"),
+                };
+                for &recompute in &exp.recompute {
+                    let key = (ci, d, b, recompute);
+                    if !costs.contains_key(&key) {
+                        let c = if recompute {
+                            with_recompute(&plain)
+                        } else {
+                            plain.clone()
+                        };
+                        let transient = if recompute {
+                            plain.stash_bytes.clone()
+                        } else {
+                            vec![0.0; d]
+                        };
+                        costs.insert(key, (c, transient, from));
+                    }
+                    for approach in &exp.schedules {
+                        for kind in kinds(approach, d, n) {
+                            tasks.push(Task {
+                                case: ci,
+                                d,
+                                s,
+                                b,
+                                recompute,
+                                approach: approach.clone(),
+                                kind,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // One schedule per (kind, D, N), generated once.
+    let mut shapes: BTreeMap<(String, usize, usize), ScheduleKind> = BTreeMap::new();
+    for t in &tasks {
+        shapes
+            .entry((t.kind.name(), t.d, t.s / t.b))
+            .or_insert(t.kind);
+    }
+    let shape_list: Vec<_> = shapes.into_iter().collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(exp.workers)
+        .build()
+        .map_err(|e| InputError::new("workers", "", e.to_string()))?;
+    let generated: HashMap<(String, usize, usize), Option<Schedule>> = pool.install(|| {
+        shape_list
+            .par_iter()
+            .map(|((name, d, n), kind)| ((name.clone(), *d, *n), kind.generate(*d, *n).ok()))
+            .collect()
+    });
+    let rows: Vec<Option<SyncRow>> = pool.install(|| {
+        tasks
+            .par_iter()
+            .map(|t| {
+                let n = t.s / t.b;
+                let schedule = generated[&(t.kind.name(), t.d, n)].as_ref()?;
+                let (c, transient, from) = &costs[&(t.case, t.d, t.b, t.recompute)];
+                let r = simulate(schedule, c, t.kind.execution()).ok()?;
+                let peaks: Vec<f64> = (0..t.d)
+                    .map(|w| {
+                        let extra = schedule[w]
+                            .iter()
+                            .map(|op| transient[op.stage()])
+                            .fold(0.0, f64::max);
+                        r.memory[w].peak_bytes + extra
+                    })
+                    .collect();
+                let case = &exp.cases[t.case];
+                let (k, gamma) = match t.kind {
+                    ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
+                    ScheduleKind::MixpipeKMax => (Some(2 * (t.d - 1)), None),
+                    _ => (None, None),
+                };
+                let sps = t.s as f64 / r.makespan_seconds;
+                Some(SyncRow {
+                    instance: instances[t.case].name.clone(),
+                    study: case.study.clone(),
+                    stages: t.d,
+                    samples: t.s,
+                    mini_batch: case.gpus.map(|p| p / t.d * t.s),
+                    micro_batch_size: t.b,
+                    micro_batches: n,
+                    recompute: t.recompute,
+                    approach: t.approach.clone(),
+                    schedule: t.kind.name(),
+                    k,
+                    gamma,
+                    costs_from: from.to_string(),
+                    makespan_seconds: r.makespan_seconds,
+                    bubble_ratio: r.bubble_ratio,
+                    paper_bubble_ratio: paper_bubble_ratio(t.kind, t.d, n),
+                    samples_per_second: sps,
+                    samples_per_second_per_gpu: sps / t.d as f64,
+                    peak_memory_max: peaks.iter().cloned().fold(0.0, f64::max),
+                    peak_memory_min: peaks.iter().cloned().fold(f64::INFINITY, f64::min),
+                    peak_memory: peaks,
+                    peak_live: r.memory.iter().map(|m| m.peak_live).collect(),
+                })
+            })
+            .collect()
+    });
+    let mut out = Vec::new();
+    for r in rows {
+        match r {
+            Some(r) => out.push(r),
+            None => skipped += 1,
+        }
+    }
+    out.sort_by(|a, b| {
+        (
+            &a.instance,
+            &a.study,
+            a.stages,
+            a.samples,
+            &a.approach,
+            a.micro_batch_size,
+        )
+            .cmp(&(
+                &b.instance,
+                &b.study,
+                b.stages,
+                b.samples,
+                &b.approach,
+                b.micro_batch_size,
+            ))
+            .then(a.recompute.cmp(&b.recompute))
+            .then(a.schedule.cmp(&b.schedule))
+    });
+    Ok((out, skipped))
+}
+
+/// Per (instance, study, D, S, budget, approach): the fitting run with the highest
+/// throughput (ties: the smaller peak), and MixPipe's speedup over it.
+pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Vec<BestRow> {
+    let mut points: BTreeMap<(String, String, usize, usize), Option<usize>> = BTreeMap::new();
+    for r in rows {
+        points.insert(
+            (r.instance.clone(), r.study.clone(), r.stages, r.samples),
+            r.mini_batch,
+        );
+    }
+    let mut out = Vec::new();
+    for ((inst, study, d, s), mini) in &points {
+        for &budget in budgets {
+            let best_of = |approach: &str| {
+                rows.iter()
+                    .filter(|r| {
+                        &r.instance == inst
+                            && &r.study == study
+                            && r.stages == *d
+                            && r.samples == *s
+                            && r.approach == approach
+                            && r.peak_memory_max <= budget
+                    })
+                    .max_by(|a, b| {
+                        a.samples_per_second
+                            .total_cmp(&b.samples_per_second)
+                            .then(b.peak_memory_max.total_cmp(&a.peak_memory_max))
+                    })
+            };
+            let mix = best_of("mixpipe").map(|r| r.samples_per_second_per_gpu);
+            for approach in approaches {
+                let b = best_of(approach);
+                out.push(BestRow {
+                    instance: inst.clone(),
+                    study: study.clone(),
+                    stages: *d,
+                    samples: *s,
+                    mini_batch: *mini,
+                    memory_budget: budget,
+                    approach: approach.clone(),
+                    schedule: b.map(|r| r.schedule.clone()),
+                    micro_batch_size: b.map(|r| r.micro_batch_size),
+                    micro_batches: b.map(|r| r.micro_batches),
+                    recompute: b.map(|r| r.recompute),
+                    samples_per_second_per_gpu: b.map(|r| r.samples_per_second_per_gpu),
+                    bubble_ratio: b.map(|r| r.bubble_ratio),
+                    peak_memory_max: b.map(|r| r.peak_memory_max),
+                    mixpipe_speedup: match (mix, b) {
+                        (Some(m), Some(r)) => Some(m / r.samples_per_second_per_gpu),
+                        _ => None,
+                    },
+                })
+            }
+        }
+    }
+    out
+}
+
+fn polars_err(path: &Path, e: PolarsError) -> InputError {
+    InputError::file(path, e)
+}
+
+fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), InputError> {
+    let mut buf = Vec::new();
+    CsvWriter::new(&mut buf)
+        .finish(&mut df)
+        .map_err(|e| polars_err(path, e))?;
+    crate::error::write_atomic(path, &buf)
+}
+
+fn runs_frame(rows: &[SyncRow]) -> PolarsResult<DataFrame> {
+    let s = |f: &dyn Fn(&SyncRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
+    let u = |f: &dyn Fn(&SyncRow) -> usize| rows.iter().map(|r| f(r) as u64).collect::<Vec<_>>();
+    let ou = |f: &dyn Fn(&SyncRow) -> Option<usize>| {
+        rows.iter()
+            .map(|r| f(r).map(|x| x as u64))
+            .collect::<Vec<_>>()
+    };
+    let x = |f: &dyn Fn(&SyncRow) -> f64| rows.iter().map(f).collect::<Vec<_>>();
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new("instance".into(), s(&|r| r.instance.clone())),
+            Column::new("study".into(), s(&|r| r.study.clone())),
+            Column::new("stages".into(), u(&|r| r.stages)),
+            Column::new("samples".into(), u(&|r| r.samples)),
+            Column::new("mini_batch".into(), ou(&|r| r.mini_batch)),
+            Column::new("micro_batch_size".into(), u(&|r| r.micro_batch_size)),
+            Column::new("micro_batches".into(), u(&|r| r.micro_batches)),
+            Column::new(
+                "recompute".into(),
+                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
+            ),
+            Column::new("approach".into(), s(&|r| r.approach.clone())),
+            Column::new("schedule".into(), s(&|r| r.schedule.clone())),
+            Column::new("k".into(), ou(&|r| r.k)),
+            Column::new("gamma".into(), ou(&|r| r.gamma)),
+            Column::new("costs_from".into(), s(&|r| r.costs_from.clone())),
+            Column::new("makespan_seconds".into(), x(&|r| r.makespan_seconds)),
+            Column::new("bubble_ratio".into(), x(&|r| r.bubble_ratio)),
+            Column::new(
+                "paper_bubble_ratio".into(),
+                rows.iter()
+                    .map(|r| r.paper_bubble_ratio)
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new("samples_per_second".into(), x(&|r| r.samples_per_second)),
+            Column::new(
+                "samples_per_second_per_gpu".into(),
+                x(&|r| r.samples_per_second_per_gpu),
+            ),
+            Column::new("peak_memory_max".into(), x(&|r| r.peak_memory_max)),
+            Column::new("peak_memory_min".into(), x(&|r| r.peak_memory_min)),
+            Column::new(
+                "peak_memory".into(),
+                s(&|r| serde_json::to_string(&r.peak_memory).expect("numbers serialize")),
+            ),
+            Column::new(
+                "peak_live".into(),
+                s(&|r| serde_json::to_string(&r.peak_live).expect("numbers serialize")),
+            ),
+        ],
+    )
+}
+
+fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
+    let s = |f: &dyn Fn(&BestRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
+    let ou = |f: &dyn Fn(&BestRow) -> Option<usize>| {
+        rows.iter()
+            .map(|r| f(r).map(|x| x as u64))
+            .collect::<Vec<_>>()
+    };
+    let of = |f: &dyn Fn(&BestRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new("instance".into(), s(&|r| r.instance.clone())),
+            Column::new("study".into(), s(&|r| r.study.clone())),
+            Column::new("stages".into(), ou(&|r| Some(r.stages))),
+            Column::new("samples".into(), ou(&|r| Some(r.samples))),
+            Column::new("mini_batch".into(), ou(&|r| r.mini_batch)),
+            Column::new("memory_budget".into(), of(&|r| Some(r.memory_budget))),
+            Column::new("approach".into(), s(&|r| r.approach.clone())),
+            Column::new(
+                "schedule".into(),
+                rows.iter().map(|r| r.schedule.clone()).collect::<Vec<_>>(),
+            ),
+            Column::new("micro_batch_size".into(), ou(&|r| r.micro_batch_size)),
+            Column::new("micro_batches".into(), ou(&|r| r.micro_batches)),
+            Column::new(
+                "recompute".into(),
+                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "samples_per_second_per_gpu".into(),
+                of(&|r| r.samples_per_second_per_gpu),
+            ),
+            Column::new("bubble_ratio".into(), of(&|r| r.bubble_ratio)),
+            Column::new("peak_memory_max".into(), of(&|r| r.peak_memory_max)),
+            Column::new("mixpipe_speedup".into(), of(&|r| r.mixpipe_speedup)),
+        ],
+    )
+}
+
+/// Runs the experiment and writes its tables and figures into `out_dir`.
+pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputError> {
+    let t0 = std::time::Instant::now();
+    let (rows, skipped) = run_grid(exp)?;
+    let best = best_rows(&rows, &exp.memory, &exp.schedules);
+    std::fs::create_dir_all(out_dir).map_err(|e| InputError::file(out_dir, e))?;
+    let mut files = Vec::new();
+    let runs_csv = out_dir.join("runs.csv");
+    write_csv(
+        &runs_csv,
+        runs_frame(&rows).map_err(|e| polars_err(&runs_csv, e))?,
+    )?;
+    files.push(runs_csv);
+    let best_csv = out_dir.join("best.csv");
+    write_csv(
+        &best_csv,
+        best_frame(&best).map_err(|e| polars_err(&best_csv, e))?,
+    )?;
+    files.push(best_csv);
+    let runs_json = out_dir.join("runs.json");
+    let text = serde_json::to_vec(&rows).map_err(|e| InputError::file(&runs_json, e))?;
+    crate::error::write_atomic(&runs_json, &text)?;
+    files.push(runs_json);
+    let best_json = out_dir.join("best.json");
+    let text = serde_json::to_vec_pretty(&best).map_err(|e| InputError::file(&best_json, e))?;
+    crate::error::write_atomic(&best_json, &text)?;
+    files.push(best_json);
+    files.extend(super::sync_figures::write_figures(
+        exp, &rows, &best, out_dir,
+    )?);
+    Ok(SyncOutcome {
+        runs: rows.len(),
+        skipped_shapes: skipped,
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_field() {
+        let p = Path::new("x.toml");
+        let e = SyncExperiment::parse(
+            "name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"nope\"]\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n",
+            p,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "schedules[0]");
+        let e = SyncExperiment::parse(
+            "name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\n",
+            p,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "case[0]");
+    }
+
+    #[test]
+    fn closed_forms_at_n_equals_d() {
+        // Chimera's Table I, GEMS's, MixPipe eq. (1) at K = D equal Chimera's 5D - 4 count.
+        assert_eq!(paper_bubble_ratio(ScheduleKind::Chimera, 4, 4), Some(0.2));
+        let m = paper_bubble_ratio(ScheduleKind::Mixpipe { k: 4, gamma: 0 }, 4, 4).unwrap();
+        assert!((m - 4.0 / 16.0).abs() < 1e-12);
+        assert_eq!(paper_bubble_ratio(ScheduleKind::Chimera, 4, 8), None);
+    }
+}

@@ -1,0 +1,487 @@
+//! Figures of a `sync-sweep` (after mixpipe.txt section IV), SVG through plotters and PNG
+//! through resvg, as `sweep::figures` draws its own:
+//!
+//! - `bubble-ratio.svg`: per instance, the simulated bubble ratio against D at N = D (study
+//!   `weak`, no recomputation), one colour per schedule, solid; the papers' closed forms
+//!   dashed in the same colour (Table I for Chimera and GEMS, eq. (1) for MixPipe,
+//!   (D-1)/(N+D-1) for GPipe and DAPPLE).
+//! - `memory.svg` (its Figure 7): per instance and micro-batch count of `memory_figure`,
+//!   each worker's peak memory (GiB) against its index, one line per schedule; the memory
+//!   budgets dashed.
+//! - `throughput-weak.svg` (its Figures 8 and 9): per instance, each approach's best fitting
+//!   throughput (samples per second per GPU) against D with S = samples_per_stage x D.
+//! - `throughput-large.svg` (its Figure 10): the same against the mini-batch W x S.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use super::sync::{BestRow, SyncExperiment, SyncRow};
+use crate::error::InputError;
+
+const GIB: f64 = 1073741824.0;
+
+fn colour(i: usize) -> RGBColor {
+    const C: [RGBColor; 8] = [
+        RGBColor(200, 30, 30),
+        RGBColor(30, 90, 200),
+        RGBColor(30, 150, 60),
+        RGBColor(150, 60, 170),
+        RGBColor(230, 130, 20),
+        RGBColor(20, 160, 170),
+        RGBColor(120, 120, 120),
+        RGBColor(170, 120, 40),
+    ];
+    C[i % C.len()]
+}
+
+/// A line of a panel: label, colour index, dashed, points.
+pub struct Line {
+    pub label: String,
+    pub colour: usize,
+    pub dashed: bool,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A panel: title, x label, y label, lines.
+pub struct Panel {
+    pub title: String,
+    pub x: String,
+    pub y: String,
+    pub lines: Vec<Line>,
+}
+
+fn fail(path: &Path, e: impl std::fmt::Display) -> InputError {
+    InputError::new(
+        path.display().to_string(),
+        "",
+        format!("drawing failed: {e}"),
+    )
+}
+
+/// Draws panels of line charts (every line in the legend) as SVG and PNG.
+pub fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError> {
+    let cols = panels.len().clamp(1, 2);
+    let rows = panels.len().div_ceil(cols).max(1);
+    let (w, h) = (700 * cols as u32, 400 * rows as u32 + 40);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| fail(path, e))?;
+        let (top, body) = root.split_vertically(40);
+        top.draw(&Text::new(
+            title.to_string(),
+            (10, 12),
+            ("sans-serif", 17).into_font(),
+        ))
+        .map_err(|e| fail(path, e))?;
+        let areas = body.split_evenly((rows, cols));
+        for (whole, p) in areas.iter().zip(panels) {
+            let (area, legend) = whole.split_horizontally(450);
+            draw_legend(&legend, &p.lines).map_err(|e| fail(path, e))?;
+            let area = &area;
+            let pts: Vec<(f64, f64)> = p.lines.iter().flat_map(|l| l.points.clone()).collect();
+            if pts.is_empty() {
+                continue;
+            }
+            let (mut x0, mut x1) = pts
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), q| (a.min(q.0), b.max(q.0)));
+            let y1 = pts.iter().fold(f64::MIN, |a, q| a.max(q.1));
+            if x1 <= x0 {
+                x0 -= 0.5;
+                x1 += 0.5;
+            }
+            let pad = 0.04 * (x1 - x0);
+            let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+            let mut chart = ChartBuilder::on(area)
+                .caption(&p.title, ("sans-serif", 14))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(60)
+                .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..y1)
+                .map_err(|e| fail(path, e))?;
+            chart
+                .configure_mesh()
+                .x_desc(p.x.as_str())
+                .y_desc(p.y.as_str())
+                .label_style(("sans-serif", 11))
+                .x_labels(12)
+                .x_label_formatter(&|x| {
+                    if (x - x.round()).abs() < 1e-9 {
+                        format!("{x:.0}")
+                    } else {
+                        String::new()
+                    }
+                })
+                .draw()
+                .map_err(|e| fail(path, e))?;
+            for l in &p.lines {
+                let c = colour(l.colour);
+                if l.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            l.points.iter().copied(),
+                            6,
+                            4,
+                            c.stroke_width(1),
+                        ))
+                        .map_err(|e| fail(path, e))?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
+                        .map_err(|e| fail(path, e))?;
+                    chart
+                        .draw_series(l.points.iter().map(|&q| Circle::new(q, 3, c.filled())))
+                        .map_err(|e| fail(path, e))?;
+                }
+            }
+        }
+        root.present().map_err(|e| fail(path, e))?;
+    }
+    crate::error::write_atomic(path, svg.as_bytes())?;
+    let png = svg_to_png(&svg).map_err(|e| {
+        InputError::new(
+            path.display().to_string(),
+            "",
+            format!("rasterising failed: {e}"),
+        )
+    })?;
+    crate::error::write_atomic(&path.with_extension("png"), &png)
+}
+
+/// The legend of a panel, beside its chart: one entry per line, dashed lines dashed.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    lines: &[Line],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    for (j, l) in lines.iter().enumerate() {
+        let y = 50 + 17 * j as i32;
+        let c = colour(l.colour);
+        if l.dashed {
+            for k in 0..3 {
+                let x = 4 + 9 * k;
+                area.draw(&PathElement::new(
+                    vec![(x, y), (x + 5, y)],
+                    c.stroke_width(1),
+                ))?;
+            }
+        } else {
+            area.draw(&PathElement::new(vec![(4, y), (28, y)], c.stroke_width(2)))?;
+            area.draw(&Circle::new((16, y), 3, c.filled()))?;
+        }
+        area.draw(&Text::new(
+            l.label.clone(),
+            (34, y - 6),
+            ("sans-serif", 11).into_font(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// The system's fonts, loaded once, with "sans-serif" mapped to a family that exists.
+fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
+    static DB: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
+        std::sync::OnceLock::new();
+    DB.get_or_init(|| {
+        let mut db = resvg::usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        let families: Vec<String> = db
+            .faces()
+            .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+            .collect();
+        let pick = ["DejaVu Sans", "Liberation Sans", "Arial", "Noto Sans"]
+            .iter()
+            .find(|want| families.iter().any(|f| f == *want))
+            .map(|s| s.to_string())
+            .or_else(|| families.first().cloned());
+        if let Some(family) = pick {
+            db.set_sans_serif_family(family);
+        }
+        std::sync::Arc::new(db)
+    })
+    .clone()
+}
+
+/// Rasterises an SVG document to PNG at twice its nominal size.
+fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::{tiny_skia, usvg};
+    let options = usvg::Options {
+        fontdb: fonts(),
+        ..Default::default()
+    };
+    let tree = usvg::Tree::from_str(svg, &options).map_err(|e| e.to_string())?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        tiny_skia::Pixmap::new(size.width() * 2, size.height() * 2).ok_or("empty picture")?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(
+        &tree,
+        tiny_skia::Transform::from_scale(2.0, 2.0),
+        &mut pixmap.as_mut(),
+    );
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+/// K = D/2 rounded down to an even number (at least 2).
+fn half(d: usize) -> usize {
+    ((d / 2) & !1).max(2)
+}
+
+/// The schedules the bubble and memory figures draw: label and schedule name at D.
+#[allow(clippy::type_complexity)]
+fn series() -> Vec<(&'static str, fn(usize) -> String)> {
+    vec![
+        ("GPipe", |_| "gpipe".into()),
+        ("DAPPLE", |_| "dapple".into()),
+        ("GEMS", |_| "gems".into()),
+        ("Chimera", |_| "chimera".into()),
+        ("MixPipe K=D/2, Γ=0", |d| {
+            format!("mixpipe(K={},Gamma=0)", half(d))
+        }),
+        ("MixPipe K=2, Γ=0", |_| "mixpipe(K=2,Gamma=0)".into()),
+    ]
+}
+
+fn instances(rows: &[SyncRow]) -> Vec<String> {
+    let mut v: Vec<String> = rows.iter().map(|r| r.instance.clone()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn label(approach: &str) -> &str {
+    match approach {
+        "gpipe" => "GPipe",
+        "dapple" => "DAPPLE",
+        "gems" => "GEMS",
+        "chimera" => "Chimera",
+        "mixpipe" => "MixPipe",
+        "1f1b-sno" => "BaPipe 1F1B-SNO",
+        "1f1b-so" => "BaPipe 1F1B-SO",
+        other => other,
+    }
+}
+
+/// Writes the figures into `dir`; returns the files written.
+pub fn write_figures(
+    exp: &SyncExperiment,
+    rows: &[SyncRow],
+    best: &[BestRow],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, InputError> {
+    let mut files = Vec::new();
+    let insts = instances(rows);
+
+    // Bubble ratio against D at N = D.
+    let mut panels = Vec::new();
+    for inst in &insts {
+        let at = |name_of: &dyn Fn(usize) -> Option<String>| {
+            let mut pts: Vec<(f64, f64, Option<f64>)> = rows
+                .iter()
+                .filter(|r| {
+                    &r.instance == inst
+                        && r.study == "weak"
+                        && !r.recompute
+                        && r.micro_batches == r.stages
+                        && name_of(r.stages).as_deref() == Some(r.schedule.as_str())
+                })
+                .map(|r| (r.stages as f64, r.bubble_ratio, r.paper_bubble_ratio))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            pts
+        };
+        let mut lines = Vec::new();
+        for (i, (lab, name_of)) in series().into_iter().enumerate() {
+            let pts = at(&|d| Some(name_of(d)));
+            if pts.is_empty() {
+                continue;
+            }
+            lines.push(Line {
+                label: format!("{lab} (simulated)"),
+                colour: i,
+                dashed: false,
+                points: pts.iter().map(|p| (p.0, p.1)).collect(),
+            });
+            let paper: Vec<(f64, f64)> = pts.iter().filter_map(|p| p.2.map(|y| (p.0, y))).collect();
+            // GPipe's and DAPPLE's closed forms are the same line: drawn once.
+            if !paper.is_empty() && lab != "DAPPLE" {
+                lines.push(Line {
+                    label: format!("{lab} (paper's closed form)"),
+                    colour: i,
+                    dashed: true,
+                    points: paper,
+                });
+            }
+        }
+        panels.push(Panel {
+            title: format!("{inst}: N = D, no recomputation"),
+            x: "pipeline depth D (stages = GPUs per pipeline)".into(),
+            y: "bubble ratio (idle / (D x iteration time))".into(),
+            lines,
+        });
+    }
+    let path = dir.join("bubble-ratio.svg");
+    draw(
+        &path,
+        "Bubble ratio: simulated on the instances vs the papers' closed forms (dashed)",
+        &panels,
+    )?;
+    files.push(path);
+
+    // Figure 7: per-worker memory.
+    if let Some(mf) = &exp.memory_figure {
+        let d = mf.stages;
+        let mut panels = Vec::new();
+        for inst in &insts {
+            for &n in &mf.micro_batches {
+                let mut lines = Vec::new();
+                let mut b = None;
+                for (i, (lab, name_of)) in series().into_iter().enumerate() {
+                    let name = name_of(d);
+                    if i == 5 && half(d) == 2 {
+                        continue;
+                    }
+                    let Some(r) = rows.iter().find(|r| {
+                        &r.instance == inst
+                            && r.study == "weak"
+                            && !r.recompute
+                            && r.stages == d
+                            && r.micro_batches == n
+                            && r.schedule == name
+                    }) else {
+                        continue;
+                    };
+                    b = Some(r.micro_batch_size);
+                    lines.push(Line {
+                        label: lab.to_string(),
+                        colour: i,
+                        dashed: false,
+                        points: r
+                            .peak_memory
+                            .iter()
+                            .enumerate()
+                            .map(|(w, m)| (w as f64, m / GIB))
+                            .collect(),
+                    });
+                }
+                if lines.is_empty() {
+                    continue;
+                }
+                for (j, &m) in exp.memory.iter().enumerate() {
+                    lines.push(Line {
+                        label: format!("budget {:.0} GiB", m / GIB),
+                        colour: 6 + j,
+                        dashed: true,
+                        points: vec![(0.0, m / GIB), ((d - 1) as f64, m / GIB)],
+                    });
+                }
+                panels.push(Panel {
+                    title: format!(
+                        "{inst}: D = {d}, N = {n}, B = {}",
+                        b.map(|b| b.to_string()).unwrap_or_default()
+                    ),
+                    x: "worker (GPU index in the pipeline)".into(),
+                    y: "peak memory (GiB)".into(),
+                    lines,
+                });
+            }
+        }
+        let path = dir.join("memory.svg");
+        draw(
+            &path,
+            "Per-worker peak memory, no recomputation (mixpipe.txt Figure 7)",
+            &panels,
+        )?;
+        files.push(path);
+    }
+
+    // Throughput: best fitting run per approach.
+    let budget = exp.memory.first().copied().unwrap_or(f64::INFINITY);
+    for (study, xlab, file, what) in [
+        (
+            "weak",
+            "pipeline depth D (S = samples per stage x D)",
+            "throughput-weak.svg",
+            "Weak scaling (mixpipe.txt Figures 8, 9)",
+        ),
+        (
+            "large",
+            "mini-batch W x S (samples per iteration over the cluster)",
+            "throughput-large.svg",
+            "Large mini-batches (mixpipe.txt Figure 10)",
+        ),
+    ] {
+        let mut panels = Vec::new();
+        for inst in &insts {
+            let mut lines = Vec::new();
+            let mut ds: Vec<usize> = Vec::new();
+            for (i, approach) in exp.schedules.iter().enumerate() {
+                let mut pts: Vec<(f64, f64)> = best
+                    .iter()
+                    .filter(|r| {
+                        &r.instance == inst
+                            && r.study == study
+                            && &r.approach == approach
+                            && r.memory_budget == budget
+                    })
+                    .filter_map(|r| {
+                        ds.push(r.stages);
+                        let x = if study == "weak" {
+                            r.stages as f64
+                        } else {
+                            r.mini_batch.unwrap_or(r.samples) as f64
+                        };
+                        r.samples_per_second_per_gpu.map(|y| (x, y))
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if pts.is_empty() {
+                    continue;
+                }
+                lines.push(Line {
+                    label: label(approach).to_string(),
+                    colour: i,
+                    dashed: false,
+                    points: pts,
+                });
+            }
+            if lines.is_empty() {
+                continue;
+            }
+            ds.sort();
+            ds.dedup();
+            let title = if study == "large" {
+                format!(
+                    "{inst}: D = {}, best fitting config per point",
+                    ds.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            } else {
+                format!("{inst}: best fitting config per point")
+            };
+            panels.push(Panel {
+                title,
+                x: xlab.into(),
+                y: "throughput (samples/s per GPU)".into(),
+                lines,
+            });
+        }
+        if panels.is_empty() {
+            continue;
+        }
+        let path = dir.join(file);
+        draw(
+            &path,
+            &format!(
+                "{what}: best throughput under {:.0} GiB per GPU",
+                budget / GIB
+            ),
+            &panels,
+        )?;
+        files.push(path);
+    }
+    Ok(files)
+}

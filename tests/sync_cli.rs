@@ -1,0 +1,273 @@
+//! `pipeopt sync` and `pipeopt sync-sweep` end to end: JSON that parses, files written, and
+//! bad input refused with a message naming the option or the file, never a panic.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn pipeopt() -> Command {
+    Command::cargo_bin("pipeopt").unwrap()
+}
+
+/// A chain of 8 equal layers (backward = 2 x forward) in a temporary directory.
+fn chain(dir: &Path) -> PathBuf {
+    let layers: Vec<serde_json::Value> = (0..8)
+        .map(|i| {
+            serde_json::json!({"name": format!("l{i}"), "fwd": 0.01, "bwd": 0.02,
+                               "weights": 1e8, "out": 1e6, "stash": 1e9})
+        })
+        .collect();
+    let inst = serde_json::json!({"name": "eight", "input": 1e6, "layers": layers,
+                                  "meta": {"source": "test", "batch": 4}});
+    let path = dir.join("eight.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&inst).unwrap()).unwrap();
+    path
+}
+
+fn sync(instance: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["sync", "--instance", instance.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    pipeopt().args(&args).output().unwrap()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Exit status 2 (bad input), the message names `what`, and nothing panicked.
+fn refused(out: &std::process::Output, what: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(what), "the message should name {what}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing on stdout on error");
+}
+
+#[test]
+fn json_output_parses_for_every_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    for schedule in [
+        "gpipe",
+        "dapple",
+        "gems",
+        "chimera",
+        "mixpipe",
+        "mixpipe-kmax",
+        "1f1b-sno",
+        "1f1b-so",
+        "1f1b-as",
+        "fbp-as",
+    ] {
+        let out = sync(
+            &inst,
+            &[
+                "--stages",
+                "4",
+                "--micro-batches",
+                "8",
+                "--schedule",
+                schedule,
+                "--json",
+            ],
+        );
+        assert!(out.status.success(), "{schedule}: {}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["command"], "sync");
+        assert_eq!(v["stages"], 4);
+        assert_eq!(v["micro_batches"], 8);
+        let bubble = v["bubble_ratio"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&bubble), "{schedule}: {bubble}");
+        assert!(v["makespan"].as_f64().unwrap() > 0.0);
+        assert_eq!(v["peak_memory"].as_array().unwrap().len(), 4);
+        // 8 micro-batches of 4 samples each per iteration.
+        let sps = v["samples_per_second"].as_f64().unwrap();
+        let expect = 32.0 / v["makespan"].as_f64().unwrap();
+        assert!((sps - expect).abs() < 1e-9 * expect, "{schedule}");
+    }
+}
+
+#[test]
+fn chimera_at_n_equals_d_has_its_exact_bubble_ratio() {
+    // Equal stages, backward = 2 x forward: Chimera takes 5D - 4 forward times at N = D,
+    // so the bubble ratio is 1 - 3D / (5D - 4) = 0.25 for D = 4.
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let out = sync(&inst, &["--stages", "4", "--schedule", "chimera", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!((v["bubble_ratio"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+}
+
+#[test]
+fn out_file_holds_streams_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let file = dir.path().join("sync.json");
+    let out = sync(
+        &inst,
+        &[
+            "--stages",
+            "4",
+            "--schedule",
+            "mixpipe",
+            "--k",
+            "2",
+            "--gamma",
+            "1",
+            "--memory",
+            "64GiB",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(v["streams"].as_array().unwrap().len(), 4);
+    assert_eq!(v["report"]["fits"], true);
+    assert_eq!(v["schedule"]["name"], "mixpipe");
+    assert_eq!(v["schedule"]["k"], 2);
+}
+
+#[test]
+fn unknown_schedule_is_refused_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let out = sync(&inst, &["--stages", "4", "--schedule", "zigzag", "--json"]);
+    refused(&out, "--schedule");
+    assert!(stderr(&out).contains("zigzag"));
+}
+
+#[test]
+fn odd_k_and_k_above_d_are_refused_naming_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    for k in ["3", "6", "0"] {
+        let out = sync(
+            &inst,
+            &["--stages", "4", "--schedule", "mixpipe", "--k", k, "--json"],
+        );
+        refused(&out, "--k");
+    }
+    // With N > D, K may reach 2(D - 1) (K maximizing) but no further.
+    let ok = sync(
+        &inst,
+        &[
+            "--stages",
+            "4",
+            "--micro-batches",
+            "8",
+            "--schedule",
+            "mixpipe",
+            "--k",
+            "6",
+            "--json",
+        ],
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let out = sync(
+        &inst,
+        &[
+            "--stages",
+            "4",
+            "--micro-batches",
+            "8",
+            "--schedule",
+            "mixpipe",
+            "--k",
+            "8",
+        ],
+    );
+    refused(&out, "--k");
+}
+
+#[test]
+fn bad_shapes_are_refused_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    // Chimera needs an even D and N >= D.
+    let out = sync(&inst, &["--stages", "3", "--schedule", "chimera"]);
+    refused(&out, "--schedule");
+    // More stages than layers.
+    let out = sync(&inst, &["--stages", "9", "--schedule", "dapple"]);
+    refused(&out, "--stages");
+    // Neither --stages nor --partition.
+    let out = sync(&inst, &["--schedule", "dapple"]);
+    refused(&out, "--stages");
+    // A partition that does not start at layer 0.
+    let out = sync(&inst, &["--partition", "1,4", "--schedule", "dapple"]);
+    refused(&out, "--partition");
+    // --search without the device memory.
+    let out = sync(&inst, &["--stages", "4", "--search"]);
+    refused(&out, "--memory");
+}
+
+#[test]
+fn missing_instance_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-instance.json");
+    let out = sync(&missing, &["--stages", "4", "--json"]);
+    refused(&out, "no-such-instance.json");
+}
+
+#[test]
+fn sync_sweep_writes_tables_and_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let exp = dir.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
+             schedules = [\"gpipe\", \"dapple\", \"gems\", \"chimera\", \"mixpipe\"]\n\
+             workers = 1\n[memory_figure]\nstages = 4\nmicro_batches = [4]\n\
+             [[case]]\ninstance = {:?}\nstudy = \"weak\"\nstages = [2, 4]\nsamples_per_stage = 2\n",
+            inst.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = pipeopt()
+        .args([
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["runs"].as_u64().unwrap() > 10);
+    for f in [
+        "runs.csv",
+        "runs.json",
+        "best.csv",
+        "best.json",
+        "bubble-ratio.svg",
+        "bubble-ratio.png",
+        "memory.svg",
+        "throughput-weak.svg",
+    ] {
+        assert!(out_dir.join(f).exists(), "{f} missing");
+    }
+    // MixPipe's space contains Chimera (K = D, Gamma = 0), so its best is never slower.
+    for r in v["best"].as_array().unwrap() {
+        if r["approach"] == "chimera" {
+            if let Some(x) = r["mixpipe_speedup"].as_f64() {
+                assert!(x >= 1.0 - 1e-12, "{r}");
+            }
+        }
+    }
+    // A bad experiment file names its field.
+    let text = std::fs::read_to_string(&exp).unwrap();
+    std::fs::write(&exp, text.replace("\"8GiB\"", "\"lots\"")).unwrap();
+    let out = pipeopt()
+        .args(["sync-sweep", exp.to_str().unwrap()])
+        .output()
+        .unwrap();
+    refused(&out, "memory");
+}
