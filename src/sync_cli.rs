@@ -403,18 +403,18 @@ pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
         );
         println!(
-            "instance      study  D   S     budget  approach   best schedule              B   N    rc  samples/s/GPU  MixPipe x"
+            "instance      study    D   S     budget     approach  best schedule              B   N    rc  samples/s/GPU  MixPipe x"
         );
         if let Some(rows) = best.as_array() {
             for r in rows {
                 let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
                 let num = |k: &str| f(k).as_f64();
                 println!(
-                    "{:<13} {:<6} {:<3} {:<5} {:<7} {:<10} {:<26} {:<3} {:<4} {:<3} {:<14} {}",
+                    "{:<13} {:<8} {:<3} {:<5} {:<10} {:<9} {:<26} {:<3} {:<4} {:<3} {:<14} {}",
                     f("instance").as_str().unwrap_or(""),
                     f("study").as_str().unwrap_or(""),
-                    f("stages"),
-                    f("samples"),
+                    f("stages").to_string(),
+                    f("samples").to_string(),
                     ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
                     f("approach").as_str().unwrap_or(""),
                     f("schedule").as_str().unwrap_or("(nothing fits)"),

@@ -81,6 +81,9 @@ struct RawCase {
     samples_per_stage: Option<usize>,
     /// GPUs of the whole cluster (P = W x D): only to report the mini-batch W x S.
     gpus: Option<usize>,
+    /// Only the micro-batch size that gives N = D (mixpipe.txt's weak scaling, "N = D").
+    #[serde(default)]
+    n_equals_d: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -103,6 +106,7 @@ pub struct Case {
     pub samples: Vec<usize>,
     pub samples_per_stage: Option<usize>,
     pub gpus: Option<usize>,
+    pub n_equals_d: bool,
 }
 
 impl Case {
@@ -235,6 +239,7 @@ impl SyncExperiment {
                 samples: c.samples,
                 samples_per_stage: c.samples_per_stage,
                 gpus: c.gpus,
+                n_equals_d: c.n_equals_d,
             });
         }
         Ok(SyncExperiment {
@@ -498,11 +503,16 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
                     continue;
                 }
                 let n = s / b;
-                if !rebuilt.contains_key(&(ci, b)) {
-                    let r = analytic_rebuild(inst, &case.instance, b)?;
-                    rebuilt.insert((ci, b), r);
+                if case.n_equals_d && n != d {
+                    continue;
                 }
-                let (plain, from) = match &rebuilt[&(ci, b)] {
+                let at_b = match rebuilt.entry((ci, b)) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(analytic_rebuild(inst, &case.instance, b)?)
+                    }
+                };
+                let (plain, from) = match at_b {
                     Some(at_b) => (
                         StageCosts::from_instance(at_b, &starts, exp.bandwidth)
                             .map_err(|e| InputError::file(&case.instance, e))?,
@@ -512,7 +522,7 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
                 };
                 for &recompute in &exp.recompute {
                     let key = (ci, d, b, recompute);
-                    if !costs.contains_key(&key) {
+                    costs.entry(key).or_insert_with(|| {
                         let c = if recompute {
                             with_recompute(&plain)
                         } else {
@@ -523,8 +533,8 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
                         } else {
                             vec![0.0; d]
                         };
-                        costs.insert(key, (c, transient, from));
-                    }
+                        (c, transient, from)
+                    });
                     for approach in &exp.schedules {
                         for kind in kinds(approach, d, n) {
                             tasks.push(Task {

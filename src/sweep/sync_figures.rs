@@ -281,7 +281,6 @@ pub fn write_figures(
                 .iter()
                 .filter(|r| {
                     &r.instance == inst
-                        && r.study == "weak"
                         && !r.recompute
                         && r.micro_batches == r.stages
                         && name_of(r.stages).as_deref() == Some(r.schedule.as_str())
@@ -289,6 +288,8 @@ pub fn write_figures(
                 .map(|r| (r.stages as f64, r.bubble_ratio, r.paper_bubble_ratio))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // Several studies may hold the same (D, N = D) run: one point per D.
+            pts.dedup_by(|a, b| a.0 == b.0);
             pts
         };
         let mut lines = Vec::new();
@@ -398,24 +399,35 @@ pub fn write_figures(
 
     // Throughput: best fitting run per approach.
     let budget = exp.memory.first().copied().unwrap_or(f64::INFINITY);
-    for (study, xlab, file, what) in [
-        (
-            "weak",
-            "pipeline depth D (S = samples per stage x D)",
-            "throughput-weak.svg",
-            "Weak scaling (mixpipe.txt Figures 8, 9)",
-        ),
-        (
-            "large",
-            "mini-batch W x S (samples per iteration over the cluster)",
-            "throughput-large.svg",
-            "Large mini-batches (mixpipe.txt Figure 10)",
-        ),
-    ] {
+    let mut studies: Vec<String> = best.iter().map(|r| r.study.clone()).collect();
+    studies.sort();
+    studies.dedup();
+    for study in &studies {
+        let study = study.as_str();
+        let file = format!("throughput-{study}.svg");
+        let what = match study {
+            "weak" => "Weak scaling, any N (mixpipe.txt Figures 8, 9)".to_string(),
+            "weak-nd" => "Weak scaling with N = D (mixpipe.txt Figures 8, 9)".to_string(),
+            "large" => "Large mini-batches (mixpipe.txt Figure 10)".to_string(),
+            other => format!("Study {other}"),
+        };
         let mut panels = Vec::new();
         for inst in &insts {
             let mut lines = Vec::new();
-            let mut ds: Vec<usize> = Vec::new();
+            let mut ds: Vec<usize> = best
+                .iter()
+                .filter(|r| &r.instance == inst && r.study == study)
+                .map(|r| r.stages)
+                .collect();
+            ds.sort();
+            ds.dedup();
+            // Against D when the study varies D (weak scaling), else against the mini-batch.
+            let by_depth = ds.len() > 1;
+            let xlab = if by_depth {
+                "pipeline depth D (GPUs per pipeline)"
+            } else {
+                "mini-batch W x S (samples per iteration over the cluster)"
+            };
             for (i, approach) in exp.schedules.iter().enumerate() {
                 let mut pts: Vec<(f64, f64)> = best
                     .iter()
@@ -426,8 +438,7 @@ pub fn write_figures(
                             && r.memory_budget == budget
                     })
                     .filter_map(|r| {
-                        ds.push(r.stages);
-                        let x = if study == "weak" {
+                        let x = if by_depth {
                             r.stages as f64
                         } else {
                             r.mini_batch.unwrap_or(r.samples) as f64
@@ -449,9 +460,7 @@ pub fn write_figures(
             if lines.is_empty() {
                 continue;
             }
-            ds.sort();
-            ds.dedup();
-            let title = if study == "large" {
+            let title = if !by_depth {
                 format!(
                     "{inst}: D = {}, best fitting config per point",
                     ds.iter()
@@ -472,7 +481,7 @@ pub fn write_figures(
         if panels.is_empty() {
             continue;
         }
-        let path = dir.join(file);
+        let path = dir.join(&file);
         draw(
             &path,
             &format!(
