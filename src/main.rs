@@ -168,7 +168,7 @@ enum Command {
         json: bool,
     },
     /// Draw a plan's pattern over a few periods as SVG: one row per processor and per link,
-    /// colour by batch.
+    /// colour by batch; or one iteration of a `sync --out` file, one row per worker.
     Gantt {
         /// The plan file.
         plan: PathBuf,
@@ -638,6 +638,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Gantt { plan, out, periods } => {
+            if pipeopt::plot::sync_gantt::is_sync_file(&plan) {
+                pipeopt::plot::sync_gantt::write_svg(&plan, &out)?;
+                eprintln!("wrote {}", out.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let plan = Plan::load(&plan)?;
             pipeopt::plot::gantt::write_svg(&plan, periods, &out)?;
             eprintln!("wrote {}", out.display());

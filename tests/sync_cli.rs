@@ -271,3 +271,66 @@ fn sync_sweep_writes_tables_and_figures() {
         .unwrap();
     refused(&out, "memory");
 }
+
+#[test]
+fn gantt_draws_a_sync_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let file = dir.path().join("sync.json");
+    let out = sync(
+        &inst,
+        &[
+            "--stages",
+            "4",
+            "--schedule",
+            "chimera",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = dir.path().join("timeline.svg");
+    let out = pipeopt()
+        .args([
+            "gantt",
+            file.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("worker 3"), "one row per worker");
+    assert!(
+        text.contains("F0d") && text.contains("B2u"),
+        "labelled boxes"
+    );
+    let png = dir.path().join("timeline.png");
+    let out = pipeopt()
+        .args([
+            "gantt",
+            file.to_str().unwrap(),
+            "--out",
+            png.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    // A sync file with a broken timeline names the field.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["timeline"]["makespan"] = serde_json::json!("soon");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let out = pipeopt()
+        .args([
+            "gantt",
+            file.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    refused(&out, "timeline.makespan");
+}

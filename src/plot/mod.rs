@@ -1,3 +1,4 @@
 //! Pictures of plans (SVG through plotters).
 
 pub mod gantt;
+pub mod sync_gantt;

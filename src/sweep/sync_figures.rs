@@ -204,7 +204,7 @@ fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
 }
 
 /// Rasterises an SVG document to PNG at twice its nominal size.
-fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
     use resvg::{tiny_skia, usvg};
     let options = usvg::Options {
         fontdb: fonts(),
