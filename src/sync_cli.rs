@@ -62,6 +62,28 @@ pub struct SyncArgs {
     /// --explore: samples per mini-batch (default N x the instance's micro-batch size).
     #[arg(long)]
     mini_batch: Option<usize>,
+    /// MixPipe's hybrid (eq. (6)): split --gpus into W pipelines of D stages for the
+    /// mini-batch --mini-batch, best D by simulation plus a ring all-reduce (--schedule
+    /// names the approach: mixpipe searches K, Gamma and K maximizing).
+    #[arg(long)]
+    hybrid: bool,
+    /// --hybrid: GPUs P of the cluster (P = W x D); --stages caps D.
+    #[arg(long)]
+    gpus: Option<usize>,
+    /// --hybrid: bandwidth of the gradient all-reduce, e.g. 150GB/s (MixPipe places every
+    /// copy of a stage in one server: the intra-server link).
+    #[arg(long, value_parser = parse_bandwidth)]
+    allreduce_bandwidth: Option<f64>,
+    /// --hybrid: GPUs per server (default: every GPU in one server).
+    #[arg(long)]
+    server_gpus: Option<usize>,
+    /// --hybrid: bandwidth between servers, e.g. 10GB/s (needed when a stage's copies
+    /// span servers).
+    #[arg(long, value_parser = parse_bandwidth)]
+    inter_server_bandwidth: Option<f64>,
+    /// --hybrid: micro-batch sizes to try.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    micro_batch_sizes: Vec<usize>,
     /// Write the streams and the report here (JSON).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
@@ -179,6 +201,9 @@ fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
 
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let instance = Instance::load(&args.instance)?;
+    if args.hybrid {
+        return run_hybrid(&args, &instance);
+    }
     let starts = match (&args.partition, args.stages) {
         (Some(p), _) => p.clone(),
         (None, Some(d)) if d >= 1 && d <= instance.len() => {
@@ -440,6 +465,148 @@ pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         }
         for f in &outcome.files {
             println!("wrote {}", f.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sync --hybrid`: MixPipe's W x D choice (eq. (6)), see `schedule::sync::hybrid`.
+fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> {
+    use pipeopt::schedule::sync::hybrid::{search as hybrid_search, HybridInput};
+    use pipeopt::sweep::sync::analytic_rebuild;
+    let gpus = args.gpus.filter(|&p| p >= 1).ok_or_else(|| {
+        bad(
+            "--gpus",
+            "--hybrid needs the cluster's GPU count (at least 1)",
+        )
+    })?;
+    let mini_batch = args
+        .mini_batch
+        .filter(|&m| m >= 1)
+        .ok_or_else(|| bad("--mini-batch", "--hybrid needs the mini-batch B^ (samples)"))?;
+    let allreduce = args.allreduce_bandwidth.ok_or_else(|| {
+        bad(
+            "--allreduce-bandwidth",
+            "--hybrid needs the all-reduce bandwidth",
+        )
+    })?;
+    if let Some(i) = args.micro_batch_sizes.iter().position(|&b| b == 0) {
+        return Err(bad(
+            "--micro-batch-sizes",
+            format!("entry {i} is 0; sizes are at least 1"),
+        ));
+    }
+    if pipeopt::schedule::sync::hybrid::approach_kinds(&args.schedule, 2, 4).is_empty() {
+        return Err(bad(
+            "--schedule",
+            format!(
+                "--hybrid takes gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno or 1f1b-so, not {:?}",
+                args.schedule
+            ),
+        ));
+    }
+    let server_gpus = args.server_gpus.unwrap_or(gpus);
+    if server_gpus == 0 {
+        return Err(bad("--server-gpus", "must be at least 1"));
+    }
+    let inter = match (args.inter_server_bandwidth, server_gpus < gpus) {
+        (Some(b), _) => b,
+        (None, false) => allreduce,
+        (None, true) => {
+            return Err(bad(
+                "--inter-server-bandwidth",
+                format!("{gpus} GPUs in servers of {server_gpus}: give the link between servers"),
+            ))
+        }
+    };
+    let memory = args.memory.unwrap_or(f64::INFINITY);
+    let bandwidth = args.bandwidth.unwrap_or(f64::INFINITY);
+    let base_batch = batch_of(instance);
+    // Costs at micro-batch size b: the network rebuilt at b when the instance is an
+    // analytic pipeopt one, else scaled linearly per sample (eq. (3)).
+    let mut at_b: std::collections::HashMap<usize, Instance> = Default::default();
+    for &b in &args.micro_batch_sizes {
+        if let Some(i) = analytic_rebuild(instance, &args.instance, b)? {
+            at_b.insert(b, i);
+        }
+    }
+    let costs_at = |d: usize, b: usize| {
+        let starts = balanced_partition(instance, d).ok()?;
+        match at_b.get(&b) {
+            Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
+            None => {
+                let c = StageCosts::from_instance(instance, &starts, bandwidth).ok()?;
+                Some(scaled(&c, &[(base_batch, c.clone())], b as f64))
+            }
+        }
+    };
+    let input = HybridInput {
+        gpus,
+        mini_batch,
+        micro_batch_sizes: &args.micro_batch_sizes,
+        memory_budget_bytes: memory,
+        allreduce_bytes_per_second: allreduce,
+        server_gpus,
+        inter_server_bytes_per_second: inter,
+        approach: &args.schedule,
+        max_stages: args.stages.unwrap_or(usize::MAX).min(instance.len()),
+    };
+    let rows = hybrid_search(&input, &costs_at)?;
+    let best = rows
+        .iter()
+        .filter(|r| r.samples_per_second.is_some())
+        .max_by(|a, b| {
+            a.samples_per_second
+                .unwrap_or(0.0)
+                .total_cmp(&b.samples_per_second.unwrap_or(0.0))
+        })
+        .cloned();
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync", "mode": "hybrid", "instance": instance.name,
+                   "approach": args.schedule, "gpus": gpus, "mini_batch": mini_batch,
+                   "costs_from": if at_b.is_empty() { "linear" } else { "analytic" },
+                   "best": best, "candidates": rows})
+        );
+    } else {
+        println!("D    W    S      best schedule              B    N     rc   iteration     all-reduce    samples/s");
+        for r in &rows {
+            println!(
+                "{:<4} {:<4} {:<6} {:<26} {:<4} {:<5} {:<4} {:<13} {:<13} {}",
+                r.stages,
+                r.replicas,
+                r.samples_per_pipeline,
+                r.schedule.as_deref().unwrap_or("(nothing fits)"),
+                r.micro_batch_size
+                    .map(|x| x.to_string())
+                    .unwrap_or_default(),
+                r.micro_batches.map(|x| x.to_string()).unwrap_or_default(),
+                match r.recompute {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "",
+                },
+                r.iteration_seconds
+                    .map(|x| ShowSeconds(x).to_string())
+                    .unwrap_or_default(),
+                r.allreduce_seconds
+                    .map(|x| ShowSeconds(x).to_string())
+                    .unwrap_or_default(),
+                r.samples_per_second
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_default()
+            );
+        }
+        match &best {
+            Some(b) => println!(
+                "best: D = {}, W = {}, {} (eq. (6): {:.2} samples/s)",
+                b.stages,
+                b.replicas,
+                b.schedule.as_deref().unwrap_or(""),
+                b.samples_per_second.unwrap_or(0.0)
+            ),
+            None => println!("best: nothing fits"),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -334,3 +334,59 @@ fn gantt_draws_a_sync_file() {
         .unwrap();
     refused(&out, "timeline.makespan");
 }
+
+#[test]
+fn hybrid_picks_a_depth_and_names_missing_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let args = [
+        "--hybrid",
+        "--gpus",
+        "4",
+        "--mini-batch",
+        "16",
+        "--memory",
+        "64GiB",
+        "--allreduce-bandwidth",
+        "100GB/s",
+        "--micro-batch-sizes",
+        "1,2,4",
+        "--schedule",
+        "mixpipe",
+        "--json",
+    ];
+    let out = sync(&inst, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "hybrid");
+    let depths: Vec<u64> = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stages"].as_u64().unwrap())
+        .collect();
+    assert_eq!(depths, vec![1, 2, 4]);
+    let best = &v["best"];
+    let t = best["samples_per_second"].as_f64().unwrap();
+    let expect = 16.0
+        / (best["iteration_seconds"].as_f64().unwrap()
+            + best["allreduce_seconds"].as_f64().unwrap());
+    assert!((t - expect).abs() < 1e-9 * expect, "eq. (6)");
+    let out = sync(&inst, &["--hybrid", "--mini-batch", "16"]);
+    refused(&out, "--gpus");
+    let out = sync(
+        &inst,
+        &[
+            "--hybrid",
+            "--gpus",
+            "4",
+            "--mini-batch",
+            "16",
+            "--allreduce-bandwidth",
+            "100GB/s",
+            "--server-gpus",
+            "2",
+        ],
+    );
+    refused(&out, "--inter-server-bandwidth");
+}

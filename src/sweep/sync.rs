@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::InputError;
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
+use crate::schedule::sync::hybrid::{approach_kinds, with_recompute};
 use crate::schedule::sync::mixpipe::paper_bubbles;
 use crate::schedule::sync::sim::{balanced_partition, simulate, StageCosts};
 use crate::schedule::sync::{Schedule, ScheduleKind};
@@ -333,7 +334,7 @@ fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
 
 /// The instance `base` rebuilt at micro-batch size `b` when it is an analytic pipeopt
 /// instance (checked against the file at its own batch), else `None`.
-fn analytic_rebuild(
+pub fn analytic_rebuild(
     base: &Instance,
     path: &Path,
     b: usize,
@@ -396,41 +397,6 @@ fn scale_linear(c: &StageCosts, factor: f64) -> StageCosts {
         stash_bytes: m(&c.stash_bytes),
         input_bytes: m(&c.input_bytes),
         output_bytes: m(&c.output_bytes),
-    }
-}
-
-/// Recomputation's costs: keep the input only, rerun the forward before the backward.
-fn with_recompute(c: &StageCosts) -> StageCosts {
-    let mut r = c.clone();
-    for s in 0..c.stages() {
-        r.backward_seconds[s] += c.forward_seconds[s];
-        r.stash_bytes[s] = c.input_bytes[s];
-    }
-    r
-}
-
-/// The schedules an approach stands for at (D, N).
-fn kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
-    match approach {
-        "gpipe" => vec![ScheduleKind::Gpipe],
-        "dapple" => vec![ScheduleKind::Dapple],
-        "gems" => vec![ScheduleKind::Gems],
-        "chimera" => vec![ScheduleKind::Chimera],
-        "1f1b-sno" => vec![ScheduleKind::Bapipe1f1bSno],
-        "1f1b-so" => vec![ScheduleKind::Bapipe1f1bSo],
-        "mixpipe" => {
-            let mut v = Vec::new();
-            for k in (2..=d).step_by(2) {
-                for gamma in 0..=(d - k) / 2 {
-                    v.push(ScheduleKind::Mixpipe { k, gamma });
-                }
-            }
-            if n > d {
-                v.push(ScheduleKind::MixpipeKMax);
-            }
-            v
-        }
-        _ => Vec::new(),
     }
 }
 
@@ -536,7 +502,7 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
                         (c, transient, from)
                     });
                     for approach in &exp.schedules {
-                        for kind in kinds(approach, d, n) {
+                        for kind in approach_kinds(approach, d, n) {
                             tasks.push(Task {
                                 case: ci,
                                 d,

@@ -29,7 +29,8 @@
 //! `tests/sync_closed_forms.rs` pins the exact cases and the results README tabulates the
 //! rest. The search below uses the paper's closed form, as the paper does, and the CLI
 //! reports the simulated makespan of the chosen schedule beside it (never instead of it).
-//! We do not model recomputation, the W x D hybrid (eq. (6)) nor the device placement.
+//! Recomputation and the W x D hybrid (eq. (6), with the device placement of Figure 5(b)
+//! as a choice of all-reduce bandwidth) are in `hybrid`.
 
 use serde::Serialize;
 

@@ -16,6 +16,7 @@ pub mod chimera;
 pub mod dapple;
 pub mod gems;
 pub mod gpipe;
+pub mod hybrid;
 pub mod list;
 pub mod mixpipe;
 pub mod sim;
