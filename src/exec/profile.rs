@@ -10,10 +10,13 @@
 //! - `out`, `weights`: bytes of the output tensor and of the parameters;
 //! - `stash`: on CUDA, bytes the caching allocator still holds for client code after the
 //!   forward, once the caller dropped its handles to the layer's input and output, that is
-//!   what autograd keeps until the backward (the input when an op saved it, saved outputs,
-//!   statistics, masks, indices). This is `requested` bytes (exact), read through the shim of
-//!   [`super::alloc`]. The CPU has no allocator statistics: there the stash is the analytic
-//!   model's (`meta.stash` says which).
+//!   what autograd keeps until the backward (the input, which the leaf's gradient
+//!   accumulator holds when it needs a gradient, saved outputs, statistics, masks, indices).
+//!   This is `requested` bytes (exact), read through the shim of [`super::alloc`]. The CPU
+//!   has no allocator statistics: there the stash is the analytic model's (`meta.stash` says
+//!   which);
+//! - `stash_overlap`: what layer `l` and `l+1` both keep, `kept(l) + kept(l+1) - kept(l and
+//!   l+1 run together)` (CUDA; analytic on the CPU).
 //!
 //! The whole network is measured with the same binary, the same way: a forward pass over all
 //! layers and a training step (forward, loss, backward to every parameter; no optimizer

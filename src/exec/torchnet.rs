@@ -280,7 +280,7 @@ fn forward_block(
                 OpKind::Add => {
                     let mut s = arg(0) + arg(1);
                     for j in 2..op.inputs.len() {
-                        s = s + arg(j);
+                        s += arg(j);
                     }
                     s
                 }
