@@ -651,22 +651,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
-    use pipeopt::nets::{instance, DType, DeviceModel};
-    let dtype = DType::parse(&args.dtype).ok_or_else(|| {
-        InputError::new(
-            "--dtype",
-            "",
-            format!("is {:?}; use float32 or float16", args.dtype),
-        )
-    })?;
-    let device = DeviceModel::preset(&args.device_model).ok_or_else(|| {
+/// `--dtype`: float32 or float16.
+fn parse_dtype(s: &str) -> Result<pipeopt::nets::DType, InputError> {
+    pipeopt::nets::DType::parse(s)
+        .ok_or_else(|| InputError::new("--dtype", "", format!("is {s:?}; use float32 or float16")))
+}
+
+/// `--device-model`: a preset of `nets::DeviceModel`.
+fn parse_device_model(s: &str) -> Result<pipeopt::nets::DeviceModel, InputError> {
+    pipeopt::nets::DeviceModel::preset(s).ok_or_else(|| {
         InputError::new(
             "--device-model",
             "",
-            format!("is {:?}; use h100, h100-peak or v100", args.device_model),
+            format!("is {s:?}; use h100, h100-peak or v100"),
         )
-    })?;
+    })
+}
+
+fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::nets::instance;
+    let dtype = parse_dtype(&args.dtype)?;
+    let device = parse_device_model(&args.device_model)?;
     if args.batch == 0 {
         return Err(InputError::new("--batch", "", "must be at least 1").into());
     }
@@ -718,21 +723,8 @@ fn profile(_args: ProfileArgs) -> anyhow::Result<ExitCode> {
 #[cfg(feature = "torch")]
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     use pipeopt::exec::profile::{profile, ProfileOptions};
-    use pipeopt::nets::{DType, DeviceModel};
-    let dtype = DType::parse(&args.dtype).ok_or_else(|| {
-        InputError::new(
-            "--dtype",
-            "",
-            format!("is {:?}; use float32 or float16", args.dtype),
-        )
-    })?;
-    let device_model = DeviceModel::preset(&args.device_model).ok_or_else(|| {
-        InputError::new(
-            "--device-model",
-            "",
-            format!("is {:?}; use h100, h100-peak or v100", args.device_model),
-        )
-    })?;
+    let dtype = parse_dtype(&args.dtype)?;
+    let device_model = parse_device_model(&args.device_model)?;
     if args.batch == 0 || args.reps == 0 {
         return Err(InputError::new("--batch/--reps", "", "must be at least 1").into());
     }
@@ -819,13 +811,7 @@ fn execute(_args: ExecuteArgs) -> anyhow::Result<ExitCode> {
 fn execute(args: ExecuteArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::load(&args.plan)?;
     let device = pipeopt::exec::parse_device(&args.device)?;
-    let dtype = pipeopt::nets::DType::parse(&args.dtype).ok_or_else(|| {
-        InputError::new(
-            "--dtype",
-            "",
-            format!("is {:?}; use float32 or float16", args.dtype),
-        )
-    })?;
+    let dtype = parse_dtype(&args.dtype)?;
     let spec = pipeopt::exec::NetworkSpec {
         name: args.network.clone(),
         image: args.image,
