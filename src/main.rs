@@ -709,15 +709,21 @@ fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the libtorch commands do in a build without the `torch` feature.
 #[cfg(not(feature = "torch"))]
-fn profile(_args: ProfileArgs) -> anyhow::Result<ExitCode> {
+fn without_torch(command: &str) -> anyhow::Result<ExitCode> {
     Err(InputError::new(
-        "profile",
+        command,
         "",
         "this pipeopt was built without libtorch; rebuild with `--features torch` \
          (run `source .ci/setup-torch.sh` first, see README)",
     )
     .into())
+}
+
+#[cfg(not(feature = "torch"))]
+fn profile(_args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    without_torch("profile")
 }
 
 #[cfg(feature = "torch")]
@@ -798,13 +804,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(not(feature = "torch"))]
 fn execute(_args: ExecuteArgs) -> anyhow::Result<ExitCode> {
-    Err(InputError::new(
-        "execute",
-        "",
-        "this pipeopt was built without libtorch; rebuild with `--features torch` \
-         (run `source .ci/setup-torch.sh` first, see README)",
-    )
-    .into())
+    without_torch("execute")
 }
 
 #[cfg(feature = "torch")]

@@ -15,7 +15,6 @@ use crate::units::Bytes;
 extern "C" {
     fn pipeopt_device_stats(device: i32, out: *mut i64) -> i32;
     fn pipeopt_reset_peak(device: i32) -> i32;
-    fn pipeopt_empty_cache() -> i32;
     fn pipeopt_torch_version() -> *const std::os::raw::c_char;
     fn pipeopt_grad(
         y: *const c_void,
@@ -121,16 +120,6 @@ pub fn reset_peak(device: Device) {
         // SAFETY: no pointers; the shim catches every C++ exception.
         unsafe {
             pipeopt_reset_peak(i as i32);
-        }
-    }
-}
-
-/// Returns cached, unused blocks to the device. No-op on the CPU.
-pub fn empty_cache(device: Device) {
-    if device.is_cuda() {
-        // SAFETY: no arguments; the shim catches every C++ exception.
-        unsafe {
-            pipeopt_empty_cache();
         }
     }
 }

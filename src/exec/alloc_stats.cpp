@@ -26,15 +26,6 @@ int pipeopt_device_stats(int device, int64_t* out) {
   }
 }
 
-int pipeopt_empty_cache() {
-  try {
-    at::accelerator::emptyCache();
-    return 0;
-  } catch (...) {
-    return 1;
-  }
-}
-
 int pipeopt_reset_peak(int device) {
   try {
     at::accelerator::resetPeakStats(static_cast<c10::DeviceIndex>(device));

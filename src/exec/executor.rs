@@ -33,8 +33,8 @@ use std::time::Instant;
 use tch::{Device, Tensor};
 
 use super::{
-    alloc, default_window, replayed_period, tensor_bytes, Batch, ExecError, ExecOptions,
-    ExecReport, Fault, GradientCheck, Network, OpTiming, ProcessorMemory,
+    alloc, default_window, median, replayed_period, sync, tensor_bytes, Batch, ExecError,
+    ExecOptions, ExecReport, Fault, GradientCheck, Network, OpTiming, ProcessorMemory,
 };
 use crate::judge::memory_peaks;
 use crate::model::{BatchGraph, OpKind, Plan, Resource};
@@ -68,25 +68,6 @@ impl StageState {
     fn weight_bytes(&self) -> Bytes {
         let p = |ps: &Params| -> Bytes { ps.iter().flatten().map(tensor_bytes).sum() };
         self.versions.values().map(p).sum::<Bytes>() + p(&self.acc)
-    }
-}
-
-fn sync(device: Device) {
-    if let Device::Cuda(i) = device {
-        tch::Cuda::synchronize(i as i64);
-    }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
     }
 }
 
@@ -580,33 +561,28 @@ fn calibrate_stash(
     Tensor::f_run_backward(&[&loss], &all, false, false)?;
     drop(loss);
     let n = allocation.stages.len();
+    let forward = |layers: std::ops::RangeInclusive<usize>, x: &Tensor| {
+        layers.fold(x.shallow_clone(), |y, l| {
+            (network.layers[l - 1].forward)(&params[l - 1], &y)
+        })
+    };
     let mut out = Vec::with_capacity(n);
     let mut x = batch.input.shallow_clone();
     for (s, st) in allocation.stages.iter().enumerate() {
-        let layers = st.first - 1..st.last;
-        let x2 = if s == 0 {
-            x.copy()
-        } else {
-            x.copy().detach().set_requires_grad(true)
-        };
-        let kept = super::profile::kept_by_autograd(device, x2, |x2| {
-            let mut y = x2.shallow_clone();
-            for l in layers.clone() {
-                y = (network.layers[l].forward)(&params[l], &y);
-            }
-            if s + 1 == n {
-                y = (network.loss)(&y, &batch.target);
-            }
-            y
-        });
+        let kept = super::profile::kept_by_autograd(
+            device,
+            super::profile::leaf_input(&x.copy(), s == 0),
+            |x2| {
+                let y = forward(st.first..=st.last, x2);
+                if s + 1 == n {
+                    (network.loss)(&y, &batch.target)
+                } else {
+                    y
+                }
+            },
+        );
         out.push(kept.unwrap_or(0.0));
-        x = tch::no_grad(|| {
-            let mut y = x.shallow_clone();
-            for l in layers {
-                y = (network.layers[l].forward)(&params[l], &y);
-            }
-            y
-        });
+        x = tch::no_grad(|| forward(st.first..=st.last, &x));
     }
     Ok(Some(out))
 }

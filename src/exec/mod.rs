@@ -95,6 +95,27 @@ impl Network {
     }
 }
 
+/// Waits for `device` to finish its queued work (a no-op on the CPU).
+pub(crate) fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Median of timings (sorts them); NaN when there are none.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
 /// Bytes of a tensor's elements.
 pub fn tensor_bytes(t: &Tensor) -> Bytes {
     (t.numel() * t.kind().elt_size_in_bytes()) as Bytes

@@ -31,7 +31,7 @@ use serde_json::{json, Map};
 use tch::{Device, Tensor};
 
 use super::torchnet::{self, BuildOptions};
-use super::{alloc, tensor_bytes, ExecError};
+use super::{alloc, median, sync, tensor_bytes, ExecError};
 use crate::model::{Instance, Layer};
 use crate::nets::{self, analytic, DType, DeviceModel};
 use crate::units::{Bytes, Seconds};
@@ -130,22 +130,20 @@ pub struct ProfileReport {
     pub weights_equal: bool,
 }
 
-fn sync(device: Device) {
-    if let Device::Cuda(i) = device {
-        tch::Cuda::synchronize(i as i64);
-    }
-}
-
 /// Median, smallest and largest of timings.
 fn summarize(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let med = if n % 2 == 1 {
-        v[n / 2]
+    let med = median(&mut v);
+    (med, v[0], v[v.len() - 1])
+}
+
+/// A fresh autograd leaf for layer (or stage) input `x`: it needs a gradient unless it is
+/// the network's input (`first`) or not floating point (token ids).
+pub(crate) fn leaf_input(x: &Tensor, first: bool) -> Tensor {
+    if !first && x.is_floating_point() {
+        x.detach().set_requires_grad(true)
     } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    };
-    (med, v[0], v[n - 1])
+        x.shallow_clone()
+    }
 }
 
 /// Times `f` `warmup + reps` times between synchronizations; `setup` runs untimed before
@@ -242,19 +240,14 @@ pub fn profile(
         .collect();
     let (warmup, reps) = (options.warmup, options.reps);
 
-    let mut measures = Vec::with_capacity(net.layers.len());
+    let mut measures: Vec<LayerMeasure> = Vec::with_capacity(net.layers.len());
     let mut x = data.input.shallow_clone();
+    // The previous layer's input, for what it shares with this layer.
+    let mut prev: Option<Tensor> = None;
     for (l, layer) in net.layers.iter().enumerate() {
         let ps = &params[l];
-        let grad_input = l > 0 && x.is_floating_point();
-        let leaf = |x: &Tensor| {
-            if grad_input {
-                x.detach().set_requires_grad(true)
-            } else {
-                x.shallow_clone()
-            }
-        };
-        let xin = leaf(&x);
+        let xin = leaf_input(&x, l == 0);
+        let grad_input = xin.requires_grad();
         let (fwd, fmin, fmax) = time(device, warmup, reps, || (), |()| (layer.forward)(ps, &xin));
         let y = tch::no_grad(|| (layer.forward)(ps, &xin));
         let out = tensor_bytes(&y);
@@ -278,8 +271,9 @@ pub fn profile(
         if let Some(e) = failed {
             return Err(ExecError::Network(format!("layer {}: {e}", layer.name)));
         }
-        let stash_measured =
-            kept_by_autograd(device, leaf(&x.copy()), |x2| (layer.forward)(ps, x2));
+        let stash_measured = kept_by_autograd(device, leaf_input(&x.copy(), l == 0), |x2| {
+            (layer.forward)(ps, x2)
+        });
         let a = analytic.layer(l + 1);
         measures.push(LayerMeasure {
             name: layer.name.clone(),
@@ -299,38 +293,22 @@ pub fn profile(
             analytic_weights: a.weights,
         });
         drop(inputs);
-        x = y;
-    }
-    drop(x);
-
-    // What consecutive layers share: kept(l) + kept(l+1) - kept(l and l+1 run together).
-    let mut overlaps: Vec<Option<Bytes>> = vec![None; net.layers.len()];
-    if alloc::requested(device).is_some() {
-        let mut x = data.input.shallow_clone();
-        for l in 0..net.layers.len().saturating_sub(1) {
-            let (a, b) = (&net.layers[l], &net.layers[l + 1]);
-            let x2 = if l > 0 && x.is_floating_point() {
-                x.copy().detach().set_requires_grad(true)
-            } else {
-                x.copy()
-            };
-            let joint = kept_by_autograd(device, x2, |x2| {
-                let y = (a.forward)(&params[l], x2);
-                (b.forward)(&params[l + 1], &y)
+        // What layers l-1 and l share: kept(l-1) + kept(l) - kept(both run together).
+        if let (Some(p), Some(kb)) = (&prev, stash_measured) {
+            let a = &net.layers[l - 1];
+            let joint = kept_by_autograd(device, leaf_input(&p.copy(), l == 1), |x2| {
+                (layer.forward)(ps, &(a.forward)(&params[l - 1], x2))
             });
-            if let (Some(joint), Some(ka), Some(kb)) = (
-                joint,
-                measures[l].stash_measured,
-                measures[l + 1].stash_measured,
-            ) {
-                overlaps[l] = Some((ka + kb - joint).clamp(0.0, ka.min(kb)));
+            let before = &mut measures[l - 1];
+            if let (Some(joint), Some(ka)) = (joint, before.stash_measured) {
+                before.overlap_measured = Some((ka + kb - joint).clamp(0.0, ka.min(kb)));
             }
-            x = tch::no_grad(|| (a.forward)(&params[l], &x));
         }
+        let input = std::mem::replace(&mut x, y);
+        // Without allocator statistics there is nothing to measure: keep no extra activation.
+        prev = stash_measured.is_some().then_some(input);
     }
-    for (m, o) in measures.iter_mut().zip(overlaps) {
-        m.overlap_measured = o;
-    }
+    drop((x, prev));
 
     // The whole network.
     let all: Vec<&Tensor> = params.iter().flatten().collect();

@@ -183,7 +183,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"))
     {
-        let png = crate::sweep::sync_figures::svg_to_png(&svg).map_err(|e| {
+        let png = super::svg_to_png(&svg).map_err(|e| {
             InputError::new(
                 path.display().to_string(),
                 "",

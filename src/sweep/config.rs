@@ -89,6 +89,36 @@ pub struct Experiment {
     pub config_hash: String,
 }
 
+/// Deserializes an experiment file's TOML; errors name the file (`src`) and the key.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    src: &str,
+) -> Result<T, InputError> {
+    let de =
+        toml::Deserializer::parse(text).map_err(|e| InputError::new(src, "", e.to_string()))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        InputError::new(
+            src,
+            if field == "." { String::new() } else { field },
+            inner.message().trim().to_string(),
+        )
+    })
+}
+
+/// An experiment's `name` becomes a file name: non-empty, no slashes.
+pub(crate) fn check_name(name: &str, src: &str) -> Result<(), InputError> {
+    if name.is_empty() || name.contains(['/', '\\']) {
+        return Err(InputError::new(
+            src,
+            "name",
+            "must be a non-empty file name (no slashes)",
+        ));
+    }
+    Ok(())
+}
+
 impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(path: &Path) -> Result<Experiment, InputError> {
@@ -99,24 +129,9 @@ impl Experiment {
     /// Parses an experiment's text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Experiment, InputError> {
         let src = path.display().to_string();
-        let de = toml::Deserializer::parse(text)
-            .map_err(|e| InputError::new(&src, "", e.to_string()))?;
-        let raw: RawExperiment = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            InputError::new(
-                &src,
-                if field == "." { String::new() } else { field },
-                inner.message().trim().to_string(),
-            )
-        })?;
+        let raw: RawExperiment = parse_toml(text, &src)?;
+        check_name(&raw.name, &src)?;
         let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
-        if raw.name.is_empty() || raw.name.contains(['/', '\\']) {
-            return Err(bad(
-                "name",
-                "must be a non-empty file name (no slashes)".into(),
-            ));
-        }
         let nonempty = |field: &str, n: usize| {
             if n == 0 {
                 Err(bad(field, "the list is empty".into()))

@@ -153,24 +153,9 @@ impl SyncExperiment {
 
     pub fn parse(text: &str, path: &Path) -> Result<SyncExperiment, InputError> {
         let src = path.display().to_string();
-        let de = toml::Deserializer::parse(text)
-            .map_err(|e| InputError::new(&src, "", e.to_string()))?;
-        let raw: RawExperiment = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            InputError::new(
-                &src,
-                if field == "." { String::new() } else { field },
-                inner.message().trim().to_string(),
-            )
-        })?;
+        let raw: RawExperiment = super::config::parse_toml(text, &src)?;
+        super::config::check_name(&raw.name, &src)?;
         let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
-        if raw.name.is_empty() || raw.name.contains(['/', '\\']) {
-            return Err(bad(
-                "name",
-                "must be a non-empty file name (no slashes)".into(),
-            ));
-        }
         for (field, n) in [
             ("memory", raw.memory.len()),
             ("micro_batch_sizes", raw.micro_batch_sizes.len()),

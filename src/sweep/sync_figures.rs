@@ -16,24 +16,12 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
+use super::figures::colour;
 use super::sync::{BestRow, SyncExperiment, SyncRow};
 use crate::error::InputError;
+use crate::plot::svg_to_png;
 
 const GIB: f64 = 1073741824.0;
-
-fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(200, 30, 30),
-        RGBColor(30, 90, 200),
-        RGBColor(30, 150, 60),
-        RGBColor(150, 60, 170),
-        RGBColor(230, 130, 20),
-        RGBColor(20, 160, 170),
-        RGBColor(120, 120, 120),
-        RGBColor(170, 120, 40),
-    ];
-    C[i % C.len()]
-}
 
 /// A line of a panel: label, colour index, dashed, points.
 pub struct Line {
@@ -177,50 +165,6 @@ fn draw_legend<DB: DrawingBackend>(
         ))?;
     }
     Ok(())
-}
-
-/// The system's fonts, loaded once, with "sans-serif" mapped to a family that exists.
-fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
-    static DB: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
-        std::sync::OnceLock::new();
-    DB.get_or_init(|| {
-        let mut db = resvg::usvg::fontdb::Database::new();
-        db.load_system_fonts();
-        let families: Vec<String> = db
-            .faces()
-            .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
-            .collect();
-        let pick = ["DejaVu Sans", "Liberation Sans", "Arial", "Noto Sans"]
-            .iter()
-            .find(|want| families.iter().any(|f| f == *want))
-            .map(|s| s.to_string())
-            .or_else(|| families.first().cloned());
-        if let Some(family) = pick {
-            db.set_sans_serif_family(family);
-        }
-        std::sync::Arc::new(db)
-    })
-    .clone()
-}
-
-/// Rasterises an SVG document to PNG at twice its nominal size.
-pub(crate) fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
-    use resvg::{tiny_skia, usvg};
-    let options = usvg::Options {
-        fontdb: fonts(),
-        ..Default::default()
-    };
-    let tree = usvg::Tree::from_str(svg, &options).map_err(|e| e.to_string())?;
-    let size = tree.size().to_int_size();
-    let mut pixmap =
-        tiny_skia::Pixmap::new(size.width() * 2, size.height() * 2).ok_or("empty picture")?;
-    pixmap.fill(tiny_skia::Color::WHITE);
-    resvg::render(
-        &tree,
-        tiny_skia::Transform::from_scale(2.0, 2.0),
-        &mut pixmap.as_mut(),
-    );
-    pixmap.encode_png().map_err(|e| e.to_string())
 }
 
 /// K = D/2 rounded down to an even number (at least 2).

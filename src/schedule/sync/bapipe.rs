@@ -27,25 +27,9 @@
 
 use serde::Serialize;
 
+use super::dapple::one_f_one_b;
 use super::sim::{simulate, SimError, StageCosts};
 use super::{b, f, Schedule, ScheduleKind};
-
-fn one_f_one_b(d: usize, n: usize, warm_up: impl Fn(usize) -> usize) -> Schedule {
-    (0..d)
-        .map(|s| {
-            let warm = warm_up(s).min(n);
-            let mut out = Vec::with_capacity(2 * n);
-            out.extend((0..warm).map(|i| f(s, i)));
-            for i in 0..n {
-                out.push(b(s, i));
-                if warm + i < n {
-                    out.push(f(s, warm + i));
-                }
-            }
-            out
-        })
-        .collect()
-}
 
 /// 1F1B-SNO: warm-up D - s on worker s (DAPPLE's order).
 pub fn one_f_one_b_sno(d: usize, n: usize) -> Schedule {

@@ -5,9 +5,15 @@ use super::{b, f, Schedule};
 
 /// DAPPLE's streams for `d` stages and `n` micro-batches.
 pub fn dapple(d: usize, n: usize) -> Schedule {
+    one_f_one_b(d, n, |s| d - s)
+}
+
+/// 1F1B with a flush, worker `s` warming up with `min(warm_up(s), n)` forwards (DAPPLE:
+/// `d - s`; BaPipe's variants choose other warm-ups).
+pub(crate) fn one_f_one_b(d: usize, n: usize, warm_up: impl Fn(usize) -> usize) -> Schedule {
     (0..d)
         .map(|s| {
-            let warm = (d - s).min(n);
+            let warm = warm_up(s).min(n);
             let mut out = Vec::with_capacity(2 * n);
             out.extend((0..warm).map(|i| f(s, i)));
             for i in 0..n {
