@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source .ci/setup.sh
 cargo build --release --quiet --bin pipeopt
-exec target/release/pipeopt "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/pipeopt" "$@"
