@@ -208,9 +208,9 @@ fn all_partitions(l: usize, p: usize) -> Vec<Vec<usize>> {
 fn contiguous_optimum_equals_brute_force() {
     use pipeopt::milp::contiguous_optimum;
     let mut feasible = 0;
-    for seed in 20..26u64 {
+    for seed in 20..40u64 {
         let inst = chain(seed, 7);
-        for &(procs, memory) in &[(3usize, 70.0), (4, 90.0), (3, 400.0)] {
+        for &(procs, memory) in &[(3usize, 70.0), (4, 90.0), (3, 400.0), (5, 60.0)] {
             let platform = Platform::new(procs, memory, 6.0);
             let brute = all_partitions(7, procs)
                 .into_iter()
@@ -238,15 +238,17 @@ fn contiguous_optimum_equals_brute_force() {
 }
 
 #[test]
-fn contiguous_optimum_stops_at_a_zero_time_limit() {
+fn contiguous_optimum_is_exact_without_time() {
+    // The dynamic program needs no time limit: a zero one still gives the optimum, proven.
     use pipeopt::milp::contiguous_optimum;
     let inst = chain(7, 8);
     let platform = Platform::new(4, 1e6, 6.0);
     let r = contiguous_optimum(&inst, &platform, Some(std::time::Duration::ZERO)).unwrap();
-    assert!(!r.complete);
     let full = contiguous_optimum(&inst, &platform, None).unwrap();
+    assert!(r.complete);
     let (_, best) = full.best.unwrap();
-    assert!(r.lower_bound > 0.0 && r.lower_bound <= best.period);
+    assert_eq!(r.best.unwrap().1.period, best.period);
+    assert_eq!(r.lower_bound, best.period);
 }
 
 #[test]

@@ -5,17 +5,33 @@
 //! By Proposition 1 of madpipe.txt (section 4.1), 1F1B* is memory-optimal for a contiguous
 //! allocation at a given period, so the best pattern of a contiguous partition is 1F1B* at
 //! its smallest period fitting memory (our fixed-allocation MILP confirms it on small chains: see
-//! tests/milp.rs). The optimum is therefore found exactly by a depth-first branch and bound
-//! over the partitions into at most `P` stages: a partial partition is pruned when the
-//! largest load of its elements (a stage's `U`, a cut's `2 a / beta`, both lower bounds on
-//! 1F1B*'s period), or the average load `U(rest) / (processors left)` of the rest of the
-//! chain, already reaches the incumbent, or when one of its stages cannot hold even its
-//! weights, buffers and one live batch. No MILP is needed; the search is exact and its
-//! bound is the incumbent itself when it completes.
+//! tests/milp.rs). No MILP is needed; two exact searches find the optimum:
 //!
-//! Departure from the brief: this is an enumeration, not a MILP; with a time limit it stops
-//! with the incumbent and the bound `max(U(1,L)/P, max_l U(l,l), ...)` (see
-//! [`ContiguousOutcome::lower_bound`]).
+//! 1. **A dynamic program over the period** ([`dp_feasible`]). At a fixed period `T`, 1F1B*
+//!    groups the chain of elements (stages and links) greedily from its end, and a stage of
+//!    group `g` holds `g` live batches (MadPipe's `M(k, l, g)`). Building partitions from the
+//!    last layer backwards, the greedy state after a suffix is the pair (group, load of the
+//!    current group), and a lexicographically smaller state gives every element further
+//!    left a group no larger (the proof is two cases of next-fit; see [`State`]). So the
+//!    smallest state per (first layer of the suffix, stages used) decides feasibility
+//!    exactly in `O(L^2 P)`. Feasibility is monotone in `T` (next-fit with a larger
+//!    capacity never uses a later group), so bisection down to adjacent floating-point
+//!    numbers finds the smallest feasible period, which is then exactly the 1F1B* period
+//!    of the partition found (`min_period_fitting`). Milliseconds on every committed
+//!    instance, where the branch and bound below needed over 10 s for DenseNet-121 and
+//!    ResNet-101 at 6-8 processors.
+//! 2. **A depth-first branch and bound** over the partitions into at most `P` stages, the
+//!    fallback when the judge (the reference) rejects the program's plan at its predicted
+//!    period: a partial partition is pruned when the largest load of its elements (a
+//!    stage's `U`, a cut's `2 a / beta`, both lower bounds on 1F1B*'s period), or the
+//!    average load `U(rest) / (processors left)` of the rest of the chain, already reaches
+//!    the incumbent, or when one of its stages cannot hold even its weights, buffers and
+//!    one live batch. It starts from the program's optimum as its lower bound.
+//!
+//! Departure from the brief: this is a dynamic program and an enumeration, not a MILP; the
+//! bound is the optimum itself when the search completes, else (time limit in the fallback)
+//! the program's period, which no contiguous plan can beat under the memory formula the
+//! judge never undercuts (see [`ContiguousOutcome::lower_bound`]).
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +69,32 @@ pub fn contiguous_optimum(
     let sums = instance.sums();
     let l = instance.len();
     let p = platform.processors;
+    let u_max = (1..=l).map(|i| sums.u(i, i)).fold(0.0, f64::max);
+    let simple_bound = (sums.u(1, l) / p as f64).max(u_max);
+
+    // 1. The dynamic program's optimum under MadPipe's memory formula.
+    let Some((dp_period, lasts)) = dp_optimum(instance, platform) else {
+        return Ok(ContiguousOutcome {
+            best: None,
+            lower_bound: simple_bound,
+            complete: true,
+            leaves: 0,
+        });
+    };
+    let allocation = Allocation::from_boundaries(&lasts);
+    if let Ok(r) = min_period_fitting(instance, platform, &allocation) {
+        if r.pattern.period <= dp_period && judge(instance, platform, &allocation, &r.pattern).valid
+        {
+            return Ok(ContiguousOutcome {
+                lower_bound: r.pattern.period,
+                best: Some((allocation, r.pattern)),
+                complete: true,
+                leaves: 1,
+            });
+        }
+    }
+
+    // 2. The judge rejected it: the branch and bound, above the program's bound.
     let mut search = Search {
         instance,
         platform,
@@ -65,23 +107,148 @@ pub fn contiguous_optimum(
         lasts: Vec::with_capacity(p),
     };
     search.dfs(1, 0.0);
-    let u_max = (1..=l).map(|i| sums.u(i, i)).fold(0.0, f64::max);
-    let simple_bound = (sums.u(1, l) / p as f64).max(u_max);
+    let floor = simple_bound.max(dp_period);
     let lower_bound = if search.stopped {
-        simple_bound.min(search.best_period)
+        floor.min(search.best_period)
     } else {
-        search.best_period.max(simple_bound)
+        search.best_period.max(floor)
     };
     Ok(ContiguousOutcome {
         best: search.best,
         lower_bound: if lower_bound.is_finite() {
             lower_bound
         } else {
-            simple_bound
+            floor
         },
         complete: !search.stopped,
         leaves: search.leaves,
     })
+}
+
+/// The greedy grouping state of 1F1B* after a suffix of the chain (module docs, item 1):
+/// the group of the leftmost element placed (1 = the group of the last element) and the
+/// load already in that group. Smaller is better, lexicographically: adding an element of
+/// load `x` to `(g, a)` and to `(g', a')` with `(g, a) <= (g', a')` keeps the order (if
+/// `g < g'`, the first moves at most to `(g + 1, x) <= (g', a' + x)`; if `g = g'` and
+/// `a <= a'`, it stays whenever the second stays, with `a + x <= a' + x`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct State {
+    group: usize,
+    load: f64,
+}
+
+impl State {
+    fn better_than(&self, other: &State) -> bool {
+        (self.group, self.load) < (other.group, other.load)
+    }
+
+    /// Next-fit with capacity `t`, as [`groups`](crate::schedule::one_f_one_b_star::groups)
+    /// (same additions in the same order, so candidate periods reproduce exactly).
+    fn add(self, load: f64, t: f64) -> Option<State> {
+        if load > t {
+            None
+        } else if self.load + load <= t {
+            Some(State {
+                group: self.group,
+                load: self.load + load,
+            })
+        } else {
+            Some(State {
+                group: self.group + 1,
+                load,
+            })
+        }
+    }
+}
+
+/// Whether some partition into at most `P` stages has a 1F1B* pattern of period `t` that
+/// fits memory by MadPipe's formula; if so, the last layer of each stage of one of them.
+pub fn dp_feasible(instance: &Instance, platform: &Platform, t: Seconds) -> Option<Vec<usize>> {
+    let sums = instance.sums();
+    let l = instance.len();
+    let p_n = platform.processors;
+    let limit = platform.memory * (1.0 + 1e-12);
+    // best[i][k]: smallest state after stages covering layers i..=L with k stages;
+    // next[i][k]: the first layer after the stage starting at i.
+    let mut best: Vec<Vec<Option<State>>> = vec![vec![None; p_n + 1]; l + 2];
+    let mut next = vec![vec![0usize; p_n + 1]; l + 2];
+    best[l + 1][0] = Some(State {
+        group: 1,
+        load: 0.0,
+    });
+    for i in (2..=l + 1).rev() {
+        for k in 0..p_n {
+            let Some(state) = best[i][k] else { continue };
+            // The link after the stage ending at i - 1 (none after the last stage).
+            let state = if i <= l {
+                match state.add(2.0 * sums.a(i - 1) / platform.bandwidth, t) {
+                    Some(s) => s,
+                    None => continue,
+                }
+            } else {
+                state
+            };
+            // Stages j..=i-1 (a state with P stages not reaching layer 1 is never extended).
+            let last = i - 1;
+            for j in (1..i).rev() {
+                let Some(s) = state.add(sums.u_f(j, last) + sums.u_b(j, last), t) else {
+                    // Longer stages only get heavier.
+                    break;
+                };
+                let mut need = 3.0 * sums.weights(j, last) + s.group as f64 * sums.stash(j, last);
+                if j > 1 {
+                    need += 2.0 * sums.a(j - 1);
+                }
+                if last < l {
+                    need += 2.0 * sums.a(last);
+                }
+                if need > limit {
+                    continue;
+                }
+                if best[j][k + 1].is_none_or(|b| s.better_than(&b)) {
+                    best[j][k + 1] = Some(s);
+                    next[j][k + 1] = i;
+                }
+            }
+        }
+    }
+    let k = (1..=p_n).find(|&k| best[1][k].is_some())?;
+    let mut lasts = Vec::with_capacity(k);
+    let (mut i, mut k) = (1, k);
+    while i <= l {
+        let after = next[i][k];
+        lasts.push(after - 1);
+        i = after;
+        k -= 1;
+    }
+    Some(lasts)
+}
+
+/// The smallest period at which [`dp_feasible`] holds, with its partition: bisection down
+/// to adjacent floating-point numbers from the sequential period (every layer and link
+/// back to back: everything is in group 1, the least memory). `None` when even that
+/// period does not fit.
+pub fn dp_optimum(instance: &Instance, platform: &Platform) -> Option<(Seconds, Vec<usize>)> {
+    let sums = instance.sums();
+    let l = instance.len();
+    let links: f64 = (1..l).map(|c| 2.0 * sums.a(c) / platform.bandwidth).sum();
+    let mut hi = (sums.u(1, l) + links) * (1.0 + 1e-9);
+    let mut found = dp_feasible(instance, platform, hi)?;
+    let mut lo = 0.0;
+    for _ in 0..2000 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        match dp_feasible(instance, platform, mid) {
+            Some(lasts) => {
+                hi = mid;
+                found = lasts;
+            }
+            None => lo = mid,
+        }
+    }
+    Some((hi, found))
 }
 
 struct Search<'a> {
