@@ -254,6 +254,10 @@ pub struct Options {
     /// serialized options when false, so the job keys of earlier sweeps stay valid.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub remap_stages: bool,
+    /// For `ilp`: how it searches the allocations (`--ilp-search`; `auto` by default, left
+    /// out of the serialized options then, so the job keys of earlier sweeps stay valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ilp_search: Option<crate::milp::general::IlpSearch>,
 }
 
 impl Options {
@@ -394,6 +398,13 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             format!("remapping stages is an option of `madpipe`; algorithm {name} does not use it"),
         ));
     }
+    if options.ilp_search.is_some() && canonical(name)? != "ilp" {
+        return Err(crate::InputError::new(
+            "--ilp-search",
+            "",
+            format!("the search is an option of the general MILP `ilp`; algorithm {name} does not use it"),
+        ));
+    }
     if options.coarsen == Some(0) {
         return Err(crate::InputError::new(
             "--coarsen",
@@ -442,6 +453,7 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
         }
         "ilp" => Ok(Box::new(crate::milp::GeneralMilpPlanner {
             coarsen: options.coarsen,
+            search: options.ilp_search.unwrap_or_default(),
             options: options.milp()?,
         })),
         other => unreachable!("algorithm {other} is listed but not built"),

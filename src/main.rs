@@ -395,6 +395,13 @@ struct PlanArgs {
     /// processors (the general MILP over those stages, from the fixed allocation's pattern).
     #[arg(long)]
     remap_stages: bool,
+    /// For the general MILP `ilp`: how it searches. `enumerate` lists every allocation of the
+    /// groups with a lower bound on its period (loads, memory windows) and runs the
+    /// scheduling MILP on them in increasing order of bound until the bound reaches the best
+    /// period found; `monolithic` solves one MILP that places and schedules together (period
+    /// by bisection); `auto` (default) enumerates up to 200000 allocations (8 groups always).
+    #[arg(long, value_enum)]
+    ilp_search: Option<pipeopt::milp::general::IlpSearch>,
     /// Write the plan file here (atomically).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
@@ -920,6 +927,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads,
         coarsen: args.coarsen,
         remap_stages: args.remap_stages,
+        ilp_search: args.ilp_search,
         ..Options::default()
     };
     let planner = algorithm::planner(&args.algorithm, &options)?;

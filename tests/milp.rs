@@ -331,3 +331,80 @@ fn schedule_plan_replaces_the_pattern() {
     assert_eq!(Some(j.period), out.period);
     assert_eq!(new.lower_bound, Some(out.lower_bound));
 }
+
+/// The allocation bound (loads and memory windows, `model::bounds`) never exceeds the
+/// period of a pattern of the scheduling MILP, nor 1F1B*'s, on allocations with one or several
+/// stages per processor and memories from tight to loose; and it is infinite exactly when
+/// the MILP finds nothing (it drops only allocations that cannot hold one batch).
+#[test]
+fn allocation_bound_is_below_every_optimum() {
+    use pipeopt::milp::general::for_each_allocation;
+    use pipeopt::model::bounds::allocation_lower_bound;
+    use pipeopt::model::BatchGraph;
+    let mut compared = 0;
+    let mut tight = 0;
+    for seed in 30..32u64 {
+        let inst = chain(seed, 4);
+        let stash = inst.sums().stash(1, inst.len());
+        let mut allocations = Vec::new();
+        for_each_allocation(4, 3, |a| {
+            allocations.push(Allocation::new(
+                a.iter()
+                    .enumerate()
+                    .map(|(g, &p)| Stage {
+                        first: g + 1,
+                        last: g + 1,
+                        processor: p,
+                    })
+                    .collect(),
+            ))
+        });
+        assert_eq!(allocations.len(), 14); // S(4,1) + S(4,2) + S(4,3) = 1 + 7 + 6
+        for alloc in allocations.iter().step_by(2) {
+            for share in [0.6, 1.2, 3.0] {
+                let probe = Platform::new(3, 1.0, 4.0);
+                let base = static_memory(&inst, &probe, alloc)
+                    .iter()
+                    .copied()
+                    .fold(0.0, f64::max);
+                let platform = Platform::new(3, base + share * stash, 4.0);
+                let graph = BatchGraph::new(&inst, &platform, alloc);
+                let bound = allocation_lower_bound(&graph, platform.memory);
+                // Any valid pattern's period bounds it from above: a node limit and a
+                // coarse period precision keep the test short; proven optima count for
+                // tightness.
+                let opts = MilpOptions {
+                    period_precision: 1e-2,
+                    ..quick()
+                };
+                let out = schedule_allocation(&inst, &platform, alloc, &opts).unwrap();
+                match out.period {
+                    None => assert_eq!(out.status, SolveStatus::Infeasible),
+                    Some(t) => {
+                        assert!(
+                            bound <= t * (1.0 + 1e-9),
+                            "seed {seed} {alloc:?}: bound {bound} above the optimum {t}"
+                        );
+                        compared += 1;
+                        if out.status == SolveStatus::Optimal && bound >= t * (1.0 - 1e-2) {
+                            tight += 1;
+                        }
+                    }
+                }
+                if bound.is_infinite() {
+                    assert!(
+                        out.period.is_none(),
+                        "seed {seed}: dropped a fitting allocation"
+                    );
+                }
+                if alloc.is_contiguous() {
+                    if let Some(p) = judged_one_f_one_b_star(&inst, &platform, alloc) {
+                        assert!(bound <= p.period * (1.0 + 1e-9));
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared >= 20, "only {compared} patterns to compare with");
+    eprintln!("allocation bound tight (1%) in {tight} of {compared} cases");
+}

@@ -7,7 +7,7 @@
 
 use pipeopt::algorithm::{planner, run, Options, Problem};
 use pipeopt::judge::judge;
-use pipeopt::milp::general::{coarsen, general_optimum};
+use pipeopt::milp::general::{coarsen, general_optimum, general_optimum_by, IlpSearch};
 use pipeopt::milp::{contiguous_optimum, MilpOptions, SolveStatus};
 use pipeopt::model::bounds::period_lower_bound;
 use pipeopt::model::{Instance, Plan, PlanReport, Platform, Status};
@@ -270,4 +270,40 @@ fn a_time_limit_is_never_an_error() {
         }
     }
     assert!(cases > 0, "no case without a contiguous plan");
+}
+
+/// The two searches (allocations enumerated, one monolithic MILP) solve the same problem:
+/// same optimum within the period precision, same infeasibility, both proven.
+#[test]
+fn enumerated_and_monolithic_searches_agree() {
+    let mut compared = 0;
+    for seed in 0..6u64 {
+        let inst = chain(seed, 4 + seed as usize % 2);
+        let full = one_processor_memory(&inst);
+        for &(processors, share) in &[(2usize, 0.7), (3, 0.5), (3, 1.5)] {
+            let platform = Platform::new(processors, share * full, 6.0);
+            let opts = MilpOptions::default();
+            let e =
+                general_optimum_by(&inst, &platform, None, IlpSearch::Enumerate, &opts).unwrap();
+            let m =
+                general_optimum_by(&inst, &platform, None, IlpSearch::Monolithic, &opts).unwrap();
+            assert_eq!(e.status, m.status, "seed {seed} P {processors} x{share}");
+            match (&e.best, &m.best) {
+                (None, None) => {}
+                (Some((ea, ep)), Some((_, mp))) => {
+                    assert!(
+                        (ep.period - mp.period).abs() <= 2e-4 * mp.period,
+                        "seed {seed} P {processors} x{share}: enumerate {} monolithic {}",
+                        ep.period,
+                        mp.period
+                    );
+                    let j = judge(&inst, &platform, ea, ep);
+                    assert!(j.valid, "{:?}", j.violations);
+                    compared += 1;
+                }
+                _ => panic!("seed {seed}: one search found a plan, the other not"),
+            }
+        }
+    }
+    assert!(compared >= 8, "only {compared} optima compared");
 }

@@ -13,7 +13,9 @@
 //! variable, the products `h T` and the big-M constants would need `T`-dependent
 //! linearisations with much weaker relaxations; we instead scale the model by `1/T` (all
 //! numbers O(1), which also keeps HiGHS's absolute tolerances relative to `T`) and search
-//! `T` by bisection between a lower bound (the largest resource load, then the largest `T`
+//! `T` by bisection between a lower bound (the largest resource load or the memory bound of
+//! the stashes' live windows, `model::bounds::allocation_lower_bound`, which halved the
+//! solve time of MadPipe's second phase on experiments/memory.toml; then the largest `T`
 //! proved infeasible) and an upper bound (a valid pattern: 1F1B* for a contiguous
 //! allocation, otherwise the sequential pattern), to the relative precision
 //! [`MilpOptions::period_precision`] (1e-4 by default). Feasibility is monotone in `T`
@@ -46,6 +48,7 @@ use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
+use crate::model::bounds::allocation_lower_bound;
 use crate::model::{
     Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Plan, Platform, Resource,
 };
@@ -88,6 +91,21 @@ pub fn schedule_allocation(
     allocation: &Allocation,
     options: &MilpOptions,
 ) -> anyhow::Result<MilpOutcome> {
+    schedule_allocation_below(instance, platform, allocation, options, None)
+}
+
+/// [`schedule_allocation`], but only periods below `cutoff` are of interest (the general
+/// MILP's incumbent, when it asks about one allocation among many): the search first asks
+/// for a pattern at `cutoff (1 - precision)`, and when there is none it stops with that
+/// period as its proven bound and the best pattern it has (possibly above the cutoff),
+/// status [`SolveStatus::Optimal`] meaning "optimal, or proven not below the cutoff".
+pub fn schedule_allocation_below(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    options: &MilpOptions,
+    cutoff: Option<Seconds>,
+) -> anyhow::Result<MilpOutcome> {
     let started = Instant::now();
     instance.check()?;
     platform.check()?;
@@ -115,6 +133,12 @@ pub fn schedule_allocation(
         anyhow::bail!("every operation of the allocation has zero duration: no finite optimum");
     }
     out.lower_bound = load_bound;
+    // With memory (windows and averages, `model::bounds`): often much tighter.
+    let bound = allocation_lower_bound(&graph, platform.memory);
+    if bound.is_infinite() {
+        out.seconds = started.elapsed().as_secs_f64();
+        return Ok(out);
+    }
 
     // Static memory above M: nothing fits.
     let statics = static_memory(instance, platform, allocation);
@@ -142,14 +166,31 @@ pub fn schedule_allocation(
         }
     }
 
-    let mut lo = load_bound;
+    let mut lo = load_bound.max(bound).min(best.period);
     let mut status = SolveStatus::Optimal;
     let deadline = options.time_limit.map(|d| started + d);
+    // The period to beat: the best pattern's, or the caller's cutoff when lower.
+    let precision = options.period_precision;
+    let target = |best: &Pattern| cutoff.map_or(best.period, |c| c.min(best.period));
+    let mut probe_cutoff = cutoff.is_some_and(|c| c < best.period);
     let mut first = true;
-    while best.period - lo > options.period_precision * best.period {
-        // Try the lower bound itself first (often tight), then bisect.
-        let t = if first { lo } else { 0.5 * (lo + best.period) };
-        first = false;
+    while target(&best) - lo > precision * target(&best) * (1.0 + 1e-9) {
+        // Below a cutoff, ask first whether the allocation beats it at all (one solve
+        // rules most allocations out); then try the lower bound itself (often tight), then
+        // bisect.
+        let hi = target(&best);
+        let t = if probe_cutoff {
+            hi * (1.0 - precision)
+        } else if first {
+            lo
+        } else {
+            0.5 * (lo + hi)
+        };
+        if probe_cutoff {
+            probe_cutoff = false;
+        } else {
+            first = false;
+        }
         let left = match deadline {
             Some(d) => {
                 let now = Instant::now();
@@ -179,6 +220,10 @@ pub fn schedule_allocation(
         }
     }
     out.lower_bound = lo.min(best.period);
+    if status == SolveStatus::Optimal && best.period > target(&best) {
+        // Proven not below the cutoff: the bound is the cutoff's, not the pattern's.
+        out.lower_bound = lo;
+    }
     out.gap = (best.period - out.lower_bound) / best.period;
     out.period = Some(best.period);
     out.pattern = Some(best);

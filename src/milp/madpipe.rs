@@ -19,7 +19,7 @@
 
 use crate::algorithm::{Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
-use crate::milp::general::optimum_over_groups;
+use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
 use crate::model::{Allocation, Stage};
 use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
@@ -132,6 +132,7 @@ fn remap(
         problem.platform,
         groups,
         incumbent,
+        IlpSearch::Auto,
         &options,
     )?;
     let mut outcome = r.into_outcome(problem.instance.len())?;
