@@ -338,7 +338,7 @@ fn schedule_plan_replaces_the_pattern() {
 /// the MILP finds nothing (it drops only allocations that cannot hold one batch).
 #[test]
 fn allocation_bound_is_below_every_optimum() {
-    use pipeopt::milp::general::for_each_allocation;
+    use pipeopt::milp::general::{for_each_allocation, group_allocation};
     use pipeopt::model::bounds::allocation_lower_bound;
     use pipeopt::model::BatchGraph;
     let mut compared = 0;
@@ -347,18 +347,7 @@ fn allocation_bound_is_below_every_optimum() {
         let inst = chain(seed, 4);
         let stash = inst.sums().stash(1, inst.len());
         let mut allocations = Vec::new();
-        for_each_allocation(4, 3, |a| {
-            allocations.push(Allocation::new(
-                a.iter()
-                    .enumerate()
-                    .map(|(g, &p)| Stage {
-                        first: g + 1,
-                        last: g + 1,
-                        processor: p,
-                    })
-                    .collect(),
-            ))
-        });
+        for_each_allocation(4, 3, |a| allocations.push(group_allocation(a)));
         assert_eq!(allocations.len(), 14); // S(4,1) + S(4,2) + S(4,3) = 1 + 7 + 6
         for alloc in allocations.iter().step_by(2) {
             for share in [0.6, 1.2, 3.0] {

@@ -918,8 +918,9 @@ pub fn for_each_allocation(groups: usize, processors: usize, mut visit: impl FnM
     extend(&mut a, 0, groups, processors, &mut visit);
 }
 
-/// One stage per group, group `g` on processor `assignment[g]`.
-fn group_allocation(assignment: &[usize]) -> Allocation {
+/// One stage per group, group `g` on processor `assignment[g]` (an allocation of
+/// [`for_each_allocation`]).
+pub fn group_allocation(assignment: &[usize]) -> Allocation {
     Allocation::new(
         assignment
             .iter()

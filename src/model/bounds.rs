@@ -104,39 +104,33 @@ pub fn allocation_lower_bound(graph: &BatchGraph, memory: Bytes) -> Seconds {
         // Not a single chain (no such graph is built today): the resource bound only.
         return resource_bound(graph);
     }
-    let span = |from: usize, until: usize| prefix[position[until] + 1] - prefix[position[from]];
+    // Durations along the chain from the start of the operation at position `from` to the
+    // end of the one at position `until`.
+    let span = |from: usize, until: usize| prefix[until + 1] - prefix[from];
     let limit = memory * (1.0 + 1e-12);
     let mut bound = resource_bound(graph);
-    // Per processor: (bytes, position of `from`, position of `until`, from, until).
-    let mut per_processor: Vec<Vec<(Bytes, usize, usize, usize, usize)>> =
-        vec![Vec::new(); graph.processors];
-    for p in 0..graph.processors {
-        let free = limit - graph.static_memory[p];
+    // Per processor, its items with positive bytes, their operations as chain positions.
+    let mut per_processor: Vec<Vec<Window>> = Vec::with_capacity(graph.processors);
+    for (p, &fixed) in graph.static_memory.iter().enumerate() {
+        let free = limit - fixed;
         if free < 0.0 {
             return f64::INFINITY;
         }
-        let items: Vec<_> = graph
+        let items: Vec<Window> = graph
             .held
             .iter()
             .filter(|h| h.processor == p && h.bytes > 0.0)
-            .map(|h| {
-                (
-                    h.bytes,
-                    position[h.from],
-                    position[h.until],
-                    h.from,
-                    h.until,
-                )
+            .map(|h| Window {
+                bytes: h.bytes,
+                from: position[h.from],
+                until: position[h.until],
             })
             .collect();
-        let mut average = 0.0;
-        for &(bytes, _, _, from, until) in &items {
-            average += bytes * span(from, until);
-        }
+        let average: f64 = items.iter().map(|w| w.bytes * span(w.from, w.until)).sum();
         if free > 0.0 {
             bound = bound.max(average / free);
         }
-        per_processor[p] = items;
+        per_processor.push(items);
     }
     // At the start of item i's allocating operation (instant tau, batch b), every item j of
     // the processor whose window holds that operation keeps batch b and the earlier
@@ -144,17 +138,17 @@ pub fn allocation_lower_bound(graph: &BatchGraph, memory: Bytes) -> Seconds {
     // ceil(span(from_i, until_j) / T); every other item j keeps at least floor(D_j / T) at
     // any instant. The memory this needs only decreases with T.
     let fits = |t: Seconds| -> bool {
-        for (p, items) in per_processor.iter().enumerate() {
-            let free = limit - graph.static_memory[p];
-            for &(_, pi, _, from_i, _) in items {
+        for (items, &fixed) in per_processor.iter().zip(&graph.static_memory) {
+            let free = limit - fixed;
+            for i in items {
                 let mut need = 0.0;
-                for &(bytes, pj, uj, from_j, until_j) in items {
-                    let copies = if pj <= pi && pi <= uj {
-                        (span(from_i, until_j) / t).ceil()
+                for j in items {
+                    let copies = if j.from <= i.from && i.from <= j.until {
+                        (span(i.from, j.until) / t).ceil()
                     } else {
-                        (span(from_j, until_j) / t).floor()
+                        (span(j.from, j.until) / t).floor()
                     };
-                    need += bytes * copies;
+                    need += j.bytes * copies;
                 }
                 if need > free {
                     return false;
@@ -188,6 +182,14 @@ pub fn allocation_lower_bound(graph: &BatchGraph, memory: Bytes) -> Seconds {
         }
     }
     lo
+}
+
+/// An item of memory held per batch, its allocating and freeing operations as positions
+/// along the batch's chain.
+struct Window {
+    bytes: Bytes,
+    from: usize,
+    until: usize,
 }
 
 /// The largest total duration of one resource's operations.
