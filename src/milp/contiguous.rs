@@ -191,18 +191,11 @@ pub fn dp_feasible(instance: &Instance, platform: &Platform, t: Seconds) -> Opti
             // Stages j..=i-1 (a state with P stages not reaching layer 1 is never extended).
             let last = i - 1;
             for j in (1..i).rev() {
-                let Some(s) = state.add(sums.u_f(j, last) + sums.u_b(j, last), t) else {
+                let Some(s) = state.add(sums.u(j, last), t) else {
                     // Longer stages only get heavier.
                     break;
                 };
-                let mut need = 3.0 * sums.weights(j, last) + s.group as f64 * sums.stash(j, last);
-                if j > 1 {
-                    need += 2.0 * sums.a(j - 1);
-                }
-                if last < l {
-                    need += 2.0 * sums.a(last);
-                }
-                if need > limit {
+                if sums.stage_memory(j, last, s.group as f64) > limit {
                     continue;
                 }
                 if best[j][k + 1].is_none_or(|b| s.better_than(&b)) {
@@ -265,16 +258,7 @@ struct Search<'a> {
 
 impl Search<'_> {
     fn stage_fits(&self, first: usize, last: usize) -> bool {
-        let l = self.instance.len();
-        let s = self.sums;
-        let mut need = 3.0 * s.weights(first, last) + s.stash(first, last);
-        if first > 1 {
-            need += 2.0 * s.a(first - 1);
-        }
-        if last < l {
-            need += 2.0 * s.a(last);
-        }
-        need <= self.platform.memory * (1.0 + 1e-12)
+        self.sums.stage_memory(first, last, 1.0) <= self.platform.memory * (1.0 + 1e-12)
     }
 
     /// Extends the partial partition whose next stage starts at layer `first`.

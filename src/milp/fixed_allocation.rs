@@ -48,10 +48,8 @@ use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
-use crate::model::bounds::allocation_lower_bound;
-use crate::model::{
-    Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Plan, Platform, Resource,
-};
+use crate::model::bounds::{allocation_lower_bound, resource_load_bound};
+use crate::model::{Allocation, BatchGraph, Instance, OpKind, Pattern, PatternOp, Plan, Platform};
 use crate::schedule::one_f_one_b_star;
 use crate::units::Seconds;
 
@@ -111,7 +109,9 @@ pub fn schedule_allocation_below(
     platform.check()?;
     allocation.check(instance.len(), platform.processors)?;
     let graph = BatchGraph::new(instance, platform, allocation);
-    let order = chain_order(&graph)?;
+    let order = graph
+        .chain_order()
+        .ok_or_else(|| anyhow::anyhow!("internal error: the batch graph is not a single chain"))?;
     let mut out = MilpOutcome {
         pattern: None,
         period: None,
@@ -124,11 +124,7 @@ pub fn schedule_allocation_below(
     };
 
     // Lower bound: the largest resource load.
-    let mut loads: std::collections::BTreeMap<Resource, f64> = Default::default();
-    for op in &graph.ops {
-        *loads.entry(op.resource).or_default() += op.duration;
-    }
-    let load_bound = loads.values().copied().fold(0.0, f64::max);
+    let load_bound = resource_load_bound(&graph);
     if load_bound <= 0.0 {
         anyhow::bail!("every operation of the allocation has zero duration: no finite optimum");
     }
@@ -230,30 +226,6 @@ pub fn schedule_allocation_below(
     out.status = status;
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)
-}
-
-/// The operations of one batch in dependency order (they form a single path).
-fn chain_order(graph: &BatchGraph) -> anyhow::Result<Vec<usize>> {
-    let n = graph.ops.len();
-    let mut next = vec![None; n];
-    let mut has_pred = vec![false; n];
-    for &(a, b) in &graph.deps {
-        if next[a].is_some() || has_pred[b] {
-            anyhow::bail!("internal error: the batch graph is not a chain");
-        }
-        next[a] = Some(b);
-        has_pred[b] = true;
-    }
-    let mut cur = (0..n).find(|&i| !has_pred[i]);
-    let mut order = Vec::with_capacity(n);
-    while let Some(i) = cur {
-        order.push(i);
-        cur = next[i];
-    }
-    if order.len() != n {
-        anyhow::bail!("internal error: the batch graph is not a single chain");
-    }
-    Ok(order)
 }
 
 /// One batch at a time: every operation back to back, shift 0, period = total duration.

@@ -854,8 +854,8 @@ pub fn optimum_over_groups(
 )]
 #[serde(rename_all = "snake_case")]
 pub enum IlpSearch {
-    /// `enumerate` when the groups have at most [`MAX_ENUMERATED`] allocations, else
-    /// `monolithic`.
+    /// `enumerate` on coarsened chains with at most [`MAX_ENUMERATED`] allocations, handing
+    /// over to `monolithic` after [`MAX_EXAMINED`] scheduling MILPs; `monolithic` otherwise.
     #[default]
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
@@ -1019,7 +1019,6 @@ fn decomposed(
         }
         None => {
             out.status = SolveStatus::NoSolutionWithinLimit;
-            out.lower_bound = proven;
         }
         Some(b) => {
             let period = b.1.period;

@@ -80,35 +80,23 @@ pub fn period_lower_bound(instance: &Instance, platform: &Platform) -> Seconds {
 /// Memory comparisons allow the judge's relative tolerance (`1e-12`), and the windows use the
 /// exact durations, so the bound holds for every pattern the judge accepts.
 pub fn allocation_lower_bound(graph: &BatchGraph, memory: Bytes) -> Seconds {
-    // Position of every operation along the batch's chain, and prefix sums of durations.
-    let n = graph.ops.len();
-    let mut next = vec![usize::MAX; n];
-    let mut has_pred = vec![false; n];
-    for &(a, b) in &graph.deps {
-        next[a] = b;
-        has_pred[b] = true;
-    }
-    let mut position = vec![usize::MAX; n];
-    let mut prefix = Vec::with_capacity(n + 1);
-    prefix.push(0.0);
-    let mut at = (0..n).find(|&i| !has_pred[i]);
-    while let Some(i) = at {
-        if position[i] != usize::MAX {
-            break;
-        }
-        position[i] = prefix.len() - 1;
-        prefix.push(prefix[prefix.len() - 1] + graph.ops[i].duration);
-        at = (next[i] != usize::MAX).then_some(next[i]);
-    }
-    if position.contains(&usize::MAX) {
+    let Some(order) = graph.chain_order() else {
         // Not a single chain (no such graph is built today): the resource bound only.
-        return resource_bound(graph);
+        return resource_load_bound(graph);
+    };
+    // Position of every operation along the batch's chain, and prefix sums of durations.
+    let mut position = vec![0; graph.ops.len()];
+    let mut prefix = Vec::with_capacity(order.len() + 1);
+    prefix.push(0.0);
+    for (k, &i) in order.iter().enumerate() {
+        position[i] = k;
+        prefix.push(prefix[k] + graph.ops[i].duration);
     }
     // Durations along the chain from the start of the operation at position `from` to the
     // end of the one at position `until`.
     let span = |from: usize, until: usize| prefix[until + 1] - prefix[from];
     let limit = memory * (1.0 + 1e-12);
-    let mut bound = resource_bound(graph);
+    let mut bound = resource_load_bound(graph);
     // Per processor, its items with positive bytes, their operations as chain positions.
     let mut per_processor: Vec<Vec<Window>> = Vec::with_capacity(graph.processors);
     for (p, &fixed) in graph.static_memory.iter().enumerate() {
@@ -192,8 +180,9 @@ struct Window {
     until: usize,
 }
 
-/// The largest total duration of one resource's operations.
-fn resource_bound(graph: &BatchGraph) -> Seconds {
+/// The largest total duration of one resource's operations (every pattern's period is at
+/// least that).
+pub fn resource_load_bound(graph: &BatchGraph) -> Seconds {
     let mut loads: std::collections::BTreeMap<crate::model::Resource, f64> = Default::default();
     for op in &graph.ops {
         *loads.entry(op.resource).or_default() += op.duration;

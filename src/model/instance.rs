@@ -234,6 +234,19 @@ impl ChainSums {
     pub fn a(&self, l: usize) -> Bytes {
         self.out[l]
     }
+    /// MadPipe's M(k, l, g) (madpipe.txt section 4.2.1): the memory of stage `k..=l` of a
+    /// contiguous allocation holding `live` batches: `3 W`, `live` stashes, and two buffers
+    /// for each cut at its ends.
+    pub fn stage_memory(&self, k: usize, l: usize, live: f64) -> Bytes {
+        let mut m = 3.0 * self.weights(k, l) + live * self.stash(k, l);
+        if k > 1 {
+            m += 2.0 * self.a(k - 1);
+        }
+        if l < self.len() {
+            m += 2.0 * self.a(l);
+        }
+        m
+    }
 }
 
 #[cfg(test)]

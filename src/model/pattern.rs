@@ -224,6 +224,29 @@ impl BatchGraph {
         }
     }
 
+    /// The operations of one batch in dependency order, `None` when the dependencies do not
+    /// form one path through every operation (every graph built by [`BatchGraph::new`]
+    /// does).
+    pub fn chain_order(&self) -> Option<Vec<usize>> {
+        let n = self.ops.len();
+        let mut next = vec![None; n];
+        let mut has_pred = vec![false; n];
+        for &(a, b) in &self.deps {
+            if next[a].is_some() || has_pred[b] {
+                return None;
+            }
+            next[a] = Some(b);
+            has_pred[b] = true;
+        }
+        let mut cur = (0..n).find(|&i| !has_pred[i]);
+        let mut order = Vec::with_capacity(n);
+        while let Some(i) = cur {
+            order.push(i);
+            cur = next[i];
+        }
+        (order.len() == n).then_some(order)
+    }
+
     /// Index in `ops` of an operation, if the allocation has it.
     pub fn find(&self, id: OpId) -> Option<usize> {
         self.ops.iter().position(|o| o.id == id)

@@ -237,14 +237,7 @@ impl Ctx<'_> {
     }
     /// M(k, l, g) of section 4.2.1.
     fn mem(&self, k: usize, l: usize, g: f64) -> Bytes {
-        let mut m = 3.0 * self.sums.weights(k, l) + g * self.sums.stash(k, l);
-        if k > 1 {
-            m += 2.0 * self.sums.a(k - 1);
-        }
-        if l < self.layers {
-            m += 2.0 * self.sums.a(l);
-        }
-        m
+        self.sums.stage_memory(k, l, g)
     }
     fn ceil(&self, x: f64) -> f64 {
         (x / self.t_hat).ceil()
