@@ -39,6 +39,8 @@ pub struct Solution {
     pub bipartition: Option<Vec<BiStage>>,
     /// What the MILP solver said, when one was used.
     pub solver: Option<SolverSummary>,
+    /// Notes for the report (where the plan came from, what was proven).
+    pub messages: Vec<String>,
 }
 
 pub use crate::model::SolverSummary;
@@ -53,6 +55,7 @@ impl Solution {
             stopped_at_limit: false,
             bipartition: None,
             solver: None,
+            messages: Vec::new(),
         }
     }
 }
@@ -82,6 +85,13 @@ pub trait Planner {
     /// Proposes a plan. Errors are for failures (bad options, solver crash), not for
     /// infeasibility, which is an [`Outcome`].
     fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome>;
+    /// True when the planner's `lower_bound` holds for every plan of the case (any
+    /// allocation, any pattern) and its "infeasible" is a proof that no plan of any
+    /// allocation fits: the report then carries them as `global_lower_bound` and
+    /// `case_infeasible`.
+    fn bound_is_global(&self) -> bool {
+        false
+    }
 }
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
@@ -108,10 +118,14 @@ pub fn run(
         peak_memory: vec![],
         solve_seconds: Some(seconds),
         lower_bound: None,
+        global_lower_bound: None,
+        gap: None,
+        case_infeasible: false,
         stages: vec![],
         messages: vec![],
         solver: None,
     };
+    let global = planner.bound_is_global();
     Ok(match outcome {
         Err(e) => match e.downcast::<crate::InputError>() {
             Ok(input) => return Err(input),
@@ -126,6 +140,7 @@ pub fn run(
         }) => {
             report.status = Status::Infeasible;
             report.lower_bound = lower_bound;
+            report.case_infeasible = global;
             report.messages.push(reason);
             (None, report)
         }
@@ -135,6 +150,9 @@ pub fn run(
         }) => {
             report.status = Status::Timeout;
             report.lower_bound = lower_bound;
+            if global {
+                report.global_lower_bound = lower_bound;
+            }
             report.messages.push(reason);
             (None, report)
         }
@@ -148,6 +166,10 @@ pub fn run(
             }
             report.planned_period = sol.planned_period;
             report.lower_bound = sol.lower_bound;
+            if global {
+                report.global_lower_bound = sol.lower_bound;
+            }
+            report.messages.extend(sol.messages.iter().cloned());
             report.stages = sol.allocation.stages.clone();
             report.solver = sol.solver.clone();
             let plan = Plan {
@@ -196,6 +218,10 @@ pub fn run(
                     report.peak_memory = j.peak_memory.clone();
                     if j.valid {
                         report.period = Some(j.period);
+                        report.gap = report
+                            .global_lower_bound
+                            .filter(|&b| b > 0.0)
+                            .map(|b| j.period / b - 1.0);
                         report.status = if sol.stopped_at_limit {
                             Status::Timeout
                         } else {
@@ -344,6 +370,7 @@ pub const ALGORITHMS: &[&str] = &[
     "contiguous-opt",
     "madpipe",
     "ilp",
+    "best",
 ];
 
 /// The registry's own name for `name` (accepting aliases), or an error listing the names.
@@ -451,6 +478,16 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 remap_stages: options.remap_stages,
             }))
         }
+        "best" => Ok(Box::new(crate::milp::best::BestPlanner {
+            time_limit: options
+                .milp()?
+                .time_limit
+                .unwrap_or(crate::milp::best::DEFAULT_TIME_LIMIT),
+            milp: crate::milp::MilpOptions {
+                time_limit: None,
+                ..options.milp()?
+            },
+        })),
         "ilp" => Ok(Box::new(crate::milp::GeneralMilpPlanner {
             coarsen: options.coarsen,
             search: options.ilp_search.unwrap_or_default(),

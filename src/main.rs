@@ -73,6 +73,16 @@ enum Command {
     SyncSweep(sync_cli::SyncSweepArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),
+    /// Prove a lower bound on the period of every plan of a case: any allocation
+    /// (contiguous or not), any periodic pattern, memory included; or prove that no plan fits.
+    ///
+    /// The bound is the smallest period at which a relaxation of the problem (which
+    /// processor holds each layer; loads of processors and links; static memory; at every
+    /// forward start, the batches each stash must hold along one batch's chain; average
+    /// memory over the stashes' windows) has a solution, found by a MILP (HiGHS) bisected on
+    /// the period. "infeasible" means that even one batch at a time fits no allocation.
+    /// See src/milp/global_bound.rs for the argument.
+    Bound(BoundArgs),
     /// Find the best periodic pattern for a plan's allocation with the scheduling MILP
     /// (minimum period that fits memory; any allocation, several stages per processor
     /// allowed), judge it and write the new plan.
@@ -358,6 +368,25 @@ struct PlatformArgs {
 }
 
 #[derive(Args)]
+struct BoundArgs {
+    /// The instance file (JSON, MODEL.md section 9).
+    #[arg(long, short = 'i')]
+    instance: PathBuf,
+    #[command(flatten)]
+    platform: PlatformArgs,
+    /// Wall-clock limit of the search, e.g. 30s; at the limit the bound proven so far is
+    /// reported ("complete": false).
+    #[arg(long, value_parser = parse_seconds)]
+    time_limit: Option<f64>,
+    /// Relative precision of the bisection on the period (default 0.001).
+    #[arg(long, default_value_t = 1e-3)]
+    precision: f64,
+    /// Print one JSON object: {"lower_bound", "infeasible", "method", "solve_seconds", ...}.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct PlanArgs {
     /// The instance file (JSON, MODEL.md section 9).
     #[arg(long, short = 'i')]
@@ -430,6 +459,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync_cli::run(args),
         Command::SyncSweep(args) => sync_cli::run_sweep(args),
         Command::Plan(args) => plan(args),
+        Command::Bound(args) => bound(args),
         Command::Instance(args) => make_instance(args),
         Command::Execute(args) => execute(args),
         Command::Profile(args) => profile(args),
@@ -909,6 +939,95 @@ fn schedule(
         Status::Valid | Status::Timeout => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
+}
+
+fn bound(args: BoundArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::milp::global_bound::{global_lower_bound, BoundOptions};
+    let instance = Instance::load(&args.instance)?;
+    let platform = args.platform.platform()?;
+    if !(args.precision.is_finite() && args.precision > 0.0 && args.precision < 1.0) {
+        return Err(InputError::new(
+            "--precision",
+            "",
+            format!("must be in (0, 1), got {}", args.precision),
+        )
+        .into());
+    }
+    let options = BoundOptions {
+        time_limit: args.time_limit.map(checked_duration).transpose()?,
+        precision: args.precision,
+        ..BoundOptions::default()
+    };
+    let b = global_lower_bound(&instance, &platform, &options)?;
+    if args.json {
+        let mut v = serde_json::to_value(&b)?;
+        if b.infeasible {
+            v["lower_bound"] = serde_json::Value::Null;
+        }
+        v["instance"] = instance.name.clone().into();
+        v["processors"] = platform.processors.into();
+        v["memory"] = platform.memory.into();
+        v["bandwidth"] = platform.bandwidth.into();
+        println!("{v}");
+    } else {
+        println!(
+            "{} | P = {}, M = {}, beta = {:.3} GB/s",
+            instance.name,
+            platform.processors,
+            ShowBytes(platform.memory),
+            platform.bandwidth / 1e9
+        );
+        if b.infeasible {
+            println!(
+                "infeasible      no allocation fits, at any period (proof: {})",
+                b.method
+            );
+        } else {
+            println!("lower bound     {}", ShowSeconds(b.lower_bound));
+            if let Some(t) = b.relaxed_period {
+                println!(
+                    "relaxed period  {} (the relaxation is feasible there)",
+                    ShowSeconds(t)
+                );
+            }
+            println!("method          {}", b.method);
+            println!("complete        {}", b.complete);
+        }
+        println!(
+            "solve time      {} ({} MILPs, {} nodes)",
+            ShowSeconds(b.solve_seconds),
+            b.solves,
+            b.nodes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A positive, finite number of seconds as a `Duration`, or an input error naming the flag.
+fn checked_duration(seconds: f64) -> Result<std::time::Duration, InputError> {
+    std::time::Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|_| seconds > 0.0)
+        .ok_or_else(|| {
+            InputError::new(
+                "--time-limit",
+                "",
+                format!("must be a positive duration of at most 10^19 s, got {seconds} s"),
+            )
+        })
+}
+
+impl PlatformArgs {
+    fn platform(&self) -> Result<Platform, InputError> {
+        let platform = Platform {
+            processors: self.processors,
+            memory: self.memory,
+            bandwidth: self.bandwidth,
+            full_duplex: self.full_duplex,
+        };
+        platform.check()?;
+        Ok(platform)
+    }
 }
 
 fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {

@@ -2,9 +2,11 @@
 //! allocation ([`fixed_allocation`]), the contiguous optimum ([`contiguous`]), the general
 //! MILP over non-contiguous allocations ([`general`]) and the planners built on them.
 
+pub mod best;
 pub mod contiguous;
 pub mod fixed_allocation;
 pub mod general;
+pub mod global_bound;
 pub mod madpipe;
 pub mod solver;
 

@@ -104,6 +104,16 @@ pub struct PlanReport {
     pub peak_memory: Vec<Bytes>,
     pub solve_seconds: Option<Seconds>,
     pub lower_bound: Option<Seconds>,
+    /// A lower bound valid for every plan of the case (any allocation, any pattern), when
+    /// the algorithm proved one (`best`; see `milp::global_bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_lower_bound: Option<Seconds>,
+    /// `period / global_lower_bound - 1`, when both are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    /// True when it is proven that no plan of any allocation fits the case.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub case_infeasible: bool,
     /// The stages of the plan, when there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<Stage>,

@@ -67,10 +67,23 @@ pub struct Row {
     pub solve_seconds: Option<f64>,
     /// Wall-clock seconds of the whole job (loading, planning, judging).
     pub wall_seconds: f64,
-    /// MILP solver status, gap and node count, when the algorithm used one.
+    /// MILP solver status, gap and node count, when the algorithm used one (the solver's
+    /// gap is the table's `solver_gap`; the journal keeps its first name, `gap`).
     pub solver_status: Option<String>,
-    pub gap: Option<f64>,
+    #[serde(rename = "gap")]
+    pub solver_gap: Option<f64>,
     pub nodes: Option<f64>,
+    /// A lower bound valid for every plan of the case (any allocation, any pattern): the
+    /// largest that any row of the case proved (`best`), filled in for every row of the
+    /// case when tables are written ([`fill_case_columns`]).
+    #[serde(default)]
+    pub global_lower_bound: Option<f64>,
+    /// `period / global_lower_bound - 1` (filled in with the case's bound).
+    #[serde(default, rename = "gap_to_global_bound")]
+    pub gap: Option<f64>,
+    /// Proven that no plan of any allocation fits the case (filled in for the case).
+    #[serde(default)]
+    pub case_infeasible: bool,
     /// Notes and errors, joined.
     pub message: String,
 }
@@ -104,10 +117,44 @@ impl Row {
             solve_seconds: None,
             wall_seconds: 0.0,
             solver_status: None,
-            gap: None,
+            solver_gap: None,
             nodes: None,
+            global_lower_bound: None,
+            gap: None,
+            case_infeasible: false,
             message: String::new(),
         }
+    }
+}
+
+/// Gives every row the strongest global lower bound and infeasibility proof that any row of
+/// its case (instance, processors, memory, bandwidth) holds, and its gap to that bound.
+pub fn fill_case_columns(rows: &mut [Row]) {
+    use std::collections::HashMap;
+    let case = |r: &Row| {
+        (
+            r.instance_hash.clone(),
+            r.processors,
+            r.memory.to_bits(),
+            r.bandwidth.to_bits(),
+        )
+    };
+    let mut cases: HashMap<_, (Option<f64>, bool)> = HashMap::new();
+    for r in rows.iter() {
+        let e = cases.entry(case(r)).or_insert((None, false));
+        if let Some(b) = r.global_lower_bound.filter(|b| b.is_finite()) {
+            e.0 = Some(e.0.map_or(b, |x: f64| x.max(b)));
+        }
+        e.1 |= r.case_infeasible;
+    }
+    for r in rows.iter_mut() {
+        let (bound, infeasible) = cases[&case(r)];
+        r.global_lower_bound = bound;
+        r.case_infeasible = infeasible;
+        r.gap = match (r.period, bound) {
+            (Some(t), Some(b)) if b > 0.0 => Some(t / b - 1.0),
+            _ => None,
+        };
     }
 }
 
@@ -188,9 +235,12 @@ pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
         row.solve_seconds = report.solve_seconds;
         if let Some(solver) = &report.solver {
             row.solver_status = Some(solver.status.clone());
-            row.gap = solver.gap;
+            row.solver_gap = solver.gap;
             row.nodes = solver.nodes.map(|n| n as f64);
         }
+        row.global_lower_bound = report.global_lower_bound;
+        row.case_infeasible = report.case_infeasible;
+        row.gap = report.gap;
         row.message = report.messages.join("; ");
         if report.status == Status::Error && row.message.is_empty() {
             row.message = "the algorithm failed".into();

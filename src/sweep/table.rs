@@ -11,8 +11,13 @@ fn err(path: &Path, e: impl std::fmt::Display) -> InputError {
     InputError::file(path, e)
 }
 
-/// The rows as a DataFrame (one row per job; `peak_memory` as a list column).
+/// The rows as a DataFrame (one row per job; `peak_memory` as a list column), with every
+/// row's case columns (`global_lower_bound`, `gap`, `case_infeasible`) filled in from the
+/// rows of its case ([`crate::sweep::run::fill_case_columns`]).
 pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
+    let mut filled = rows.to_vec();
+    crate::sweep::run::fill_case_columns(&mut filled);
+    let rows = filled.as_slice();
     fn s<'a>(rows: &'a [Row], f: impl Fn(&'a Row) -> &'a str) -> Vec<&'a str> {
         rows.iter().map(f).collect()
     }
@@ -78,8 +83,19 @@ pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
                 .map(|r| r.solver_status.as_deref())
                 .collect::<Vec<Option<&str>>>(),
         ),
-        Column::new("gap".into(), f64s(rows, |r| r.gap)),
+        Column::new("solver_gap".into(), f64s(rows, |r| r.solver_gap)),
         Column::new("nodes".into(), f64s(rows, |r| r.nodes)),
+        Column::new(
+            "global_lower_bound".into(),
+            f64s(rows, |r| r.global_lower_bound),
+        ),
+        Column::new("gap".into(), f64s(rows, |r| r.gap)),
+        Column::new(
+            "case_infeasible".into(),
+            rows.iter()
+                .map(|r| r.case_infeasible)
+                .collect::<Vec<bool>>(),
+        ),
         Column::new("message".into(), s(rows, |r| &r.message)),
         Column::new("instance_path".into(), s(rows, |r| &r.instance_path)),
         Column::new("instance_hash".into(), s(rows, |r| &r.instance_hash)),
@@ -173,9 +189,31 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
         num("stages")?,
         num("solve_seconds")?,
         num("wall_seconds")?,
-        num("gap")?,
+        // Tables written before the global bound call the solver's gap `gap`.
+        if df.column("solver_gap").is_ok() {
+            num("solver_gap")?
+        } else {
+            num("gap")?
+        },
         num("nodes")?,
     );
+    let optional = |name: &str| -> Result<Vec<Option<f64>>, InputError> {
+        if df.column(name).is_ok() {
+            num(name)
+        } else {
+            Ok(vec![None; df.height()])
+        }
+    };
+    let global = optional("global_lower_bound")?;
+    let infeasible: Vec<bool> = match df.column("case_infeasible") {
+        Ok(c) => c
+            .bool()
+            .map_err(e)?
+            .iter()
+            .map(|v| v.unwrap_or(false))
+            .collect(),
+        Err(_) => vec![false; df.height()],
+    };
     let peaks = df
         .column("peak_memory")
         .map_err(e)?
@@ -219,8 +257,11 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
             solve_seconds: solve[i],
             wall_seconds: wall[i].unwrap_or(f64::NAN),
             solver_status: solver_status[i].clone(),
-            gap: gap[i],
+            solver_gap: gap[i],
             nodes: nodes[i],
+            global_lower_bound: global[i],
+            gap: None,
+            case_infeasible: infeasible[i],
             message: message[i].clone(),
         });
     }

@@ -1,0 +1,392 @@
+//! `best`: the best plan pipeopt can find for a case within a time limit, over every
+//! allocation (contiguous or not), reported with the global lower bound of
+//! [`global_bound`](crate::milp::global_bound) so that its distance to the optimum is known.
+//!
+//! A portfolio, then a local search, every candidate judged:
+//! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent.
+//! 2. **The bound**, with at most half the time: the relaxation of `global_bound` either proves that no plan fits
+//!    the case (reported as infeasible, with the proof) or gives a lower bound and, at the
+//!    smallest period where the relaxation is feasible, an assignment of layers to
+//!    processors.
+//! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches) estimate of its
+//!    special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic
+//!    Programming Algorithm for Pipelined Model Parallelism*, 2022), and the relaxation's
+//!    assignment, each scheduled by the exact scheduling MILP (`fixed_allocation`).
+//! 4. **Local search** around the incumbent (a large-neighbourhood search on the
+//!    assignment): move one layer to another processor (which shifts a cut or opens a stage),
+//!    move a whole run of layers to another processor, exchange the processors of two runs.
+//!    Each neighbour is first bounded by
+//!    [`allocation_lower_bound`](crate::model::bounds::allocation_lower_bound) (loads and
+//!    memory windows, microseconds) and dropped when that bound reaches the incumbent; the
+//!    others are taken in increasing order of bound and asked by the scheduling MILP for a
+//!    pattern below the incumbent. The first improvement becomes the incumbent and the
+//!    search restarts around it.
+//!
+//! The search stops when the incumbent is within the bound's precision of the global
+//! bound (proven optimal), when no neighbour can improve it, or at the time limit (status
+//! `timeout`, the best judged plan reported). Runs are a pure function of the case and
+//! the time limit, except where the limit cuts a solve.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::judge::judge;
+use crate::milp::contiguous::contiguous_optimum;
+use crate::milp::fixed_allocation::schedule_allocation_below;
+use crate::milp::global_bound::{global_lower_bound, BoundOptions, GlobalBound};
+use crate::milp::madpipe::MadPipePlanner;
+use crate::milp::MilpOptions;
+use crate::model::bounds::allocation_lower_bound;
+use crate::model::{Allocation, BatchGraph, Pattern, Stage};
+use crate::partition::madpipe::MadPipeConfig;
+use crate::units::Seconds;
+
+/// The default wall-clock limit of `best`.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// The `best` algorithm (module docs).
+#[derive(Debug, Clone)]
+pub struct BestPlanner {
+    pub time_limit: Duration,
+    pub milp: MilpOptions,
+}
+
+impl Default for BestPlanner {
+    fn default() -> Self {
+        BestPlanner {
+            time_limit: DEFAULT_TIME_LIMIT,
+            milp: MilpOptions::default(),
+        }
+    }
+}
+
+/// The incumbent: an allocation, its judged pattern and where it came from.
+struct Incumbent {
+    allocation: Allocation,
+    pattern: Pattern,
+    source: String,
+}
+
+impl Incumbent {
+    fn period(&self) -> Seconds {
+        self.pattern.period
+    }
+}
+
+/// Processor of each layer (0-based) of an allocation.
+fn assignment_of(allocation: &Allocation, layers: usize) -> Vec<usize> {
+    let mut a = vec![0; layers];
+    for s in &allocation.stages {
+        for l in s.first..=s.last {
+            a[l - 1] = s.processor;
+        }
+    }
+    a
+}
+
+/// Relabels processors in order of first use (the canonical form up to symmetry).
+fn canonical(assignment: &[usize]) -> Vec<usize> {
+    let mut map = std::collections::HashMap::new();
+    assignment
+        .iter()
+        .map(|&p| {
+            let next = map.len();
+            *map.entry(p).or_insert(next)
+        })
+        .collect()
+}
+
+/// One stage per maximal run of consecutive layers on one processor.
+fn allocation_of(assignment: &[usize]) -> Allocation {
+    let mut stages: Vec<Stage> = Vec::new();
+    for (i, &p) in assignment.iter().enumerate() {
+        match stages.last_mut() {
+            Some(s) if s.processor == p => s.last = i + 1,
+            _ => stages.push(Stage {
+                first: i + 1,
+                last: i + 1,
+                processor: p,
+            }),
+        }
+    }
+    Allocation::new(stages)
+}
+
+/// The neighbours of an assignment (module docs), canonical, without repeats.
+fn neighbours(assignment: &[usize], processors: usize) -> Vec<Vec<usize>> {
+    let n = assignment.len();
+    let used = assignment.iter().copied().max().map_or(0, |m| m + 1);
+    let targets = used.min(processors - 1) + 1; // the used processors and one fresh one
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut push = |a: Vec<usize>| {
+        let c = canonical(&a);
+        if seen.insert(c.clone()) {
+            out.push(c);
+        }
+    };
+    // Runs of consecutive layers on one processor.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in 0..n {
+        match runs.last_mut() {
+            Some((_, last)) if assignment[*last] == assignment[i] => *last = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    // Move one layer to another processor (a cut shifted by one layer, or a layer split
+    // off onto a processor of its own).
+    for l in 0..n {
+        for q in 0..targets {
+            if q != assignment[l] {
+                let mut a = assignment.to_vec();
+                a[l] = q;
+                push(a);
+            }
+        }
+    }
+    // Move a run to another processor.
+    for &(first, last) in &runs {
+        for q in 0..targets {
+            if q != assignment[first] {
+                let mut a = assignment.to_vec();
+                a[first..=last].iter_mut().for_each(|p| *p = q);
+                push(a);
+            }
+        }
+    }
+    // Exchange the processors of two runs.
+    for (i, &(f1, l1)) in runs.iter().enumerate() {
+        for &(f2, l2) in &runs[i + 1..] {
+            let (p1, p2) = (assignment[f1], assignment[f2]);
+            if p1 != p2 {
+                let mut a = assignment.to_vec();
+                a[f1..=l1].iter_mut().for_each(|p| *p = p2);
+                a[f2..=l2].iter_mut().for_each(|p| *p = p1);
+                push(a);
+            }
+        }
+    }
+    out.retain(|a| a != &canonical(assignment));
+    out
+}
+
+impl Planner for BestPlanner {
+    fn name(&self) -> String {
+        "best".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        let started = Instant::now();
+        let deadline = started + self.time_limit;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let (instance, platform) = (problem.instance, problem.platform);
+        let layers = instance.len();
+        let mut messages: Vec<String> = Vec::new();
+
+        let mut incumbent: Option<Incumbent> = None;
+        // Judges a plan and keeps it when it beats the incumbent.
+        let offer = |inc: &mut Option<Incumbent>,
+                     allocation: Allocation,
+                     pattern: Pattern,
+                     source: &str| {
+            let j = judge(instance, platform, &allocation, &pattern);
+            if !j.valid {
+                return false;
+            }
+            if inc.as_ref().is_none_or(|i| j.period < i.period()) {
+                *inc = Some(Incumbent {
+                    allocation,
+                    pattern,
+                    source: source.to_string(),
+                });
+                return true;
+            }
+            false
+        };
+        // 1. The contiguous optimum (exact, milliseconds): the first incumbent, and the
+        // upper end of the bound's bisection.
+        let contiguous = contiguous_optimum(
+            instance,
+            platform,
+            Some(left().min(Duration::from_secs(10))),
+        )?;
+        if let Some((a, p)) = contiguous.best {
+            offer(&mut incumbent, a, p, "contiguous optimum");
+        }
+        // 2. The bound, with at most half the time.
+        let bound: GlobalBound = global_lower_bound(
+            instance,
+            platform,
+            &BoundOptions {
+                time_limit: Some(self.time_limit / 2),
+                threads: self.milp.threads,
+                known_period: incumbent.as_ref().map(Incumbent::period),
+                ..BoundOptions::default()
+            },
+        )?;
+        if bound.infeasible {
+            return Ok(Outcome::Infeasible {
+                reason: format!(
+                    "no allocation fits the case at any period: {}",
+                    bound.method
+                ),
+                lower_bound: None,
+            });
+        }
+        let lower = bound.lower_bound;
+        let precision = 1e-3;
+        let closed = |inc: &Option<Incumbent>| {
+            inc.as_ref()
+                .is_some_and(|i| i.period() <= lower * (1.0 + precision))
+        };
+        let milp_with = |limit: Duration| MilpOptions {
+            time_limit: Some(limit),
+            ..self.milp.clone()
+        };
+
+        // 3. MadPipe's plans.
+        for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
+            if closed(&incumbent) || left().is_zero() {
+                break;
+            }
+            let planner = MadPipePlanner {
+                config: MadPipeConfig {
+                    special_full_batches: full,
+                    ..MadPipeConfig::default()
+                },
+                milp: milp_with(left().min(Duration::from_secs(5)) / 2),
+                remap_stages: false,
+            };
+            if let Ok(Outcome::Found(sol)) = planner.plan(problem) {
+                if let Some(p) = sol.pattern {
+                    offer(&mut incumbent, sol.allocation, p, label);
+                }
+            }
+        }
+        let mut tried: HashSet<Vec<usize>> = HashSet::new();
+        let mut schedules = 0usize;
+        // Asks the scheduling MILP for a pattern of `assignment` below the incumbent.
+        let attempt = |inc: &mut Option<Incumbent>,
+                       assignment: &[usize],
+                       source: &str,
+                       schedules: &mut usize|
+         -> anyhow::Result<bool> {
+            let allocation = allocation_of(assignment);
+            let cutoff = inc.as_ref().map(|i| i.period());
+            let limit = left().min(Duration::from_secs(10));
+            if limit.is_zero() {
+                return Ok(false);
+            }
+            *schedules += 1;
+            let out = schedule_allocation_below(
+                instance,
+                platform,
+                &allocation,
+                &milp_with(limit),
+                cutoff,
+            )?;
+            Ok(match out.pattern {
+                Some(p) => offer(inc, allocation, p, source),
+                None => false,
+            })
+        };
+        if let Some(a) = &bound.assignment {
+            if !closed(&incumbent) {
+                let a = canonical(a);
+                tried.insert(a.clone());
+                attempt(&mut incumbent, &a, "relaxation", &mut schedules)?;
+            }
+        }
+
+        // 4. The relaxation's assignment, then a local search around the incumbent.
+        let mut stopped_by_clock = false;
+        'search: while let Some(current) = incumbent
+            .as_ref()
+            .map(|i| canonical(&assignment_of(&i.allocation, layers)))
+        {
+            if closed(&incumbent) {
+                break;
+            }
+            tried.insert(current.clone());
+            let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+            let mut candidates: Vec<(f64, Vec<usize>)> = neighbours(&current, platform.processors)
+                .into_iter()
+                .filter(|a| !tried.contains(a))
+                .filter_map(|a| {
+                    let g = BatchGraph::new(instance, platform, &allocation_of(&a));
+                    let b = allocation_lower_bound(&g, platform.memory);
+                    (b < cutoff * (1.0 - precision)).then_some((b, a))
+                })
+                .collect();
+            candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let mut improved = false;
+            for (_, a) in candidates {
+                if left().is_zero() {
+                    stopped_by_clock = true;
+                    break 'search;
+                }
+                let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+                let g = BatchGraph::new(instance, platform, &allocation_of(&a));
+                if allocation_lower_bound(&g, platform.memory) >= cutoff * (1.0 - precision) {
+                    continue;
+                }
+                tried.insert(a.clone());
+                if attempt(&mut incumbent, &a, "local search", &mut schedules)? {
+                    improved = true;
+                    break;
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+        if left().is_zero() && !closed(&incumbent) {
+            stopped_by_clock = true;
+        }
+        messages.push(format!(
+            "global bound {:.6} s ({}, {} MILPs); {} allocations scheduled",
+            lower, bound.method, bound.solves, schedules
+        ));
+        let Some(best) = incumbent else {
+            return Ok(Outcome::NoPlanWithinLimit {
+                reason: format!(
+                    "no plan found within {:?} (none proven impossible: {})",
+                    self.time_limit,
+                    messages.join("; ")
+                ),
+                lower_bound: Some(lower),
+            });
+        };
+        messages.push(format!("best plan from: {}", best.source));
+        let mut sol = Solution::new(best.allocation, Some(best.pattern));
+        sol.lower_bound = Some(lower);
+        sol.stopped_at_limit = stopped_by_clock || !bound.complete;
+        sol.messages = messages;
+        Ok(Outcome::Found(sol))
+    }
+
+    fn bound_is_global(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_forms_and_runs() {
+        assert_eq!(canonical(&[2, 2, 0, 1, 0]), vec![0, 0, 1, 2, 1]);
+        let a = allocation_of(&[0, 0, 1, 0]);
+        assert_eq!(a.stages.len(), 3);
+        assert_eq!(assignment_of(&a, 4), vec![0, 0, 1, 0]);
+        let n = neighbours(&[0, 0, 1, 1], 3);
+        assert!(n.contains(&vec![0, 0, 0, 1]));
+        assert!(n.contains(&vec![0, 1, 1, 1]));
+        assert!(n.contains(&vec![0, 0, 0, 0]));
+        assert!(n.contains(&vec![0, 0, 1, 2]));
+        assert!(!n.contains(&vec![0, 0, 1, 1]));
+        assert!(n.iter().all(|a| a == &canonical(a)));
+    }
+}

@@ -1,0 +1,672 @@
+//! A lower bound on the period of **every** plan of a case (any allocation, contiguous or
+//! not, any periodic pattern), memory included, and proofs that no plan fits at all.
+//!
+//! The bound is the smallest period at which a *relaxation* of the planning problem has a
+//! solution. The relaxation keeps what every valid plan must satisfy and forgets the rest:
+//! it decides only which processor holds each layer, and replaces the pattern by facts
+//! about one batch's chain of operations that hold whatever the pattern. It is solved
+//! exactly by a MILP (HiGHS) at fixed periods, with bisection on the period. Every plan the
+//! judge accepts at period `T*` makes the relaxation feasible at `T*`, and feasibility is
+//! monotone in `T`, so every period proven relaxation-infeasible is strictly below every
+//! valid plan's period.
+//!
+//! The model is the one of `docs/model.md` (operations of one batch, periodic patterns, the
+//! memory rule with stash overlaps); the facts below follow from it alone.
+//!
+//! # What every valid plan at period `T` satisfies
+//! Write `pi(l)` for the processor of layer `l`, `SF(i) = U_F(i..L)`, `SB(j) = U_B(j..L)`,
+//! `S(j) = U(j..L)`, `e_j = stash_j - stash_overlap_j` (a stage `k..m` keeps
+//! `stash(k..m) = sum_{k..m} e_j + overlap_m >= sum_{k..m} e_j`), `cross_c` when layers `c`
+//! and `c+1` are on different processors, `comm_c = a(c) / beta`.
+//! 1. **Loads.** A processor computes `U` of its layers once per period; a link carries
+//!    `2 comm_c` per crossing cut between its two processors (half duplex), `comm_c` per
+//!    direction (full duplex).
+//! 2. **Static memory.** `3 W` for every layer held, `2 a(c)` on both sides of every
+//!    crossing cut.
+//! 3. **Memory at a forward start.** Take layer `i` on `p`, its stage `s_i` (first layer
+//!    `k_i <= i`), and the instant `tau` at which `F_{s_i}` starts for some batch `b`. Every
+//!    layer `j <= i` of `p` belongs to `s_i` or to an earlier stage of `p`, whose forward has
+//!    started for batch `b` and whose backward ends after `B_{s_i}`: along the batch's
+//!    chain, that end is at least `D_ij = SF(i) + SB(j)` after `tau` (all forwards from
+//!    `k_i <= i` on, all backwards down to `k_j <= j`). So `j`'s stash is held for batch
+//!    `b` and for the `m` earlier batches with `D_ij - m T > 0`: `ceil(D_ij / T)` copies.
+//!    Every layer `j > i` of `p` is in a stage whose window lasts at least `S(j)`, hence
+//!    holds at least `floor(S(j) / T)` batches at every instant.
+//!    **Transfers lengthen these stretches**: the chain from `F_{s_i}` to `B_{s_j}` also
+//!    carries the forward and backward transfer of every crossing cut `c >= i` (such a cut
+//!    lies after `s_i`'s last layer), `X_i = 2 sum_{c >= i} comm_c cross_c` in all, so `j`
+//!    keeps at least `ceil((SF(i) + SB(j) + X_i) / T)` copies. (The backward transfers of
+//!    the cuts between `j` and `i` lengthen it too; they are not counted.)
+//! 4. **Average memory.** The stage of layer `j` keeps `j`'s stash over a window of at
+//!    least `w_j = S(j) + 2 sum_{c >= j} comm_c cross_c` (the forward and backward transfers
+//!    of every crossing cut downstream are on the batch's chain), so `w_j / T` batches on
+//!    average over a period, and a processor's peak is at least its average.
+//!
+//! With `T` fixed, `X_i / T` is modelled by levels: an indicator per layer and level
+//! `theta = q / LEVELS_PER_PERIOD` (up to `MAX_TRANSFER_PERIODS` periods), forced to one
+//! when `X_i > theta T`; fact 3's row at layer `i` and level `theta` (relaxed by big-M when
+//! the level is off) counts `ceil((SF(i) + SB(j)) / T + theta)` copies of each `j <= i`.
+//! Facts 1, 2 and 4 are linear in the
+//! assignment binaries `x[l][p]` and the crossing indicators. Processors are identical and
+//! the links uniform, so the assignment is taken up to relabelling (layer 1 on processor
+//! 0, processor `p` first used after processor `p - 1`).
+//!
+//! # Infeasibility of a case
+//! As `T` grows, fact 3 tends to one copy of every layer `j <= i` (a processor keeps one
+//! batch of each of its layers at the forward start of its last one) and facts 1 and 4
+//! vanish. If the relaxation is infeasible even then, no plan of any allocation fits at any
+//! period: `case_infeasible`. Otherwise it is feasible at the sequential period
+//! `U(1,L) + 2 sum_c comm_c`, the upper end of the bisection (or at a known plan's period).
+//!
+//! # Safety margins
+//! The judge treats instants closer than `1e-9 T` as one, so an accepted plan may shorten
+//! each dependency, and overlap each pair of operations on a resource, by that much. The
+//! relaxation therefore loosens capacities (time and memory) by a relative slack of
+//! `1e-6` (more on chains of over 100 layers: `1e-8` per layer) and rounds copy counts
+//! down past that slack of the period: the judge's tolerances and HiGHS's can only make the
+//! relaxation *more* feasible, i.e. the bound weaker, never wrong. A solve that ends undecided (time limit) counts as feasible.
+//! [`relaxation_fits`] evaluates the same relaxation for a given assignment without a
+//! solver; the tests check the MILP against it, and both against exhaustive search over
+//! every allocation with the exact scheduling MILP on small chains.
+
+// Index loops mirror the formulation (x[l][p], ...) and read better than iterators here.
+#![allow(clippy::needless_range_loop)]
+
+use std::time::{Duration, Instant};
+
+use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
+use crate::model::bounds::period_lower_bound;
+use crate::model::{Instance, Platform};
+use crate::units::Seconds;
+
+/// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
+pub const MAX_TRANSFER_PERIODS: usize = 4;
+
+/// Levels per period of fact 3's transfer term.
+const LEVELS_PER_PERIOD: usize = 8;
+
+/// What [`global_lower_bound`] proved.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GlobalBound {
+    /// Holds for every plan of the case; `f64::INFINITY` when `infeasible`.
+    pub lower_bound: Seconds,
+    /// Proven: no allocation and no pattern fits the case at any period.
+    pub infeasible: bool,
+    /// The smallest period at which the relaxation was found feasible (the bisection's
+    /// upper end), `None` when infeasible.
+    pub relaxed_period: Option<Seconds>,
+    /// The relaxation's processor of each layer at `relaxed_period` (0-based, in chain
+    /// order), a starting point for plans; `None` when no solve produced one.
+    pub assignment: Option<Vec<usize>>,
+    /// True when the bisection reached its precision with every solve decided.
+    pub complete: bool,
+    pub solves: usize,
+    pub nodes: u64,
+    pub solve_seconds: f64,
+    /// How the bound was obtained, in words.
+    pub method: String,
+}
+
+/// Options of [`global_lower_bound`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundOptions {
+    /// Wall-clock limit for the whole search.
+    pub time_limit: Option<Duration>,
+    /// Relative precision of the bisection on the period.
+    pub precision: f64,
+    /// A period known to be reached by a valid plan (the bisection's upper end), if any.
+    pub known_period: Option<Seconds>,
+    pub threads: std::num::NonZeroU32,
+}
+
+impl Default for BoundOptions {
+    fn default() -> Self {
+        BoundOptions {
+            time_limit: None,
+            precision: 2e-3,
+            known_period: None,
+            threads: std::num::NonZeroU32::MIN,
+        }
+    }
+}
+
+/// The instance's quantities the relaxation uses (0-based layer index `l` is layer `l+1`).
+#[derive(Debug, Clone)]
+pub struct Relaxation {
+    layers: usize,
+    processors: usize,
+    memory: f64,
+    /// 2 (half duplex) or 1 (full duplex): a crossing cut's load on one link resource, in
+    /// units of `comm`.
+    link_factor: f64,
+    u: Vec<f64>,
+    weights: Vec<f64>,
+    /// `e_j`: a layer's stash less what it shares with the next layer.
+    stash: Vec<f64>,
+    /// `SF(i)`, `SB(j)`, `S(j)` (suffix sums from layer `i` to `L`).
+    suffix_f: Vec<f64>,
+    suffix_b: Vec<f64>,
+    /// `a(c)` of the cut after layer `c` (index `c` for `c < L - 1`).
+    out: Vec<f64>,
+    /// `a(c) / beta`.
+    comm: Vec<f64>,
+    /// Relative slack on capacities and copy counts (module docs, "Safety margins").
+    slack: f64,
+}
+
+impl Relaxation {
+    pub fn new(instance: &Instance, platform: &Platform) -> Self {
+        let n = instance.len();
+        let mut suffix_f = vec![0.0; n + 1];
+        let mut suffix_b = vec![0.0; n + 1];
+        for l in (0..n).rev() {
+            suffix_f[l] = suffix_f[l + 1] + instance.layers[l].fwd;
+            suffix_b[l] = suffix_b[l + 1] + instance.layers[l].bwd;
+        }
+        let out: Vec<f64> = (1..n).map(|c| instance.a(c)).collect();
+        Relaxation {
+            layers: n,
+            processors: platform.processors,
+            memory: platform.memory,
+            link_factor: if platform.full_duplex { 1.0 } else { 2.0 },
+            u: instance.layers.iter().map(|l| l.fwd + l.bwd).collect(),
+            weights: instance.layers.iter().map(|l| l.weights).collect(),
+            stash: (1..=n)
+                .map(|l| (instance.stash(l) - instance.stash_overlap(l)).max(0.0))
+                .collect(),
+            suffix_f,
+            suffix_b,
+            comm: out.iter().map(|a| a / platform.bandwidth).collect(),
+            out,
+            slack: 1e-6 * (n as f64 / 100.0).max(1.0),
+        }
+    }
+
+    fn suffix(&self, j: usize) -> f64 {
+        self.suffix_f[j] + self.suffix_b[j]
+    }
+
+    /// Copies of layer `j`'s stash at the forward start of layer `i`'s stage (`j <= i`),
+    /// with transfers of more than `level` levels downstream of `i` (module docs).
+    fn copies_before(&self, i: usize, j: usize, period: f64, level: usize) -> f64 {
+        let d = self.suffix_f[i] + self.suffix_b[j];
+        if level == 0 || period.is_infinite() {
+            return ceil_copies(d, period, self.slack);
+        }
+        (d / period + level_periods(level) - self.slack)
+            .ceil()
+            .max(1.0)
+    }
+
+    /// Copies of layer `j`'s stash held at every instant.
+    fn copies_always(&self, j: usize, period: f64) -> f64 {
+        floor_copies(self.suffix(j), period, self.slack)
+    }
+
+    /// The sequential period `U(1,L) + 2 sum_c comm_c`: at it and above, the relaxation is
+    /// feasible whenever it is at an infinite period (module docs).
+    pub fn sequential_period(&self) -> f64 {
+        self.suffix(0) + 2.0 * self.comm.iter().sum::<f64>()
+    }
+}
+
+/// The levels `q >= 1` with `x / T > q / LEVELS_PER_PERIOD + slack` (at most
+/// `MAX_TRANSFER_PERIODS` periods' worth): fact 3's transfer term for transfers `x`
+/// downstream (module docs).
+fn transfer_levels(x: f64, period: f64, slack: f64) -> usize {
+    if period.is_infinite() || x <= 0.0 {
+        return 0;
+    }
+    let q = LEVELS_PER_PERIOD as f64;
+    let levels = ((q * (x / period - slack)).ceil() - 1.0).max(0.0) as usize;
+    levels.min(MAX_TRANSFER_PERIODS * LEVELS_PER_PERIOD)
+}
+
+/// The periods level `q` stands for.
+fn level_periods(q: usize) -> f64 {
+    q as f64 / LEVELS_PER_PERIOD as f64
+}
+
+/// `ceil(d / T)` batches held over a stretch of at least `d`, rounded down past `slack`.
+fn ceil_copies(d: f64, period: f64, slack: f64) -> f64 {
+    if period.is_infinite() {
+        return if d > 0.0 { 1.0 } else { 0.0 };
+    }
+    (d / period - slack).ceil().max(0.0)
+}
+
+/// `floor(w / T)` batches always held by a window of at least `w`, rounded down past
+/// `slack`.
+fn floor_copies(w: f64, period: f64, slack: f64) -> f64 {
+    if period.is_infinite() {
+        return 0.0;
+    }
+    (w / period - slack).floor().max(0.0)
+}
+
+/// True when the assignment (`assignment[l]` the processor of layer `l+1`) satisfies the
+/// relaxation at `period` (module docs): the exact counterpart of the MILP, for tests and
+/// for tightening a solution's period.
+pub fn relaxation_fits(relax: &Relaxation, assignment: &[usize], period: f64) -> bool {
+    let n = relax.layers;
+    assert_eq!(assignment.len(), n);
+    let cap_time = period * (1.0 + relax.slack);
+    let cap_mem = relax.memory * (1.0 + relax.slack);
+    let crosses = |c: usize| assignment[c] != assignment[c + 1];
+    // Windows with the transfers downstream; `level[l]`: the level of `X_l`.
+    let mut window = vec![0.0; n];
+    let mut level = vec![0; n];
+    let mut downstream = 0.0;
+    for j in (0..n).rev() {
+        if j + 1 < n && crosses(j) {
+            downstream += 2.0 * relax.comm[j];
+        }
+        window[j] = relax.suffix(j) + downstream;
+        level[j] = transfer_levels(downstream, period, relax.slack);
+    }
+    for p in 0..relax.processors {
+        let mine: Vec<usize> = (0..n).filter(|&l| assignment[l] == p).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let load: f64 = mine.iter().map(|&l| relax.u[l]).sum();
+        if period.is_finite() && load > cap_time {
+            return false;
+        }
+        let mut fixed: f64 = mine.iter().map(|&l| 3.0 * relax.weights[l]).sum();
+        for c in 0..n.saturating_sub(1) {
+            if crosses(c) && (assignment[c] == p || assignment[c + 1] == p) {
+                fixed += 2.0 * relax.out[c];
+            }
+        }
+        if period.is_finite() {
+            let average: f64 = mine
+                .iter()
+                .map(|&j| relax.stash[j] * window[j] / period)
+                .sum();
+            if fixed + average > cap_mem {
+                return false;
+            }
+        }
+        for &i in &mine {
+            let need: f64 = mine
+                .iter()
+                .map(|&j| {
+                    let copies = if j <= i {
+                        relax.copies_before(i, j, period, level[i])
+                    } else {
+                        relax.copies_always(j, period)
+                    };
+                    copies * relax.stash[j]
+                })
+                .sum();
+            if fixed + need > cap_mem {
+                return false;
+            }
+        }
+    }
+    if period.is_finite() {
+        let mut links = std::collections::HashMap::<(usize, usize), f64>::new();
+        for c in 0..n.saturating_sub(1) {
+            if crosses(c) {
+                let (a, b) = (assignment[c], assignment[c + 1]);
+                *links.entry((a.min(b), a.max(b))).or_default() +=
+                    relax.link_factor * relax.comm[c];
+            }
+        }
+        if links.values().any(|&load| load > cap_time) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The variables of the relaxation MILP.
+struct Layout {
+    /// `x[l][p]`: layer `l` on processor `p`.
+    x: Vec<Vec<Var>>,
+}
+
+/// The relaxation at `period` (possibly infinite) as a feasibility MILP, rows scaled so
+/// that times are in units of the period and bytes in units of the memory.
+fn relaxation_model(relax: &Relaxation, period: f64) -> (Model, Layout) {
+    let n = relax.layers;
+    let procs = relax.processors.min(n).max(1);
+    let finite = period.is_finite();
+    let mem = relax.memory;
+    let cap_mem = 1.0 + relax.slack;
+    let cap_time = 1.0 + relax.slack;
+    let mut m = Model::new();
+    // Assignment with restricted-growth symmetry breaking.
+    let x: Vec<Vec<Var>> = (0..n)
+        .map(|_| (0..procs).map(|_| m.binary(0.0)).collect())
+        .collect();
+    for l in 0..n {
+        let terms: Vec<(Var, f64)> = x[l].iter().map(|&v| (v, 1.0)).collect();
+        m.row(1.0, 1.0, &terms);
+        for p in 1..procs {
+            if p > l {
+                m.le(&[(x[l][p], 1.0)], 0.0);
+            } else {
+                // Processor p holds layer l only if processor p-1 holds an earlier layer.
+                let mut terms = vec![(x[l][p], 1.0)];
+                terms.extend((0..l).map(|k| (x[k][p - 1], -1.0)));
+                m.le(&terms, 0.0);
+            }
+        }
+    }
+    // Crossing indicators: out[c][p] = layer c on p and c+1 elsewhere; into[c][p] the
+    // converse; cross[c] = the cut crosses at all. Pushed down by every row they enter.
+    let cuts = n.saturating_sub(1);
+    let mut out_of = vec![Vec::new(); cuts];
+    let mut into = vec![Vec::new(); cuts];
+    let mut cross = Vec::with_capacity(cuts);
+    for c in 0..cuts {
+        let u = m.continuous(0.0, 0.0, 1.0);
+        for p in 0..procs {
+            let o = m.continuous(0.0, 0.0, 1.0);
+            let i = m.continuous(0.0, 0.0, 1.0);
+            m.ge(&[(o, 1.0), (x[c][p], -1.0), (x[c + 1][p], 1.0)], 0.0);
+            m.ge(&[(i, 1.0), (x[c + 1][p], -1.0), (x[c][p], 1.0)], 0.0);
+            m.ge(&[(u, 1.0), (x[c][p], -1.0), (x[c + 1][p], 1.0)], 0.0);
+            out_of[c].push(o);
+            into[c].push(i);
+        }
+        cross.push(u);
+    }
+    // Static memory of processor p, scaled by 1/M: terms to add to a row.
+    let static_terms = |p: usize| -> Vec<(Var, f64)> {
+        let mut t: Vec<(Var, f64)> = (0..n)
+            .map(|l| (x[l][p], 3.0 * relax.weights[l] / mem))
+            .collect();
+        for c in 0..cuts {
+            let b = 2.0 * relax.out[c] / mem;
+            t.push((out_of[c][p], b));
+            t.push((into[c][p], b));
+        }
+        t
+    };
+    let static_max: f64 =
+        (3.0 * relax.weights.iter().sum::<f64>() + 4.0 * relax.out.iter().sum::<f64>()) / mem;
+    // Fact 3's transfer levels: level[l][q-1] is forced to one when the transfers X_l
+    // downstream of layer l exceed (q / LEVELS_PER_PERIOD + slack) periods.
+    let mut level: Vec<Vec<Var>> = vec![Vec::new(); n];
+    if finite {
+        for l in 0..n {
+            let most: f64 = (l..cuts).map(|c| 2.0 * relax.comm[c] / period).sum();
+            for q in 1..=transfer_levels(most * period, period, relax.slack) {
+                let b = m.binary(0.0);
+                let mut row: Vec<(Var, f64)> = (l..cuts)
+                    .map(|c| (cross[c], 2.0 * relax.comm[c] / period))
+                    .collect();
+                row.push((b, -most));
+                m.le(&row, level_periods(q) + relax.slack);
+                level[l].push(b);
+            }
+        }
+    }
+    for p in 0..procs {
+        // Fact 3 at the forward start of each layer i of p (big-M when i is elsewhere),
+        // once for each level of X_i (big-M when the level is off).
+        for i in 0..n {
+            for k in 0..=level[i].len() {
+                let mut terms = static_terms(p);
+                let mut worst = static_max;
+                for j in 0..n {
+                    let copies = if j <= i {
+                        relax.copies_before(i, j, period, k)
+                    } else {
+                        relax.copies_always(j, period)
+                    };
+                    let coef = copies * relax.stash[j] / mem;
+                    if coef > 0.0 {
+                        terms.push((x[j][p], coef));
+                        worst += coef;
+                    }
+                }
+                let big = (worst - cap_mem).max(0.0);
+                if big <= 0.0 {
+                    continue;
+                }
+                terms.push((x[i][p], big));
+                let mut hi = cap_mem + big;
+                if k > 0 {
+                    terms.push((level[i][k - 1], big));
+                    hi += big;
+                }
+                m.le(&terms, hi);
+            }
+        }
+        if finite {
+            // Fact 1: the processor's load.
+            let terms: Vec<(Var, f64)> = (0..n).map(|l| (x[l][p], relax.u[l] / period)).collect();
+            m.le(&terms, cap_time);
+            // Fact 4: the average memory, windows with the transfers downstream.
+            let mut terms = static_terms(p);
+            for j in 0..n {
+                if relax.stash[j] <= 0.0 {
+                    continue;
+                }
+                let comm_max: f64 = (j..cuts).map(|c| 2.0 * relax.comm[c] / period).sum();
+                // omega >= x S(j)/T + sum_{c >= j} 2 comm_c cross_c / T - comm_max (1 - x)
+                let omega = m.continuous(0.0, 0.0, f64::INFINITY);
+                let mut def = vec![
+                    (omega, 1.0),
+                    (x[j][p], -(relax.suffix(j) / period) - comm_max),
+                ];
+                for c in j..cuts {
+                    def.push((cross[c], -2.0 * relax.comm[c] / period));
+                }
+                m.ge(&def, -comm_max);
+                terms.push((omega, relax.stash[j] / mem));
+            }
+            m.le(&terms, cap_mem);
+        }
+    }
+    // Fact 1 on links: pair indicators, only where a link could be overloaded.
+    let total_comm: f64 = relax.comm.iter().map(|c| relax.link_factor * c).sum();
+    if finite && total_comm > period * cap_time && procs >= 2 {
+        for p in 0..procs {
+            for q in p + 1..procs {
+                let mut load = Vec::with_capacity(cuts);
+                for c in 0..cuts {
+                    let y = m.continuous(0.0, 0.0, 1.0);
+                    m.ge(&[(y, 1.0), (x[c][p], -1.0), (x[c + 1][q], -1.0)], -1.0);
+                    m.ge(&[(y, 1.0), (x[c][q], -1.0), (x[c + 1][p], -1.0)], -1.0);
+                    load.push((y, relax.link_factor * relax.comm[c] / period));
+                }
+                m.le(&load, cap_time);
+            }
+        }
+    }
+    (m, Layout { x })
+}
+
+/// Answer of one relaxation solve.
+enum Probe {
+    Infeasible,
+    Feasible(Vec<usize>),
+    Undecided,
+}
+
+fn probe(
+    relax: &Relaxation,
+    period: f64,
+    milp: &MilpOptions,
+    time_left: Option<Duration>,
+    nodes: &mut u64,
+) -> anyhow::Result<Probe> {
+    let (model, layout) = relaxation_model(relax, period);
+    let r = model.solve(milp, time_left)?;
+    *nodes += r.nodes;
+    Ok(match r.status {
+        SolveStatus::Infeasible => Probe::Infeasible,
+        SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
+            let assignment = layout
+                .x
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .enumerate()
+                        .max_by(|a, b| r.values[a.1 .0].total_cmp(&r.values[b.1 .0]))
+                        .map(|(p, _)| p)
+                        .unwrap_or(0)
+                })
+                .collect();
+            Probe::Feasible(assignment)
+        }
+        SolveStatus::NoSolutionWithinLimit => Probe::Undecided,
+    })
+}
+
+/// Whether the relaxation has a solution at `period` (possibly infinite): `None` when the
+/// solve ended undecided at the options' limit.
+pub fn relaxation_feasible(
+    relax: &Relaxation,
+    period: f64,
+    options: &MilpOptions,
+) -> anyhow::Result<Option<bool>> {
+    let mut nodes = 0;
+    Ok(match probe(relax, period, options, None, &mut nodes)? {
+        Probe::Infeasible => Some(false),
+        Probe::Feasible(_) => Some(true),
+        Probe::Undecided => None,
+    })
+}
+
+/// The smallest period (within `precision`) at which `assignment` satisfies the relaxation,
+/// knowing it does at `hi`.
+fn tighten(relax: &Relaxation, assignment: &[usize], lo: f64, hi: f64, precision: f64) -> f64 {
+    let (mut lo, mut hi) = (lo, hi);
+    while hi > lo * (1.0 + precision * 0.5) {
+        let mid = 0.5 * (lo + hi);
+        if relaxation_fits(relax, assignment, mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// The bound of the module docs for `instance` on `platform`.
+pub fn global_lower_bound(
+    instance: &Instance,
+    platform: &Platform,
+    options: &BoundOptions,
+) -> anyhow::Result<GlobalBound> {
+    let started = Instant::now();
+    instance.check()?;
+    platform.check()?;
+    let relax = Relaxation::new(instance, platform);
+    let milp = MilpOptions {
+        threads: options.threads,
+        mip_rel_gap: 1e-4,
+        ..MilpOptions::default()
+    };
+    let time_left = || {
+        options
+            .time_limit
+            .map(|t| t.saturating_sub(started.elapsed()))
+    };
+    let mut out = GlobalBound {
+        lower_bound: period_lower_bound(instance, platform),
+        infeasible: false,
+        relaxed_period: None,
+        assignment: None,
+        complete: false,
+        solves: 0,
+        nodes: 0,
+        solve_seconds: 0.0,
+        method: "instance bounds (loads, heaviest layer, cheapest cut)".into(),
+    };
+    let finish = |mut out: GlobalBound| {
+        out.solve_seconds = started.elapsed().as_secs_f64();
+        Ok(out)
+    };
+    // Infinite period: does any assignment hold one batch of each of its layers?
+    out.solves += 1;
+    match probe(&relax, f64::INFINITY, &milp, time_left(), &mut out.nodes)? {
+        Probe::Infeasible => {
+            out.infeasible = true;
+            out.lower_bound = f64::INFINITY;
+            out.complete = true;
+            out.method = "relaxation infeasible at every period: no allocation holds one batch of its layers".into();
+            return finish(out);
+        }
+        Probe::Undecided => return finish(out),
+        Probe::Feasible(a) => out.assignment = Some(a),
+    }
+    let mut lo = out.lower_bound;
+    let mut hi = relax.sequential_period().max(lo);
+    if let Some(known) = options.known_period {
+        hi = hi.min(known.max(lo));
+    }
+    if let Some(a) = &out.assignment {
+        if relaxation_fits(&relax, a, hi) {
+            hi = tighten(&relax, a, lo, hi, options.precision);
+        }
+    }
+    let mut undecided = false;
+    out.method =
+        "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
+    while hi > lo * (1.0 + options.precision) {
+        if time_left().is_some_and(|t| t.is_zero()) {
+            undecided = true;
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        out.solves += 1;
+        match probe(&relax, mid, &milp, time_left(), &mut out.nodes)? {
+            Probe::Infeasible => lo = mid,
+            Probe::Feasible(a) => {
+                hi = tighten(&relax, &a, lo, mid, options.precision).min(mid);
+                out.assignment = Some(a);
+            }
+            Probe::Undecided => {
+                undecided = true;
+                hi = mid;
+            }
+        }
+    }
+    out.lower_bound = lo;
+    out.relaxed_period = Some(hi);
+    out.complete = !undecided;
+    finish(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::chain;
+
+    #[test]
+    fn copies_round_down_past_the_slack() {
+        let s = 1e-6;
+        assert_eq!(ceil_copies(2.0, 1.0, s), 2.0);
+        assert_eq!(ceil_copies(2.0 + 1e-9, 1.0, s), 2.0);
+        assert_eq!(ceil_copies(2.1, 1.0, s), 3.0);
+        assert_eq!(ceil_copies(0.0, 1.0, s), 0.0);
+        assert_eq!(ceil_copies(5.0, f64::INFINITY, s), 1.0);
+        assert_eq!(floor_copies(2.0, 1.0, s), 1.0);
+        assert_eq!(floor_copies(2.5, 1.0, s), 2.0);
+        assert_eq!(floor_copies(2.5, f64::INFINITY, s), 0.0);
+    }
+
+    #[test]
+    fn one_processor_holds_one_batch_of_everything() {
+        // Stashes default to the inputs: 4 + 7 + 8 = 19 bytes, weights 3 * 15 = 45.
+        let inst = chain(
+            &[1., 2., 3.],
+            &[2., 4., 6.],
+            &[10., 0., 5.],
+            &[7., 8., 9.],
+            4.,
+        );
+        let relax = Relaxation::new(&inst, &Platform::new(1, 64.0, 1.0));
+        assert!(relaxation_fits(&relax, &[0, 0, 0], f64::INFINITY));
+        assert!(relaxation_fits(&relax, &[0, 0, 0], 18.0));
+        let tight = Relaxation::new(&inst, &Platform::new(1, 63.0, 1.0));
+        assert!(!relaxation_fits(&tight, &[0, 0, 0], f64::INFINITY));
+    }
+}

@@ -1,0 +1,229 @@
+//! The global lower bound (`milp::global_bound`) is a proof: on small chains it is never
+//! above the best plan of any allocation (every allocation enumerated, each scheduled by
+//! the exact scheduling MILP and judged), "infeasible" is never said of a case that has a
+//! plan, and the relaxation MILP decides exactly what the relaxation checked by hand does.
+
+use pipeopt::judge::judge;
+use pipeopt::milp::fixed_allocation::schedule_allocation;
+use pipeopt::milp::general::for_each_allocation;
+use pipeopt::milp::global_bound::{
+    global_lower_bound, relaxation_feasible, relaxation_fits, BoundOptions, Relaxation,
+};
+use pipeopt::milp::MilpOptions;
+use pipeopt::model::bounds::period_lower_bound;
+use pipeopt::model::{Allocation, Instance, Platform, Stage};
+use pipeopt::nets::random::{one_processor_memory, random_chain};
+
+/// Every allocation of `l` layers on at most `p` processors up to relabelling: a processor
+/// per layer (restricted growth strings), and with `boundaries` every way of cutting runs of
+/// consecutive layers on one processor into stages (otherwise one stage per layer, which is
+/// enough without stash overlaps: splitting a stage never hurts then).
+fn all_allocations(l: usize, p: usize, boundaries: bool) -> Vec<Allocation> {
+    let mut out = Vec::new();
+    for_each_allocation(l, p, |assignment| {
+        let same: Vec<usize> = (0..l - 1)
+            .filter(|&c| assignment[c] == assignment[c + 1])
+            .collect();
+        let choices = if boundaries { 1usize << same.len() } else { 1 };
+        for mask in 0..choices {
+            let mut stages: Vec<Stage> = Vec::new();
+            for layer in 0..l {
+                let joined = layer > 0
+                    && assignment[layer - 1] == assignment[layer]
+                    && boundaries
+                    && same
+                        .iter()
+                        .position(|&c| c == layer - 1)
+                        .is_some_and(|k| mask & (1 << k) == 0);
+                if joined {
+                    stages.last_mut().unwrap().last = layer + 1;
+                } else {
+                    stages.push(Stage {
+                        first: layer + 1,
+                        last: layer + 1,
+                        processor: assignment[layer],
+                    });
+                }
+            }
+            out.push(Allocation::new(stages));
+        }
+    });
+    out
+}
+
+/// The best judged period over every allocation, `None` when no allocation has a plan.
+fn exhaustive_optimum(inst: &Instance, platform: &Platform, boundaries: bool) -> Option<f64> {
+    let options = MilpOptions::default();
+    let mut best: Option<f64> = None;
+    for alloc in all_allocations(inst.len(), platform.processors, boundaries) {
+        let out = schedule_allocation(inst, platform, &alloc, &options).unwrap();
+        if let Some(pattern) = &out.pattern {
+            let j = judge(inst, platform, &alloc, pattern);
+            assert!(j.valid, "{:?}", j.violations);
+            best = Some(best.map_or(j.period, |b: f64| b.min(j.period)));
+        }
+    }
+    best
+}
+
+/// Some layers keep the same tensor as the next one (stash overlaps).
+fn with_overlaps(mut inst: Instance) -> Instance {
+    for l in 0..inst.len() - 1 {
+        if l % 2 == 0 {
+            let own = inst.stash(l + 1);
+            inst.layers[l].stash = Some(own + inst.layers[l].out);
+            inst.layers[l].stash_overlap = Some(inst.layers[l].out);
+        }
+    }
+    inst.check().unwrap();
+    inst
+}
+
+fn check_case(inst: &Instance, platform: &Platform, boundaries: bool, stats: &mut Stats) {
+    let bound = global_lower_bound(inst, platform, &BoundOptions::default()).unwrap();
+    assert!(bound.complete, "{}: {:?}", inst.name, bound);
+    let optimum = exhaustive_optimum(inst, platform, boundaries);
+    let what = format!(
+        "{} on P = {}, M = {}, beta = {}{}",
+        inst.name,
+        platform.processors,
+        platform.memory,
+        platform.bandwidth,
+        if platform.full_duplex {
+            " full duplex"
+        } else {
+            ""
+        }
+    );
+    if bound.infeasible {
+        assert_eq!(optimum, None, "{what}: said infeasible, but a plan exists");
+        stats.infeasible += 1;
+        return;
+    }
+    assert!(bound.lower_bound >= period_lower_bound(inst, platform) * (1.0 - 1e-12));
+    match optimum {
+        None => stats.no_plan_not_proven += 1,
+        Some(t) => {
+            assert!(
+                bound.lower_bound <= t * (1.0 + 1e-9),
+                "{what}: bound {} above a valid plan at {t}",
+                bound.lower_bound
+            );
+            stats.ratio.push(t / bound.lower_bound);
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct Stats {
+    infeasible: usize,
+    no_plan_not_proven: usize,
+    ratio: Vec<f64>,
+}
+
+#[test]
+fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
+    let mut stats = Stats::default();
+    for seed in 0..6u64 {
+        let l = 4 + (seed as usize % 2);
+        let inst = random_chain(seed, l);
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth, duplex) in [
+            (2, 0.45, 6.0, false),
+            (2, 0.8, 1.0, false),
+            (3, 0.35, 6.0, false),
+            (3, 0.6, 2.0, true),
+            (3, 1.5, 6.0, false),
+        ] {
+            if l == 5 && processors == 3 && share > 1.0 {
+                continue; // the exhaustive search is slow at loose memory
+            }
+            let mut platform = Platform::new(processors, share * full, bandwidth);
+            platform.full_duplex = duplex;
+            check_case(&inst, &platform, false, &mut stats);
+        }
+    }
+    eprintln!("{stats:?}");
+    // The tests must exercise both verdicts.
+    assert!(stats.infeasible > 0 && !stats.ratio.is_empty());
+}
+
+#[test]
+fn bound_holds_with_stash_overlaps_over_every_stage_structure() {
+    let mut stats = Stats::default();
+    for seed in 10..14u64 {
+        let inst = with_overlaps(random_chain(seed, 4));
+        let full = one_processor_memory(&inst);
+        for (processors, share) in [(2, 0.5), (2, 0.9), (3, 0.4), (3, 1.2)] {
+            let platform = Platform::new(processors, share * full, 4.0);
+            check_case(&inst, &platform, true, &mut stats);
+        }
+    }
+    eprintln!("{stats:?}");
+    assert!(!stats.ratio.is_empty());
+}
+
+#[test]
+fn the_milp_decides_the_relaxation_exactly() {
+    let options = MilpOptions::default();
+    let mut both = [0usize; 2];
+    for seed in 20..26u64 {
+        let l = 4 + (seed as usize % 3);
+        let inst = random_chain(seed, l);
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth) in [(2, 0.5, 3.0), (3, 0.35, 6.0), (3, 0.7, 1.0)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            let relax = Relaxation::new(&inst, &platform);
+            let base = period_lower_bound(&inst, &platform);
+            for factor in [f64::INFINITY, 1.0, 1.3, 1.7, 2.5, 4.0] {
+                let period = base * factor;
+                let mut by_hand = false;
+                for_each_allocation(l, processors, |a| {
+                    by_hand |= relaxation_fits(&relax, a, period);
+                });
+                let milp = relaxation_feasible(&relax, period, &options)
+                    .unwrap()
+                    .expect("no limit");
+                assert_eq!(
+                    milp, by_hand,
+                    "seed {seed}, P = {processors}, share {share}, T = {period}"
+                );
+                both[usize::from(milp)] += 1;
+            }
+        }
+    }
+    assert!(both[0] > 0 && both[1] > 0, "{both:?}");
+}
+
+#[test]
+fn a_plan_of_the_case_always_satisfies_the_relaxation() {
+    // The relaxation's facts hold for every judged plan: here, the best plan of each
+    // allocation of small chains, at its own period, for its own assignment.
+    let options = MilpOptions::default();
+    for seed in 30..33u64 {
+        let inst = with_overlaps(random_chain(seed, 4));
+        let full = one_processor_memory(&inst);
+        let platform = Platform::new(2, 0.7 * full, 3.0);
+        let relax = Relaxation::new(&inst, &platform);
+        for alloc in all_allocations(4, 2, true) {
+            let out = schedule_allocation(&inst, &platform, &alloc, &options).unwrap();
+            if let Some(pattern) = out.pattern {
+                let assignment: Vec<usize> = (1..=4)
+                    .map(|l| {
+                        alloc
+                            .stages
+                            .iter()
+                            .find(|s| s.first <= l && l <= s.last)
+                            .unwrap()
+                            .processor
+                    })
+                    .collect();
+                assert!(
+                    relaxation_fits(&relax, &assignment, pattern.period),
+                    "seed {seed}: {alloc:?} at {}",
+                    pattern.period
+                );
+            }
+        }
+    }
+}
