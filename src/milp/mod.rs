@@ -7,6 +7,7 @@ pub mod fixed_allocation;
 pub mod general;
 pub mod madpipe;
 pub mod solver;
+pub mod sync_schedule;
 
 pub use contiguous::{contiguous_optimum, ContiguousOptPlanner, ContiguousOutcome};
 pub use fixed_allocation::{schedule_allocation, schedule_plan, MilpOutcome, MilpSchedulePlanner};
