@@ -52,7 +52,10 @@ fn main() {
                     )
                 })
                 .collect();
-            let dapple = vec![("dapple".to_string(), ScheduleKind::Dapple.generate(d, d).unwrap())];
+            let dapple = vec![(
+                "dapple".to_string(),
+                ScheduleKind::Dapple.generate(d, d).unwrap(),
+            )];
             for (name, placement, cap, proposals) in [
                 (
                     "chimera placement, live <= D",

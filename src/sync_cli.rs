@@ -419,7 +419,12 @@ fn run_optimal(
     use pipeopt::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
     let d = costs.stages();
     let placement = match args.placement.as_deref() {
-        None => return Err(bad("--placement", "--schedule optimal needs --placement one-direction, bidirectional or gems")),
+        None => {
+            return Err(bad(
+                "--placement",
+                "--schedule optimal needs --placement one-direction, bidirectional or gems",
+            ))
+        }
         Some(p) => Placement::parse(p).ok_or_else(|| {
             bad(
                 "--placement",
@@ -430,7 +435,10 @@ fn run_optimal(
     if placement != Placement::OneDirection && n % 2 != 0 {
         return Err(bad(
             "--micro-batches",
-            format!("the {} placement needs an even N (half per pipeline), got {n}", placement.name()),
+            format!(
+                "the {} placement needs an even N (half per pipeline), got {n}",
+                placement.name()
+            ),
         ));
     }
     let live_cap = match &args.max_live {

@@ -427,11 +427,18 @@ fn optimal_schedule_reports_bound_and_streams_and_draws() {
     assert!(makespan <= c["makespan"].as_f64().unwrap() * (1.0 + 1e-9));
     let svg = dir.path().join("optimal.svg");
     let drawn = pipeopt()
-        .args(["gantt", file.to_str().unwrap(), "--out", svg.to_str().unwrap()])
+        .args([
+            "gantt",
+            file.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(drawn.status.success(), "{}", stderr(&drawn));
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("optimal (bidirectional)"));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("optimal (bidirectional)"));
 }
 
 #[test]
@@ -450,5 +457,8 @@ fn optimal_schedule_refuses_bad_flags() {
         &with(&["--placement", "bidirectional", "--micro-batches", "5"]),
         "--micro-batches",
     );
-    refused(&with(&["--placement", "one-direction", "--max-live", "2,2"]), "--max-live");
+    refused(
+        &with(&["--placement", "one-direction", "--max-live", "2,2"]),
+        "--max-live",
+    );
 }

@@ -238,7 +238,9 @@ pub fn optimal_schedule(
     let n = problem.micro_batches;
     let placement = problem.placement;
     if d == 0 || n == 0 {
-        anyhow::bail!("the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})");
+        anyhow::bail!(
+            "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
+        );
     }
     if placement != Placement::OneDirection && n % 2 != 0 {
         anyhow::bail!(
@@ -320,9 +322,10 @@ pub fn optimal_schedule(
     for (name, s) in proposals {
         let same_ops = s.len() == d
             && s.iter().map(Vec::len).sum::<usize>() == ops.len()
-            && s.iter()
-                .enumerate()
-                .all(|(w, st)| st.iter().all(|i| index.get(i).is_some_and(|&k| ops[k].worker == w)));
+            && s.iter().enumerate().all(|(w, st)| {
+                st.iter()
+                    .all(|i| index.get(i).is_some_and(|&k| ops[k].worker == w))
+            });
         if !same_ops {
             continue;
         }
@@ -496,7 +499,10 @@ pub fn optimal_schedule(
         status = SolveStatus::LimitWithIncumbent;
     }
     if status == SolveStatus::Infeasible {
-        anyhow::bail!("internal error: HiGHS calls the model infeasible although the {} streams fit", best.0);
+        anyhow::bail!(
+            "internal error: HiGHS calls the model infeasible although the {} streams fit",
+            best.0
+        );
     }
     let makespan = best.2.makespan_seconds;
     out.lower_bound = out.lower_bound.min(makespan);
@@ -621,7 +627,8 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
         }
     }
     // Linear form of sum coef * [o before t] as terms plus a constant.
-    let expand = |terms: &mut Vec<(Var, f64)>, constant: &mut f64, rel: Before, coef: f64| match rel {
+    let expand = |terms: &mut Vec<(Var, f64)>, constant: &mut f64, rel: Before, coef: f64| match rel
+    {
         Before::Always => *constant += coef,
         Before::Never => {}
         Before::Var(x, true) => terms.push((x, coef)),
@@ -665,13 +672,21 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
                 rows.push((vec![1.0; ks.len()], cap[w] as f64));
             }
             for (weights, budget) in rows {
-                let (mut terms, mut constant) = (Vec::new(), weights[ks.iter().position(|&k| k == t).unwrap()]);
+                let (mut terms, mut constant) = (
+                    Vec::new(),
+                    weights[ks.iter().position(|&k| k == t).unwrap()],
+                );
                 for (i, &o) in ks.iter().enumerate() {
                     if o == t || weights[i] == 0.0 {
                         continue;
                     }
                     let sign = if ops[o].instr.is_forward() { 1.0 } else { -1.0 };
-                    expand(&mut terms, &mut constant, before[&(o, t)], sign * weights[i]);
+                    expand(
+                        &mut terms,
+                        &mut constant,
+                        before[&(o, t)],
+                        sign * weights[i],
+                    );
                 }
                 model.le(&terms, budget - constant + 1e-9);
             }
