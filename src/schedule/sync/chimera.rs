@@ -11,6 +11,15 @@
 //! bubble ratio (D-2)/(3D-2) is Chimera's own closed form for forward = backward: with equal
 //! forward and backward times our streams take exactly 3D - 2 and match it exactly.
 //!
+//! Exactness (`milp::sync_schedule`, proven by the MILP on Chimera's placement with at most
+//! D live micro-batches per worker, equal stages, N = D): the minimum iteration is exactly
+//! 3D - 2 forward times for backward = forward (D = 4, 8, 16) and 5D - 4 for backward =
+//! 2 x forward (D = 8, 16; at D = 8 also without any memory limit). The drawings reach both,
+//! but each only for the ratio it was drawn for: replayed with B = F, the B = 2F drawing
+//! takes 24 instead of 22 at D = 8. `chimera_for` therefore keeps the fastest drawing on
+//! the costs at hand. Table I's (D-2)/(3D-2) is thus exact for B = F at every D we checked;
+//! with B = 2F no order on Chimera's placement does better than (2D-4)/(5D-4).
+//!
 //! Where we depart: for N > D we do not implement Chimera's "forward doubling" or direct
 //! concatenation; the same rules (D/2 injected per pipeline, at most D live per worker)
 //! simply continue with N/2 micro-batches per pipeline.
