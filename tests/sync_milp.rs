@@ -8,6 +8,7 @@ use pipeopt::milp::sync_schedule::{
     optimal_schedule, sequential_streams, Formulation, Placement, SyncOptimum, SyncProblem,
 };
 use pipeopt::milp::{MilpOptions, SolveStatus};
+use pipeopt::schedule::sync::chimera::chimera_for;
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
 use pipeopt::schedule::sync::{Instr, Schedule, ScheduleKind};
 
@@ -274,4 +275,32 @@ fn chimera_reaches_table_one_at_d_4() {
     let m = check_proven(&o, &costs);
     assert!(close(m, (3 * d - 2) as f64), "{m}");
     assert!(close(o.report.as_ref().unwrap().bubble_ratio, 0.2));
+}
+
+#[test]
+fn chimera_is_optimal_on_its_placement_at_d_8() {
+    // The doubt: at D = 8 with B = F our Chimera took 24 forward times, Table I says
+    // 3D - 2 = 22. The MILP proves 22 the minimum on Chimera's placement (D live at most),
+    // and 5D - 4 = 36 with B = 2F; `chimera_for` reaches both.
+    let d = 8;
+    for (b, want) in [(1.0, 22.0), (2.0, 36.0)] {
+        let costs = StageCosts::uniform(d, 1.0, b, 0.0);
+        let chimera = chimera_for(d, d, &costs).unwrap();
+        let r = simulate(&chimera, &costs, Execution::Serial).unwrap();
+        assert!(
+            close(r.makespan_seconds, want),
+            "B={b}: {}",
+            r.makespan_seconds
+        );
+        let o = solve(
+            &costs,
+            Placement::Bidirectional,
+            d,
+            None,
+            Some(vec![d; d]),
+            &[("chimera".into(), chimera)],
+            Formulation::Auto,
+        );
+        assert!(close(check_proven(&o, &costs), want), "B={b}");
+    }
 }
