@@ -66,7 +66,7 @@ enum Command {
     /// Simulate a synchronous or bidirectional pipeline schedule (GPipe, DAPPLE, GEMS,
     /// Chimera, MixPipe, BaPipe): iteration time, bubble ratio, memory of every worker;
     /// MixPipe's search of K and Gamma (--search), BaPipe's exploration (--explore).
-    Sync(sync_cli::SyncArgs),
+    Sync(Box<sync_cli::SyncArgs>),
     /// Run a grid of synchronous schedules (an experiment file such as
     /// experiments/bidirectional.toml): bubble ratios, per-worker memory and the best
     /// throughput under a memory budget; writes results/<name>/ (CSV, JSON, figures).
@@ -456,7 +456,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Sync(args) => sync_cli::run(args),
+        Command::Sync(args) => sync_cli::run(*args),
         Command::SyncSweep(args) => sync_cli::run_sweep(args),
         Command::Plan(args) => plan(args),
         Command::Bound(args) => bound(args),

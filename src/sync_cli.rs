@@ -30,9 +30,29 @@ pub struct SyncArgs {
     #[arg(long)]
     micro_batches: Option<usize>,
     /// gpipe, dapple, gems, chimera, mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as,
-    /// fbp-as, or bapipe (with --explore).
+    /// fbp-as, bapipe (with --explore), or optimal (the exact MILP over every operation order
+    /// on --placement, under --memory and --max-live).
     #[arg(long, default_value = "dapple")]
     schedule: String,
+    /// --schedule optimal: one-direction, bidirectional (Chimera's and MixPipe's two
+    /// pipelines) or gems (bidirectional, one live micro-batch per worker).
+    #[arg(long)]
+    placement: Option<String>,
+    /// --schedule optimal: most live micro-batches per worker, one number for all or one per
+    /// worker (e.g. 4,3,2,1: DAPPLE's D - s).
+    #[arg(long, value_delimiter = ',')]
+    max_live: Option<Vec<usize>>,
+    /// --schedule optimal: the solver's time limit, e.g. 60s (the best streams and the proven
+    /// bound are reported when it is reached).
+    #[arg(long, value_parser = pipeopt::units::parse_seconds)]
+    time_limit: Option<f64>,
+    /// --schedule optimal: auto (time-indexed when durations lie on a common grid and the
+    /// model is small, disjunctive otherwise), disjunctive or time-indexed.
+    #[arg(long, default_value = "auto")]
+    formulation: String,
+    /// --schedule optimal: HiGHS threads.
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
     /// MixPipe's K (even; default D).
     #[arg(long)]
     k: Option<usize>,
@@ -351,9 +371,12 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    if args.schedule == "optimal" {
+        return run_optimal(&args, &instance, &starts, &costs, n, base_batch);
+    }
     let kind = kind_of(&args, d, n)?;
     let schedule = kind
-        .generate(d, n)
+        .generate_for(d, n, &costs)
         .map_err(|e| bad("--schedule", e.to_string()))?;
     let r = simulate(&schedule, &costs, kind.execution())?;
     let samples = n as f64 * base_batch;
@@ -376,6 +399,170 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         println!("{v}");
     } else {
         print_table(&kind.name(), d, n, &r);
+        if let Some(m) = args.memory {
+            println!("fits in {}: {}", ShowBytes(m), r.peak_bytes() <= m);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sync --schedule optimal`: the exact MILP (`pipeopt::milp::sync_schedule`), started from
+/// the known schedules of the placement.
+fn run_optimal(
+    args: &SyncArgs,
+    instance: &Instance,
+    starts: &[usize],
+    costs: &StageCosts,
+    n: usize,
+    base_batch: f64,
+) -> anyhow::Result<ExitCode> {
+    use pipeopt::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
+    let d = costs.stages();
+    let placement = match args.placement.as_deref() {
+        None => {
+            return Err(bad(
+                "--placement",
+                "--schedule optimal needs --placement one-direction, bidirectional or gems",
+            ))
+        }
+        Some(p) => Placement::parse(p).ok_or_else(|| {
+            bad(
+                "--placement",
+                format!("one-direction, bidirectional or gems, not {p:?}"),
+            )
+        })?,
+    };
+    if placement != Placement::OneDirection && n % 2 != 0 {
+        return Err(bad(
+            "--micro-batches",
+            format!(
+                "the {} placement needs an even N (half per pipeline), got {n}",
+                placement.name()
+            ),
+        ));
+    }
+    let live_cap = match &args.max_live {
+        None => None,
+        Some(v) if v.contains(&0) => return Err(bad("--max-live", "every cap must be at least 1")),
+        Some(v) if v.len() == 1 => Some(vec![v[0]; d]),
+        Some(v) if v.len() == d => Some(v.clone()),
+        Some(v) => {
+            return Err(bad(
+                "--max-live",
+                format!("one number, or one per worker ({d}), not {}", v.len()),
+            ))
+        }
+    };
+    if let Some(t) = args.time_limit {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(bad("--time-limit", format!("must be positive, got {t}")));
+        }
+    }
+    let formulation = match args.formulation.as_str() {
+        "auto" => Formulation::Auto,
+        "disjunctive" => Formulation::Disjunctive,
+        "time-indexed" => Formulation::TimeIndexed,
+        other => {
+            return Err(bad(
+                "--formulation",
+                format!("auto, disjunctive or time-indexed, not {other:?}"),
+            ))
+        }
+    };
+    let threads = std::num::NonZeroU32::new(args.threads)
+        .ok_or_else(|| bad("--threads", "must be at least 1"))?;
+    let options = pipeopt::milp::MilpOptions {
+        time_limit: args.time_limit.map(std::time::Duration::from_secs_f64),
+        threads,
+        ..Default::default()
+    };
+    // The known schedules of the placement: the MILP starts from the best that fits.
+    let names: &[&str] = match placement {
+        Placement::OneDirection => &["dapple", "gpipe", "1f1b-sno", "1f1b-so"],
+        Placement::Bidirectional => &["chimera", "mixpipe", "mixpipe-kmax", "gems"],
+        Placement::Gems => &["gems"],
+    };
+    let mut proposals = Vec::new();
+    for name in names {
+        let kind = match *name {
+            "gpipe" => ScheduleKind::Gpipe,
+            "dapple" => ScheduleKind::Dapple,
+            "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
+            "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
+            "chimera" => ScheduleKind::Chimera,
+            "mixpipe" => ScheduleKind::Mixpipe { k: d, gamma: 0 },
+            "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
+            _ => ScheduleKind::Gems,
+        };
+        if let Ok(s) = kind.generate(d, n) {
+            proposals.push((kind.name(), s));
+        }
+    }
+    if placement == Placement::Bidirectional && n >= d && d % 2 == 0 {
+        if let Ok(s) = pipeopt::schedule::sync::chimera::chimera_drawn_for(d, n, 1) {
+            proposals.push(("chimera (drawn for B = F)".into(), s));
+        }
+    }
+    let problem = SyncProblem {
+        costs,
+        placement,
+        micro_batches: n,
+        memory: args.memory,
+        live_cap,
+        formulation,
+    };
+    let o = optimal_schedule(&problem, &proposals, &options)?;
+    let solver = json!({"status": o.status, "lower_bound": o.lower_bound,
+        "gap": o.gap.is_finite().then_some(o.gap), "nodes": o.nodes, "binaries": o.binaries,
+        "started_from": o.start, "formulation": o.formulation, "seconds": o.seconds});
+    let label = json!({"name": "optimal", "placement": placement.name()});
+    let (Some(schedule), Some(r)) = (&o.schedule, &o.report) else {
+        if args.json {
+            println!(
+                "{}",
+                json!({"command": "sync", "instance": instance.name, "schedule": "optimal",
+                       "placement": placement.name(), "stages": d, "micro_batches": n,
+                       "partition": starts, "status": "infeasible", "makespan": null,
+                       "solver": solver})
+            );
+        } else {
+            println!(
+                "optimal ({}): no order of the operations fits the memory budget (the sequential one, memory-minimal, does not)",
+                placement.name()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    if let Some(out) = &args.out {
+        let text = serde_json::to_vec_pretty(&json!({
+            "instance": instance.name, "schedule": label, "stages": d, "micro_batches": n,
+            "partition": starts, "costs": costs, "streams": schedule,
+            "report": report_json(r, args.memory), "timeline": r.timeline, "solver": solver,
+        }))?;
+        pipeopt::error::write_atomic(out, &text)?;
+    }
+    if args.json {
+        let mut v = report_json(r, args.memory);
+        let extra = json!({"command": "sync", "instance": instance.name,
+            "schedule": "optimal", "placement": placement.name(), "stages": d,
+            "micro_batches": n, "partition": starts, "status": o.status,
+            "samples_per_second": n as f64 * base_batch / r.makespan_seconds,
+            "solver": solver, "streams": schedule});
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        println!("{v}");
+    } else {
+        print_table(&format!("optimal ({})", placement.name()), d, n, r);
+        println!(
+            "solver: {:?}, lower bound {}, gap {:.2}%, {} nodes, {} order binaries, started from {}",
+            o.status,
+            ShowSeconds(o.lower_bound),
+            100.0 * o.gap,
+            o.nodes,
+            o.binaries,
+            o.start.as_deref().unwrap_or("-")
+        );
         if let Some(m) = args.memory {
             println!("fits in {}: {}", ShowBytes(m), r.peak_bytes() <= m);
         }

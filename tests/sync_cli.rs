@@ -390,3 +390,75 @@ fn hybrid_picks_a_depth_and_names_missing_options() {
     );
     refused(&out, "--inter-server-bandwidth");
 }
+
+#[test]
+fn optimal_schedule_reports_bound_and_streams_and_draws() {
+    // D = 4, N = 4 on Chimera's placement: the MILP's streams replay to its makespan, never
+    // above Chimera's, with its proven bound; `--out` is a sync file `gantt` draws.
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let file = dir.path().join("optimal.json");
+    let out = sync(
+        &inst,
+        &[
+            "--stages",
+            "4",
+            "--schedule",
+            "optimal",
+            "--placement",
+            "bidirectional",
+            "--time-limit",
+            "60s",
+            "--out",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schedule"], "optimal");
+    assert_eq!(v["solver"]["status"], "optimal");
+    let makespan = v["makespan"].as_f64().unwrap();
+    let bound = v["solver"]["lower_bound"].as_f64().unwrap();
+    assert!((makespan - bound).abs() <= 1e-6 * makespan);
+    assert_eq!(v["streams"].as_array().unwrap().len(), 4);
+    let chimera = sync(&inst, &["--stages", "4", "--schedule", "chimera", "--json"]);
+    let c: serde_json::Value = serde_json::from_slice(&chimera.stdout).unwrap();
+    assert!(makespan <= c["makespan"].as_f64().unwrap() * (1.0 + 1e-9));
+    let svg = dir.path().join("optimal.svg");
+    let drawn = pipeopt()
+        .args([
+            "gantt",
+            file.to_str().unwrap(),
+            "--out",
+            svg.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(drawn.status.success(), "{}", stderr(&drawn));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("optimal (bidirectional)"));
+}
+
+#[test]
+fn optimal_schedule_refuses_bad_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let base = ["--stages", "4", "--schedule", "optimal"];
+    refused(&sync(&inst, &base), "--placement");
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        sync(&inst, &a)
+    };
+    refused(&with(&["--placement", "sideways"]), "--placement");
+    refused(
+        &with(&["--placement", "bidirectional", "--micro-batches", "5"]),
+        "--micro-batches",
+    );
+    refused(
+        &with(&["--placement", "one-direction", "--max-live", "2,2"]),
+        "--max-live",
+    );
+}

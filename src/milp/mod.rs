@@ -9,6 +9,7 @@ pub mod general;
 pub mod global_bound;
 pub mod madpipe;
 pub mod solver;
+pub mod sync_schedule;
 
 pub use contiguous::{contiguous_optimum, ContiguousOptPlanner, ContiguousOutcome};
 pub use fixed_allocation::{schedule_allocation, schedule_plan, MilpOutcome, MilpSchedulePlanner};

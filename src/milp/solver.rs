@@ -84,6 +84,8 @@ pub struct Model {
     problem: RowProblem,
     cols: Vec<highs::Col>,
     integer: Vec<bool>,
+    /// A feasible assignment handed to HiGHS as its first incumbent (MIP start).
+    start: Option<Vec<f64>>,
 }
 
 /// What HiGHS answered.
@@ -165,6 +167,12 @@ impl Model {
         self.cols.len()
     }
 
+    /// A value for every variable (in creation order), given to HiGHS as a MIP start: a
+    /// feasible one becomes the first incumbent. Call after the last variable is added.
+    pub fn set_start(&mut self, values: Vec<f64>) {
+        self.start = Some(values);
+    }
+
     /// Solves (minimisation) with the options; `time_left` overrides the time limit of the
     /// options when given (for sequences of solves under one budget).
     pub fn solve(
@@ -178,6 +186,17 @@ impl Model {
             .try_optimise(Sense::Minimise)
             .map_err(|e| anyhow::anyhow!("HiGHS rejected the model: {e:?}"))?;
         model.make_quiet();
+        if let Some(start) = &self.start {
+            if start.len() != n {
+                anyhow::bail!(
+                    "internal error: a MIP start of {} values for {n} variables",
+                    start.len()
+                );
+            }
+            model
+                .try_set_solution(Some(start), None, None, None)
+                .map_err(|e| anyhow::anyhow!("HiGHS rejected the MIP start: {e:?}"))?;
+        }
         let opt = |m: &mut highs::Model, k: &str, v: OptionValue| -> anyhow::Result<()> {
             let r = match v {
                 OptionValue::F(x) => m.try_set_option(k, x),

@@ -28,11 +28,24 @@ struct FileReport {
 #[derive(Debug, Deserialize)]
 struct SyncFile {
     instance: String,
-    schedule: ScheduleKind,
+    /// A `ScheduleKind`, or `{"name": "optimal", "placement": ...}` for the MILP's streams.
+    schedule: serde_json::Value,
     stages: usize,
     micro_batches: usize,
     report: FileReport,
     timeline: FileTimeline,
+}
+
+/// The schedule's name as the title shows it.
+fn schedule_name(v: &serde_json::Value) -> String {
+    if let Ok(kind) = serde_json::from_value::<ScheduleKind>(v.clone()) {
+        return kind.name();
+    }
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("");
+    match field("placement") {
+        "" => field("name").to_string(),
+        p => format!("{} ({p})", field("name")),
+    }
 }
 
 /// Whether the JSON file at `path` is a `sync --out` file (it has `streams` and
@@ -89,7 +102,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
         let x = |t: f64| left + ((t / span) * width as f64).round() as i32;
         let title = format!(
             "{} on {}: D = {d}, N = {}, iteration {:.3} ms, bubble ratio {:.3}",
-            s.schedule.name(),
+            schedule_name(&s.schedule),
             s.instance,
             s.micro_batches,
             span * 1e3,

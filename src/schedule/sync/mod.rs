@@ -248,6 +248,23 @@ impl ScheduleKind {
     }
 }
 
+impl ScheduleKind {
+    /// [`ScheduleKind::generate`] for stage costs at hand: Chimera keeps the fastest of its
+    /// drawings on `costs` (`chimera::chimera_for`); every other schedule is independent of
+    /// the costs.
+    pub fn generate_for(
+        self,
+        d: usize,
+        n: usize,
+        costs: &sim::StageCosts,
+    ) -> Result<Schedule, SyncError> {
+        match self {
+            ScheduleKind::Chimera if d > 0 && n > 0 => chimera::chimera_for(d, n, costs),
+            _ => self.generate(d, n),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
