@@ -323,6 +323,7 @@ fn schedule_plan_replaces_the_pattern() {
         pattern: None,
         lower_bound: None,
         solve_seconds: None,
+        bipartition: None,
     };
     let (new, out) = schedule_plan(&plan, &quick()).unwrap();
     assert_eq!(new.algorithm, "hand+milp");
