@@ -91,6 +91,11 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
                         full_duplex,
                     };
                     for &name in ALGORITHMS {
+                        // The general MILPs take seconds per case in a debug build: the
+                        // 4-layer chain only (their own tests cover more).
+                        if matches!(name, "ilp" | "madpipe") && inst.name != "paper" {
+                            continue;
+                        }
                         let planner =
                             algorithm::planner(name, &options(name, inst.len(), p)).unwrap();
                         let problem = Problem {
@@ -305,10 +310,14 @@ fn an_invalid_pattern_has_no_negative_peak() {
         pattern.ops[bi].shift = hf;
         let j = judge(&inst, &platform, &allocation, &pattern);
         assert!(!j.valid);
-        assert!(
-            j.peak_memory.iter().all(|&m| m >= 0.0),
-            "negative peak {:?}",
-            j.peak_memory
-        );
+        // Items held count zero or more batches: a peak is never below the weights and
+        // buffers.
+        let fixed = pipeopt::judge::static_memory(&inst, &platform, &allocation);
+        for (p, (&m, &f)) in j.peak_memory.iter().zip(&fixed).enumerate() {
+            assert!(
+                m >= f && m >= 0.0,
+                "processor {p}: peak {m} below its static {f}"
+            );
+        }
     }
 }
