@@ -125,6 +125,19 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
                     ),
                 ));
             }
+            // mixpipe.txt searches Gamma in 0..=(D - K) / 2 (eq. (1)-(5)); beyond it eq.
+            // (1)'s bubble count would be negative and the extra early forwards have no
+            // bubble to fill.
+            let max_gamma = d.saturating_sub(k) / 2;
+            if args.gamma > max_gamma {
+                return Err(bad(
+                    "--gamma",
+                    format!(
+                        "Gamma must be at most (D - K) / 2 = {max_gamma} (D = {d}, K = {k}), got {}",
+                        args.gamma
+                    ),
+                ));
+            }
             ScheduleKind::Mixpipe {
                 k,
                 gamma: args.gamma,

@@ -52,18 +52,6 @@ pub fn mixpipe(d: usize, n: usize, k: usize, gamma: usize) -> Result<Schedule, S
             format!("K must be even, at least 2 and at most N = {n} (got K = {k})"),
         ));
     }
-    // Early forwards fill the bubbles of the two pipelines' warm-up; mixpipe.txt searches
-    // Gamma in 0..=(D - K) / 2 (eq. (1)-(5)), beyond which the bubble count of eq. (1)
-    // would be negative.
-    let max_gamma = d.saturating_sub(k) / 2;
-    if gamma > max_gamma {
-        return Err(shape_error(
-            "mixpipe",
-            format!(
-                "Gamma must be at most (D - K) / 2 = {max_gamma} (got Gamma = {gamma}, D = {d}, K = {k})"
-            ),
-        ));
-    }
     let rules = Rules {
         stages: d,
         micro_batches: n,
