@@ -182,6 +182,7 @@ pub fn run(
                 pattern: sol.pattern.clone(),
                 lower_bound: sol.lower_bound,
                 solve_seconds: Some(seconds),
+                bipartition: sol.bipartition.clone(),
             };
             match &sol.pattern {
                 None => {
@@ -291,14 +292,21 @@ impl Options {
     pub fn milp(&self) -> Result<crate::milp::MilpOptions, crate::InputError> {
         let mut m = crate::milp::MilpOptions::default();
         if let Some(t) = self.time_limit {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(crate::InputError::new(
-                    "--time-limit",
-                    "",
-                    format!("must be a positive duration, got {t}"),
-                ));
-            }
-            m.time_limit = Some(std::time::Duration::from_secs_f64(t));
+            m.time_limit = Some(
+                std::time::Duration::try_from_secs_f64(t)
+                    .ok()
+                    .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
+                    .ok_or_else(|| {
+                        crate::InputError::new(
+                            "--time-limit",
+                            "",
+                            format!(
+                                "must be a positive duration of at most {:e} s, got {t}",
+                                crate::units::MAX_SECONDS
+                            ),
+                        )
+                    })?,
+            );
         }
         if let Some(n) = self.threads {
             m.threads = u32::try_from(n)
@@ -359,6 +367,9 @@ impl Planner for OneFOneBStarPlanner {
         }
     }
 }
+
+/// The general MILP's time limit when none is given.
+pub const ILP_DEFAULT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Names the registry knows, for `--help` and error messages.
 pub const ALGORITHMS: &[&str] = &[
@@ -432,6 +443,15 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
             format!("the search is an option of the general MILP `ilp`; algorithm {name} does not use it"),
         ));
     }
+    if options.partition.is_some() && !matches!(canonical(name)?, "1f1b*" | "milp-schedule") {
+        return Err(crate::InputError::new(
+            "--partition",
+            "",
+            format!(
+                "a given partition is for 1f1b* and milp-schedule; algorithm {name} finds its own"
+            ),
+        ));
+    }
     if options.coarsen == Some(0) {
         return Err(crate::InputError::new(
             "--coarsen",
@@ -488,11 +508,17 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, crate:
                 ..options.milp()?
             },
         })),
-        "ilp" => Ok(Box::new(crate::milp::GeneralMilpPlanner {
-            coarsen: options.coarsen,
-            search: options.ilp_search.unwrap_or_default(),
-            options: options.milp()?,
-        })),
+        "ilp" => {
+            // The general MILP can run for hours: without a limit, stop at
+            // ILP_DEFAULT_TIME_LIMIT (the plan found by then is reported as "timeout").
+            let mut milp = options.milp()?;
+            milp.time_limit = milp.time_limit.or(Some(ILP_DEFAULT_TIME_LIMIT));
+            Ok(Box::new(crate::milp::GeneralMilpPlanner {
+                coarsen: options.coarsen,
+                search: options.ilp_search.unwrap_or_default(),
+                options: milp,
+            }))
+        }
         other => unreachable!("algorithm {other} is listed but not built"),
     }
 }

@@ -63,8 +63,8 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Input
     if text.trim().is_empty() {
         return Err(InputError::file(path, "the file is empty"));
     }
-    let de = &mut serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         let field = if field == "." { String::new() } else { field };
         InputError::new(
@@ -72,7 +72,16 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Input
             field,
             e.into_inner().to_string(),
         )
-    })
+    })?;
+    // One document per file: anything but whitespace after it (a second plan pasted
+    // below the first) is an error, not ignored.
+    de.end().map_err(|e| {
+        InputError::file(
+            path,
+            format!("unexpected text after the JSON document: {e}"),
+        )
+    })?;
+    Ok(value)
 }
 
 /// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a

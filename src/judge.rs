@@ -132,7 +132,20 @@ impl Judgement {
 /// Judges a plan file. A plan without a pattern is judged invalid (structure).
 pub fn judge_plan(plan: &Plan) -> Judgement {
     match &plan.pattern {
-        Some(p) => judge(&plan.instance, &plan.platform, &plan.allocation(), p),
+        Some(p) if plan.bipartition.is_none() => {
+            judge(&plan.instance, &plan.platform, &plan.allocation(), p)
+        }
+        Some(p) => match plan.batch_graph() {
+            Ok(g) => judge_graph(&g, plan.platform.memory, p),
+            Err(message) => Judgement {
+                valid: false,
+                period: p.period,
+                peak_memory: vec![],
+                peak_at: vec![],
+                loads: vec![],
+                violations: vec![Violation::Structure { message }],
+            },
+        },
         None => Judgement {
             valid: false,
             period: f64::NAN,
@@ -388,7 +401,9 @@ pub fn memory_peaks(
                 .iter()
                 .map(|&(bytes, tf, r, base)| {
                     let live = (tau + eps >= tf) as i64 - (tau + eps >= r) as i64 + base;
-                    bytes * live as f64
+                    // A backward placed before its forward (an invalid pattern, reported
+                    // as such) would count a negative number of batches: none are held.
+                    bytes * live.max(0) as f64
                 })
                 .sum();
             if act > best || (act == best && tau < best_at) {

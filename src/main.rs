@@ -1,7 +1,8 @@
 //! The `pipeopt` command line: parse, call the library, print JSON or a table. Nothing else.
 //!
-//! Exit status: 0 on success, 1 when a plan is invalid or an algorithm failed, 2 on bad
-//! input (the message names the file and the field).
+//! Exit status (README, "Guarantees"): 0 when a result was produced, "infeasible" included,
+//! 1 when a plan is invalid (`validate`) or an algorithm failed, 2 on bad input (the message
+//! names the file and the field).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -173,12 +174,13 @@ enum Command {
         /// Divide each period by this algorithm's period on the same case.
         #[arg(long)]
         ratio_to: Option<String>,
-        /// Print a JSON array instead of a table.
+        /// Print one JSON object, {"table": ..., "rows": [...]}, instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Draw a plan's pattern over a few periods as SVG: one row per processor and per link,
-    /// colour by batch; or one iteration of a `sync --out` file, one row per worker.
+    /// Draw a plan's pattern over a few periods as SVG (PNG when --out ends in .png): one row
+    /// per processor and per link, colour by batch; or one iteration of a `sync --out` file,
+    /// one row per worker.
     Gantt {
         /// The plan file.
         plan: PathBuf,
@@ -408,7 +410,8 @@ struct PlanArgs {
     #[arg(long, value_parser = parse_seconds)]
     period: Option<f64>,
     /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp): wall-clock limit, e.g.
-    /// 60s. At the limit the best plan found so far is reported with status "timeout".
+    /// 60s (ilp: 10 min when not given). At the limit the best plan found so far is
+    /// reported with status "timeout".
     #[arg(long, value_parser = parse_seconds)]
     time_limit: Option<f64>,
     /// For the MILPs: HiGHS threads (default 1).
@@ -441,9 +444,18 @@ struct PlanArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(e) => {
+    // `println!` panics when stdout is closed (`| head -3`) or full (`> /dev/full`). Such a
+    // panic is not a bug: a closed pipe ends the command quietly (the reader has what it
+    // wanted, as in ripgrep), a full disk is an error with exit status 2.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if stdout_failure(info.payload()).is_none() {
+            default_hook(info)
+        }
+    }));
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<InputError>().is_some() {
                 ExitCode::from(2)
@@ -451,7 +463,25 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+        Err(payload) => match stdout_failure(payload.as_ref()) {
+            Some(m) if m.contains("Broken pipe") => ExitCode::SUCCESS,
+            Some(m) => {
+                eprintln!("error: stdout: {m}");
+                ExitCode::from(2)
+            }
+            None => std::panic::resume_unwind(payload),
+        },
     }
+}
+
+/// The message of a panic raised by `println!` failing to write stdout, if it is one.
+fn stdout_failure(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    let text = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))?;
+    text.strip_prefix("failed printing to stdout: ")
+        .map(str::to_string)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -553,9 +583,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Err(pipeopt::partition::pipedream::PipeDreamError::Config(e)) => {
                     return Err(e.into())
                 }
+                // No partition is a result ("infeasible"), like `plan`'s: exit 0, and with
+                // --json still one object.
                 Err(e) => {
-                    eprintln!("{e}");
-                    return Ok(ExitCode::from(1));
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({
+                                "instance": inst.name,
+                                "status": "infeasible",
+                                "objective": null,
+                                "stages": [],
+                                "messages": [e.to_string()],
+                            })
+                        );
+                    } else {
+                        println!("{e}");
+                    }
+                    return Ok(ExitCode::SUCCESS);
                 }
             };
             let seconds = started.elapsed().as_secs_f64();
@@ -601,11 +646,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string(&summary)?);
             } else {
                 println!(
-                    "{}: {} jobs ({} already done, {} run, {} errors) in {:.1} s -> {} and {}",
+                    "{}: {} jobs ({} already done, {} run, {} of them retried errors; {} error rows) in {:.1} s -> {} and {}",
                     summary.experiment,
                     summary.jobs,
                     summary.already_done,
                     summary.ran,
+                    summary.retried,
                     summary.errors,
                     summary.seconds,
                     summary.parquet.display(),
@@ -664,7 +710,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let summary = pipeopt::sweep::table::summary(&df, &by, ratio_to.as_deref())
                 .map_err(|e| InputError::file(&table, e))?;
             if json {
-                println!("{}", pipeopt::sweep::table::to_json(&summary));
+                let out = serde_json::json!({
+                    "table": table,
+                    "rows": pipeopt::sweep::table::to_json(&summary),
+                });
+                println!("{out}");
             } else {
                 std::env::set_var("POLARS_FMT_MAX_ROWS", "200");
                 std::env::set_var("POLARS_FMT_MAX_COLS", "20");
@@ -675,6 +725,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Gantt { plan, out, periods } => {
+            if !out
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("svg") || e.eq_ignore_ascii_case("png"))
+            {
+                return Err(InputError::new(
+                    "--out",
+                    "",
+                    format!(
+                        "{}: gantt writes SVG or PNG; name the file *.svg or *.png",
+                        out.display()
+                    ),
+                )
+                .into());
+            }
             if pipeopt::plot::sync_gantt::is_sync_file(&plan) {
                 pipeopt::plot::sync_gantt::write_svg(&plan, &out)?;
                 eprintln!("wrote {}", out.display());
@@ -901,6 +965,15 @@ fn schedule(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let plan = Plan::load(&plan_path)?;
+    if plan.bipartition.is_some() {
+        return Err(InputError::new(
+            plan_path.display().to_string(),
+            "bipartition",
+            "the scheduling MILP schedules allocations (one range of layers per stage); \
+             a Bi-Partition plan splits a layer's forward and backward",
+        )
+        .into());
+    }
     let options = Options {
         time_limit,
         threads,
@@ -924,8 +997,9 @@ fn schedule(
             platform: &plan.platform,
         },
     )?;
-    if let Some(new) = &new {
-        new.save(&out)?;
+    match &new {
+        Some(new) => new.save(&out)?,
+        None => remove_stale(&out)?,
     }
     if json {
         println!("{}", serde_json::to_string(&report)?);
@@ -935,9 +1009,10 @@ fn schedule(
             println!("plan written to {}", out.display());
         }
     }
-    Ok(match report.status {
-        Status::Valid | Status::Timeout => ExitCode::SUCCESS,
-        _ => ExitCode::from(1),
+    Ok(if report.status == Status::Error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -1039,6 +1114,12 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         full_duplex: args.platform.full_duplex,
     };
     platform.check()?;
+    if platform.memory < 1048576.0 {
+        eprintln!(
+            "warning: --memory is {} bytes; sizes without a unit are bytes (did you mean {}GiB?)",
+            platform.memory, platform.memory
+        );
+    }
     let options = Options {
         partition: args.partition,
         period: args.period,
@@ -1057,8 +1138,10 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
             platform: &platform,
         },
     )?;
-    if let (Some(path), Some(plan)) = (&args.out, &plan) {
-        plan.save(path)?;
+    match (&args.out, &plan) {
+        (Some(path), Some(plan)) => plan.save(path)?,
+        (Some(path), None) => remove_stale(path)?,
+        _ => {}
     }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -1073,6 +1156,19 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// With no plan to write (infeasible, error), an older file at `--out` would pass for this
+/// run's result: remove it.
+fn remove_stale(path: &std::path::Path) -> Result<(), InputError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            eprintln!("no plan: removed the older {}", path.display());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(InputError::file(path, e)),
+    }
 }
 
 fn print_report(r: &PlanReport) {

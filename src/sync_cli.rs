@@ -145,6 +145,19 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
                     ),
                 ));
             }
+            // mixpipe.txt searches Gamma in 0..=(D - K) / 2 (eq. (1)-(5)); beyond it eq.
+            // (1)'s bubble count would be negative and the extra early forwards have no
+            // bubble to fill.
+            let max_gamma = d.saturating_sub(k) / 2;
+            if args.gamma > max_gamma {
+                return Err(bad(
+                    "--gamma",
+                    format!(
+                        "Gamma must be at most (D - K) / 2 = {max_gamma} (D = {d}, K = {k}), got {}",
+                        args.gamma
+                    ),
+                ));
+            }
             ScheduleKind::Mixpipe {
                 k,
                 gamma: args.gamma,
@@ -717,7 +730,32 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
             at_b.insert(b, i);
         }
     }
+    // The search can take minutes (every D, micro-batch size and schedule simulated):
+    // a bar on stderr, one step per (D, micro-batch size) pair.
+    let max_stages = args.stages.unwrap_or(usize::MAX).min(instance.len());
+    let pairs = (1..=gpus.min(max_stages))
+        .filter(|d| gpus % d == 0 && mini_batch % (gpus / d) == 0)
+        .map(|d| {
+            let s = mini_batch / (gpus / d);
+            args.micro_batch_sizes
+                .iter()
+                .filter(|&&b| b > 0 && s % b == 0)
+                .count() as u64
+        })
+        .sum::<u64>();
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(pairs),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{wide_bar}] {pos}/{len} (D, micro-batch) pairs, ETA {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
     let costs_at = |d: usize, b: usize| {
+        bar.inc(1);
         let starts = balanced_partition(instance, d).ok()?;
         match at_b.get(&b) {
             Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
@@ -736,9 +774,10 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
         server_gpus,
         inter_server_bytes_per_second: inter,
         approach: &args.schedule,
-        max_stages: args.stages.unwrap_or(usize::MAX).min(instance.len()),
+        max_stages,
     };
     let rows = hybrid_search(&input, &costs_at)?;
+    bar.finish_and_clear();
     let best = rows
         .iter()
         .filter(|r| r.samples_per_second.is_some())

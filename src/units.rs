@@ -133,9 +133,23 @@ pub fn parse_bandwidth(text: &str) -> Result<BytesPerSecond, UnitError> {
 }
 
 /// Parses a duration such as `1.5ms`, `60s`, `2min` or `0.25` (seconds).
+///
+/// Durations above [`MAX_SECONDS`] (about 31 years) are errors: no limit or period needs
+/// them, and they cannot be a `std::time::Duration` everywhere.
 pub fn parse_seconds(text: &str) -> Result<Seconds, UnitError> {
-    parse_with(text, "duration", DURATION_UNITS)
+    let v = parse_with(text, "duration", DURATION_UNITS)?;
+    if v > MAX_SECONDS {
+        return Err(UnitError {
+            text: text.to_string(),
+            kind: "duration",
+            reason: format!("is longer than {MAX_SECONDS:e} s (about 31 years)"),
+        });
+    }
+    Ok(v)
 }
+
+/// The longest duration [`parse_seconds`] accepts.
+pub const MAX_SECONDS: Seconds = 1e9;
 
 /// Displays a size with a binary unit, for people (`12.0 GiB`).
 pub struct ShowBytes(pub Bytes);
@@ -189,7 +203,10 @@ pub mod serde_units {
     ) -> Result<Option<f64>, D::Error> {
         match Option::<NumberOrText>::deserialize(d)? {
             None => Ok(None),
-            Some(NumberOrText::Number(x)) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+            // A bare number is checked like the text of one (range limits included).
+            Some(NumberOrText::Number(x)) if x.is_finite() && x >= 0.0 => parse(&format!("{x}"))
+                .map(Some)
+                .map_err(serde::de::Error::custom),
             Some(NumberOrText::Number(x)) => Err(serde::de::Error::custom(format!(
                 "{x} is not a non-negative number"
             ))),

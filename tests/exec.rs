@@ -57,6 +57,7 @@ fn plans(instance: &Instance, p: usize) -> Vec<(Plan, Vec<usize>)> {
             pattern: Some(r.pattern),
             lower_bound: None,
             solve_seconds: None,
+            bipartition: None,
         };
         out.push((plan, r.stage_groups));
     }
@@ -318,6 +319,7 @@ fn non_contiguous_allocations_run_and_match() {
             pattern: Some(sequential_pattern(&graph)),
             lower_bound: None,
             solve_seconds: None,
+            bipartition: None,
         };
         let j = judge(&instance, &platform, &alloc, plan.pattern.as_ref().unwrap());
         assert!(j.valid, "{:?}", j.violations);

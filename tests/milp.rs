@@ -267,6 +267,11 @@ fn planners_through_the_registry_are_judged_valid() {
     };
     let mut periods = std::collections::BTreeMap::new();
     for name in ["1f1b*", "milp-schedule", "contiguous-opt"] {
+        // contiguous-opt finds its own partition (and refuses a given one).
+        let options = match name {
+            "contiguous-opt" => Options::default(),
+            _ => options.clone(),
+        };
         let p = planner(name, &options).unwrap();
         let (plan, report) = run(p.as_ref(), &problem).unwrap();
         assert_eq!(
@@ -323,6 +328,7 @@ fn schedule_plan_replaces_the_pattern() {
         pattern: None,
         lower_bound: None,
         solve_seconds: None,
+        bipartition: None,
     };
     let (new, out) = schedule_plan(&plan, &quick()).unwrap();
     assert_eq!(new.algorithm, "hand+milp");

@@ -190,6 +190,7 @@ fn resnet50_runs_a_pipelined_plan_with_exact_gradients() {
         pattern: Some(r.pattern),
         lower_bound: None,
         solve_seconds: None,
+        bipartition: None,
     };
     let net = build(&desc, CPU);
     let batches_n = 5;

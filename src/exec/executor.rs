@@ -83,6 +83,13 @@ pub fn execute(
         .pattern
         .as_ref()
         .ok_or_else(|| ExecError::Plan("the plan has no pattern (status planned)".into()))?;
+    if plan.bipartition.is_some() {
+        return Err(ExecError::Plan(
+            "a Bi-Partition plan (a layer's forward and backward on different workers, with \
+             stash and weight transfers) cannot be executed; the executor runs allocations"
+                .into(),
+        ));
+    }
     let instance = &plan.instance;
     let allocation = plan.allocation();
     allocation

@@ -24,8 +24,10 @@
 //!   a worker boundary adds `a(in)` (`a(out)`), a backward range likewise; when the forward
 //!   and backward cuts coincide this is MODEL.md's `2 a` per side;
 //! - activations: `stash(l)` on the worker of l's backward, for every batch from the start of
-//!   the forward op that computes l until the end of the backward op (the rule: the
-//!   stash counts on the B worker; its time on the F worker before `CS_l` is not counted).
+//!   the forward op that computes l until the end of the backward op (the stash counts on
+//!   the B worker; its time on the F worker before `CS_l` is not counted), less
+//!   `stash_overlap(l-1)` when layer l-1's backward is on the same worker: a backward range
+//!   keeps `ChainSums::stash` of its layers, as a stage of an allocation does.
 
 use serde::{Deserialize, Serialize};
 
@@ -174,9 +176,18 @@ pub fn batch_graph(
         let (procf, procb) = (stages[pf].processor, stages[pb].processor);
         let w = instance.layer(l).weights;
         static_memory[procb] += 3.0 * w;
+        // One rule for a stage's stash (`ChainSums::stash`): bytes layer l-1 keeps too
+        // (`stash_overlap`) count once on the worker that holds both stashes. Layer l-1's
+        // window starts no later than l's and ends at the same backward, so the shared
+        // bytes are live whenever l's are.
+        let shared = if l > 1 && owner(stages, l - 1, |s| s.backward) == pb {
+            instance.stash_overlap(l - 1)
+        } else {
+            0.0
+        };
         held.push(Held {
             processor: procb,
-            bytes: instance.stash(l),
+            bytes: (instance.stash(l) - shared).max(0.0),
             from: f[pf],
             until: b[pb],
         });

@@ -127,6 +127,24 @@ impl Instance {
         if self.layers.iter().all(|l| l.fwd + l.bwd == 0.0) {
             return bad("layers".into(), "every layer takes zero time");
         }
+        // Every algorithm works on sums over ranges of layers (and small multiples of
+        // them: 3 W, 2 a, periods times live batches); a chain whose totals overflow to
+        // infinity has no meaningful plan. Keep a factor of 2^10 of headroom.
+        let total = |f: fn(&Layer) -> f64| self.layers.iter().map(f).sum::<f64>();
+        for (field, sum) in [
+            ("fwd", total(|l| l.fwd)),
+            ("bwd", total(|l| l.bwd)),
+            ("weights", total(|l| l.weights)),
+            ("out", total(|l| l.out) + self.input),
+            ("stash", total(|l| l.stash.unwrap_or(l.out))),
+        ] {
+            if !(sum * 1024.0).is_finite() {
+                return bad(
+                    format!("layers[].{field}"),
+                    "the sum over the chain is too large for a double (overflows to infinity)",
+                );
+            }
+        }
         Ok(())
     }
 

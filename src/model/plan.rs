@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use crate::error::{read_json, InputError};
-use crate::model::{Allocation, Instance, Pattern, Platform, Stage};
+use crate::model::bipartition::BiStage;
+use crate::model::{Allocation, BatchGraph, Instance, Pattern, Platform, Stage};
 use crate::units::{Bytes, BytesPerSecond, Seconds};
 
 /// A plan file: everything needed to judge, draw or execute a plan on its own.
@@ -30,11 +31,37 @@ pub struct Plan {
     /// Seconds the algorithm took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solve_seconds: Option<Seconds>,
+    /// A Bi-Partition plan's workers, each with its forward and backward range (an added
+    /// field, MODEL.md section 9): when present, the plan is judged, drawn and executed on
+    /// their batch graph ([`crate::model::bipartition::batch_graph`]) and `stages` holds
+    /// the forward ranges only, for display.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bipartition: Option<Vec<BiStage>>,
 }
 
 impl Plan {
     pub fn allocation(&self) -> Allocation {
         Allocation::new(self.stages.clone())
+    }
+
+    /// The operations, dependencies and memory items of one batch of this plan: of its
+    /// allocation, or of its Bi-Partition workers when it has them.
+    pub fn batch_graph(&self) -> Result<BatchGraph, String> {
+        match &self.bipartition {
+            Some(workers) => {
+                crate::model::bipartition::batch_graph(&self.instance, &self.platform, workers)
+            }
+            None => {
+                self.allocation()
+                    .check(self.instance.len(), self.platform.processors)
+                    .map_err(|e| e.to_string())?;
+                Ok(BatchGraph::new(
+                    &self.instance,
+                    &self.platform,
+                    &self.allocation(),
+                ))
+            }
+        }
     }
 
     /// Reads a plan file and checks its instance, platform and stages.
@@ -62,6 +89,14 @@ impl Plan {
         plan.allocation()
             .check(plan.instance.len(), plan.platform.processors)
             .map_err(|e| e.in_file(path))?;
+        if let Some(workers) = &plan.bipartition {
+            crate::model::bipartition::check(
+                workers,
+                plan.instance.len(),
+                plan.platform.processors,
+            )
+            .map_err(|e| InputError::new(path.display().to_string(), "bipartition", e))?;
+        }
         Ok(plan)
     }
 

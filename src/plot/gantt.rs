@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::InputError;
-use crate::model::{BatchGraph, OpKind, Plan, Resource};
+use crate::model::{OpKind, Plan, Resource};
 
 /// One box of the drawing: an operation instance on a row.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,9 @@ pub fn layout(
         )
     })?;
     let t = pattern.period;
-    let graph = BatchGraph::new(&plan.instance, &plan.platform, &plan.allocation());
+    let graph = plan
+        .batch_graph()
+        .map_err(|e| InputError::new("plan", "stages", e))?;
     let mut rows: BTreeMap<Resource, usize> = BTreeMap::new();
     for op in &graph.ops {
         let n = rows.len();
@@ -170,6 +172,19 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
         ))
         .map_err(draw)?;
         root.present().map_err(draw)?;
+    }
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        let png = super::svg_to_png(&svg).map_err(|e| {
+            InputError::new(
+                path.display().to_string(),
+                "",
+                format!("rasterising failed: {e}"),
+            )
+        })?;
+        return crate::error::write_atomic(path, &png);
     }
     crate::error::write_atomic(path, svg.as_bytes())
 }

@@ -119,6 +119,78 @@ pub(crate) fn check_name(name: &str, src: &str) -> Result<(), InputError> {
     Ok(())
 }
 
+/// Checks, when the file loads, what would make an algorithm fail on every job of the
+/// grid: options its planner rejects (a missing `partition`, a zero `time_limit`), and a
+/// `partition` that fits no instance or needs more processors than the grid has.
+fn check_algorithms(
+    algorithms: &[AlgorithmSpec],
+    instances: &[PathBuf],
+    processors: &[usize],
+    src: &str,
+) -> Result<(), InputError> {
+    let field = |i: usize, e: &InputError| {
+        let option = e.source.trim_start_matches("--").replace('-', "_");
+        if e.source.starts_with("--") {
+            format!("algorithm[{i}].options.{option}")
+        } else {
+            format!("algorithm[{i}]")
+        }
+    };
+    let mut lengths: Option<Vec<(PathBuf, usize)>> = None;
+    for (i, a) in algorithms.iter().enumerate() {
+        if let Some(t) = a.options.time_limit {
+            if t <= 0.0 {
+                return Err(InputError::new(
+                    src,
+                    format!("algorithm[{i}].options.time_limit"),
+                    "must be positive",
+                ));
+            }
+        }
+        if let Some(t) = a.options.period {
+            if t <= 0.0 {
+                return Err(InputError::new(
+                    src,
+                    format!("algorithm[{i}].options.period"),
+                    "must be positive",
+                ));
+            }
+        }
+        crate::algorithm::planner(&a.name, &a.options)
+            .map_err(|e| InputError::new(src, field(i, &e), e.reason.clone()))?;
+        let Some(partition) = &a.options.partition else {
+            continue;
+        };
+        let at = format!("algorithm[{i}].options.partition");
+        let max_p = processors.iter().copied().max().unwrap_or(0);
+        if partition.len() > max_p {
+            return Err(InputError::new(
+                src,
+                at,
+                format!(
+                    "{} stages, but the grid has at most {max_p} processors",
+                    partition.len()
+                ),
+            ));
+        }
+        let lengths = match &mut lengths {
+            Some(l) => l,
+            None => lengths.insert(
+                instances
+                    .iter()
+                    .map(|p| Ok((p.clone(), crate::model::Instance::load(p)?.len())))
+                    .collect::<Result<Vec<_>, InputError>>()?,
+            ),
+        };
+        for (path, layers) in lengths.iter() {
+            crate::model::Allocation::from_starts(partition, *layers).map_err(|e| {
+                InputError::new(src, &at, format!("for {}: {}", path.display(), e.reason))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 impl Experiment {
     /// Reads and checks an experiment file.
     pub fn load(path: &Path) -> Result<Experiment, InputError> {
@@ -173,6 +245,12 @@ impl Experiment {
             None => 3600.0,
             Some(t) => parse_seconds(t).map_err(|e| bad("job_timeout", e.to_string()))?,
         };
+        if job_timeout <= 0.0 {
+            return Err(bad(
+                "job_timeout",
+                "must be positive (every job would be killed at once)".into(),
+            ));
+        }
         let mut labels = std::collections::HashSet::new();
         for (i, a) in raw.algorithms.iter().enumerate() {
             crate::algorithm::check_name(&a.name)
@@ -211,6 +289,7 @@ impl Experiment {
         }
         let mut seen = std::collections::HashSet::new();
         instances.retain(|p| seen.insert(p.clone()));
+        check_algorithms(&raw.algorithms, &instances, &raw.processors, &src)?;
         use sha2::Digest;
         let config_hash = sha2::Sha256::digest(text.as_bytes())
             .iter()

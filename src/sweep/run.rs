@@ -3,13 +3,20 @@
 //!
 //! Crash safety: the journal (`<output>/<name>/journal[-shard-i-of-n].jsonl`) gets one JSON
 //! line per finished job, flushed and synced before the next. Running the sweep again reads
-//! the journal, drops a torn last line, and runs only the jobs whose key is not in it, so a
-//! sweep killed at any moment and run again loses and duplicates nothing. The tables are
+//! the journal, drops a torn last line, keeps the last record of each job key, and runs the
+//! jobs that have no record or whose record is an error (a crash, a job timeout), so a sweep
+//! killed at any moment and run again loses and duplicates nothing. The tables are
 //! rewritten from the journal (atomically) at the end of every run.
+//!
+//! Concurrency: a runner holds an exclusive lock (`flock`) on its journal from reading it
+//! to writing the tables; a second runner on the same output (two users, two Slurm array
+//! tasks with the same shard) waits for it, then finds the jobs done.
 //!
 //! Isolation: by default every job runs in a child process (`pipeopt sweep-job`), so a
 //! solver that crashes or hangs costs one row (status "error", with the reason), not the
-//! sweep; HiGHS 1.15 is not safe with concurrent solves in one process (SOLVERS.md).
+//! sweep; HiGHS 1.15 is not safe with concurrent solves in one process (SOLVERS.md). On
+//! Linux the children get SIGKILL when their runner dies (`PR_SET_PDEATHSIG`), so a killed
+//! sweep leaves no job running beyond its `job_timeout`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -321,8 +328,28 @@ impl Paths {
     }
 }
 
-/// Reads a journal, truncating a torn last line (a run killed mid-write).
+/// Reads a journal, truncating a torn last line (a run killed mid-write), and keeps the
+/// last record of each job key (in the position of its first), so a journal that holds a
+/// job twice (a retried error, or two runners on one output before locking) gives one row
+/// per job.
 pub fn read_journal(path: &Path) -> Result<Vec<Row>, InputError> {
+    let rows = read_journal_lines(path)?;
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<Row> = Vec::with_capacity(rows.len());
+    for r in rows {
+        match at.get(&r.key) {
+            Some(&i) => out[i] = r,
+            None => {
+                at.insert(r.key.clone(), out.len());
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every complete line of a journal, in order, truncating a torn last line.
+pub fn read_journal_lines(path: &Path) -> Result<Vec<Row>, InputError> {
     let mut file = match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -372,21 +399,27 @@ pub fn read_journal(path: &Path) -> Result<Vec<Row>, InputError> {
     Ok(rows)
 }
 
-/// Appends rows to a journal, one line each, synced to disk before returning.
+/// Appends rows to a journal, one line each, synced to disk before returning. The file is
+/// locked exclusively (`flock`, on Unix) while the `Journal` lives.
 pub struct Journal {
     file: std::fs::File,
 }
 
 impl Journal {
+    /// Opens (creating) a journal and takes its lock, waiting (with a word on stderr) while
+    /// another runner holds it.
     pub fn open(path: &Path) -> Result<Journal, InputError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| InputError::file(dir, e))?;
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(|e| InputError::file(dir, e))?;
+            }
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(|e| InputError::file(path, e))?;
+        lock_exclusive(&file, path)?;
         Ok(Journal { file })
     }
 
@@ -396,6 +429,46 @@ impl Journal {
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
     }
+}
+
+/// Takes an exclusive `flock` on `file`, waiting for another holder.
+#[cfg(unix)]
+fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), InputError> {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: flock on a descriptor this function borrows; no memory is involved.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+        return Err(InputError::file(
+            path,
+            format!("cannot lock the journal: {e}"),
+        ));
+    }
+    eprintln!(
+        "{}: another sweep is running on this output; waiting for it to finish",
+        path.display()
+    );
+    loop {
+        // SAFETY: as above.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(InputError::file(
+                path,
+                format!("cannot lock the journal: {e}"),
+            ));
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn lock_exclusive(_file: &std::fs::File, _path: &Path) -> Result<(), InputError> {
+    Ok(())
 }
 
 /// Options of one `pipeopt sweep` run.
@@ -418,6 +491,9 @@ pub struct SweepSummary {
     pub jobs: usize,
     pub already_done: usize,
     pub ran: usize,
+    /// Jobs that had an error row and ran again (included in `ran`).
+    pub retried: usize,
+    /// Rows with status "error" in the table written (this run's and earlier ones').
     pub errors: usize,
     pub journal: PathBuf,
     pub parquet: PathBuf,
@@ -451,9 +527,15 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
             .map(|(_, j)| j)
             .collect();
     }
+    // The lock first: the journal read below must be the one this runner appends to.
+    let mut journal = Journal::open(&paths.journal)?;
     let mut rows = read_journal(&paths.journal)?;
     let keys: HashSet<String> = all.iter().map(|j| j.key.clone()).collect();
     rows.retain(|r| keys.contains(&r.key));
+    // Errors (crashes, job timeouts, a bad option since fixed) run again; their new row
+    // replaces the old one (the journal's last record of a key wins).
+    let retried = rows.iter().filter(|r| r.status == "error").count();
+    rows.retain(|r| r.status != "error");
     let done: HashSet<String> = rows.iter().map(|r| r.key.clone()).collect();
     let todo: Vec<Job> = all
         .iter()
@@ -471,7 +553,6 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
             .unwrap_or(1),
         n => n,
     };
-    let mut journal = Journal::open(&paths.journal)?;
     let bar = progress_bar(todo.len() as u64, opts.progress);
     bar.set_message(format!("{} ({} already done)", exp.name, done.len()));
     let queue = Arc::new(Mutex::new(
@@ -480,14 +561,13 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
             .collect::<std::collections::VecDeque<Job>>(),
     ));
     let (tx, rx) = mpsc::channel::<Row>();
-    let timeout = Duration::from_secs_f64(exp.job_timeout);
+    let timeout = Duration::try_from_secs_f64(exp.job_timeout).unwrap_or(Duration::MAX);
     let exe = match &opts.executable {
         Some(e) => e.clone(),
         None => {
             std::env::current_exe().map_err(|e| InputError::new("pipeopt", "", e.to_string()))?
         }
     };
-    let mut errors = 0;
     std::thread::scope(|scope| -> Result<(), InputError> {
         for _ in 0..workers.min(todo.len().max(1)) {
             let queue = Arc::clone(&queue);
@@ -512,9 +592,6 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
         }
         drop(tx);
         for row in rx {
-            if row.status == "error" {
-                errors += 1;
-            }
             journal
                 .append(&row)
                 .map_err(|e| InputError::file(&paths.journal, e))?;
@@ -536,12 +613,14 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
         .collect();
     rows.sort_by_key(|r| order.get(r.key.as_str()).copied().unwrap_or(usize::MAX));
     crate::sweep::table::write_tables(&rows, &paths.parquet, &paths.csv)?;
+    drop(journal); // the lock, once the tables are written
     Ok(SweepSummary {
         experiment: exp.name.clone(),
         jobs: all.len(),
         already_done: done.len(),
         ran: todo.len(),
-        errors,
+        retried,
+        errors: rows.iter().filter(|r| r.status == "error").count(),
         journal: paths.journal,
         parquet: paths.parquet,
         csv: paths.csv,
@@ -585,12 +664,14 @@ fn run_job_in_child(exe: &Path, job: &Job, ctx: &RunContext, timeout: Duration) 
     let started = Instant::now();
     let input = serde_json::to_string(&serde_json::json!({"job": job, "context": ctx}))
         .expect("serializes");
-    let child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    command
         .arg("sweep-job")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
+        .stderr(std::process::Stdio::piped());
+    die_with_parent(&mut command);
+    let child = command.spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -634,7 +715,9 @@ fn run_job_in_child(exe: &Path, job: &Job, ctx: &RunContext, timeout: Duration) 
                 let _ = child.wait();
                 break None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => std::thread::sleep(
+                Duration::from_millis(20).min(timeout.saturating_sub(started.elapsed())),
+            ),
             Err(_) => break None,
         }
     };
@@ -661,12 +744,42 @@ fn run_job_in_child(exe: &Path, job: &Job, ctx: &RunContext, timeout: Duration) 
                     Some(c) => format!("the job process exited with status {c}"),
                     None => "the job process was killed by a signal (crash)".to_string(),
                 };
-                let tail = err.lines().last().unwrap_or("").to_string();
+                // A panic's last line is the backtrace hint: keep its message instead.
+                let lines: Vec<&str> = err.lines().collect();
+                let tail = match lines.iter().rposition(|l| l.contains("panicked at")) {
+                    Some(i) => lines[i..lines.len().min(i + 2)].join(" "),
+                    None => lines.last().copied().unwrap_or("").to_string(),
+                };
                 failed_row(job, ctx, format!("{why}: {tail}"), wall)
             }
         },
     }
 }
+
+/// Makes the child get SIGKILL when the thread that spawns it (a worker of the runner, alive
+/// until its child is reaped) dies, so killing a runner kills its jobs (Linux).
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid, _exit).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The runner died between fork and prctl: nobody will read our row.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut std::process::Command) {}
 
 /// The body of `pipeopt sweep-job`: a job and its context as JSON on stdin, the row as JSON
 /// on stdout.

@@ -271,21 +271,74 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
 /// Merges Parquet tables (shards of one grid) into one, keeping one row per job key (the
 /// last file wins), and writes it as Parquet and CSV beside `out`.
 pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, InputError> {
+    // Shards of one grid (`shard-i-of-n.parquet`): all n must be there, and their rows are
+    // interleaved back into grid order (shard i holds jobs i-1, i-1+n, ...).
+    let shards: Vec<Option<(usize, usize)>> = inputs.iter().map(|p| shard_of(p)).collect();
+    let sharded = !shards.is_empty() && shards.iter().all(Option::is_some);
+    if sharded {
+        let n = shards[0].map(|s| s.1).unwrap_or(0);
+        if let Some(i) = shards.iter().position(|s| s.map(|s| s.1) != Some(n)) {
+            return Err(InputError::new(
+                inputs[i].display().to_string(),
+                "",
+                format!(
+                    "is a shard of {} but the first table is a shard of {n}",
+                    shards[i].map_or(0, |s| s.1)
+                ),
+            ));
+        }
+        let have: std::collections::HashSet<usize> = shards.iter().flatten().map(|s| s.0).collect();
+        let missing: Vec<String> = (1..=n)
+            .filter(|i| !have.contains(i))
+            .map(|i| format!("shard-{i}-of-{n}"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(InputError::new(
+                "merge",
+                "",
+                format!(
+                    "missing {} of {n} shards: {}",
+                    missing.len(),
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut all: Vec<(usize, usize, Row)> = Vec::new();
+    for (t, path) in inputs.iter().enumerate() {
+        let i = shards[t].map_or(t, |s| s.0);
+        for (j, r) in read_rows(path)?.into_iter().enumerate() {
+            all.push((j, i, r));
+        }
+    }
+    if sharded {
+        all.sort_by_key(|&(j, i, _)| (j, i));
+    }
     let mut rows: Vec<Row> = Vec::new();
     let mut index = std::collections::HashMap::new();
-    for path in inputs {
-        for r in read_rows(path)? {
-            match index.get(&r.key) {
-                Some(&i) => rows[i] = r,
-                None => {
-                    index.insert(r.key.clone(), rows.len());
-                    rows.push(r);
-                }
+    for (_, _, r) in all {
+        match index.get(&r.key) {
+            Some(&i) => rows[i] = r,
+            None => {
+                index.insert(r.key.clone(), rows.len());
+                rows.push(r);
             }
         }
     }
-    write_tables(&rows, out, &out.with_extension("csv"))?;
+    // `-o x.csv` and `-o x.parquet` both write x.parquet and x.csv.
+    write_tables(
+        &rows,
+        &out.with_extension("parquet"),
+        &out.with_extension("csv"),
+    )?;
     Ok(rows.len())
+}
+
+/// `(i, n)` when the file is named `shard-i-of-n.<ext>`.
+fn shard_of(path: &Path) -> Option<(usize, usize)> {
+    let stem = path.file_stem()?.to_str()?;
+    let (i, n) = stem.strip_prefix("shard-")?.split_once("-of-")?;
+    Some((i.parse().ok()?, n.parse().ok()?))
 }
 
 /// A summary table: per group (`by` columns and algorithm), how many runs, how many valid and

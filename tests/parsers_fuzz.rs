@@ -1,0 +1,174 @@
+//! No panic on arbitrary bytes: the instance and plan JSON readers (and the judge on any plan
+//! that loads), PipeDream's graph.txt reader and the sweep TOML parser get random bytes and
+//! random mutations of valid files. Bad input must be an `InputError`, never a panic.
+//! Bounded in time: a few hundred cases per parser, seconds in all.
+
+use pipeopt::model::{Instance, Plan};
+use pipeopt::sweep::config::Experiment;
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+const CASES: u32 = 192;
+
+fn toy_text() -> String {
+    std::fs::read_to_string(format!(
+        "{}/instances/toy-chain.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// A valid plan file's text (a 1F1B* plan of the toy chain).
+fn plan_text() -> String {
+    use pipeopt::algorithm::{planner, run, Options, Problem};
+    let inst: Instance = serde_json::from_str(&toy_text()).unwrap();
+    let platform = pipeopt::model::Platform::new(3, 8.0 * 1073741824.0, 12e9);
+    let options = Options {
+        partition: Some(vec![0, 8, 16]),
+        ..Options::default()
+    };
+    let p = planner("1f1b*", &options).unwrap();
+    let (plan, _) = run(
+        p.as_ref(),
+        &Problem {
+            instance: &inst,
+            platform: &platform,
+        },
+    )
+    .unwrap();
+    serde_json::to_string_pretty(&plan.unwrap()).unwrap()
+}
+
+const GRAPH: &str = "node1 -- Input -- forward_compute_time=1.000, backward_compute_time=0.000, activation_size=8.0, parameter_size=0.000\n\
+node2 -- Linear(a -- b) -- forward_compute_time=2.000, backward_compute_time=3.000, activation_size=4.0, parameter_size=16.000\n\
+node3 -- ReLU -- forward_compute_time=0.500, backward_compute_time=0.700, activation_size=[4.0; 2.0], parameter_size=0.000\n\
+node4 -- Add -- forward_compute_time=0.100, backward_compute_time=0.100, activation_size=4.0, parameter_size=0.000\n\
+\tnode1 -- node2\n\tnode2 -- node3\n\tnode2 -- node4\n\tnode3 -- node4\n";
+
+fn sweep_text() -> String {
+    format!(
+        r#"name = "fuzz"
+instances = ["{}/instances/toy-chain.json"]
+processors = [2, 4]
+memory = ["3GiB", "16GiB"]
+bandwidth = ["12GB/s"]
+job_timeout = "10min"
+[[algorithm]]
+name = "1f1b*"
+options = {{ partition = [0, 12], period = "200ms" }}
+[[algorithm]]
+name = "madpipe"
+options = {{ time_limit = "60s", madpipe = {{ }} }}
+"#,
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Edits of a valid text: each replaces a byte range with random bytes, or duplicates or
+/// deletes one, so most cases get past the first byte and into fields and numbers.
+fn mutate(text: &str, edits: &[(usize, usize, Vec<u8>)]) -> Vec<u8> {
+    let mut b = text.as_bytes().to_vec();
+    for (at, len, with) in edits {
+        if b.is_empty() {
+            b.extend_from_slice(with);
+            continue;
+        }
+        let at = at % b.len();
+        let end = (at + len % 16).min(b.len());
+        b.splice(at..end, with.iter().copied());
+    }
+    b
+}
+
+fn edits() -> impl Strategy<Value = Vec<(usize, usize, Vec<u8>)>> {
+    prop::collection::vec(
+        (
+            any::<usize>(),
+            any::<usize>(),
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..6),
+                // Tokens that reach deeper: numbers at the edges, JSON and TOML syntax.
+                prop::sample::select(vec![
+                    b"1e308".to_vec(),
+                    b"-1".to_vec(),
+                    b"NaN".to_vec(),
+                    b"0".to_vec(),
+                    b"1e-320".to_vec(),
+                    b"null".to_vec(),
+                    b"[]".to_vec(),
+                    b"{}".to_vec(),
+                    b"\"".to_vec(),
+                    b"18446744073709551616".to_vec(),
+                    b"\"1e20s\"".to_vec(),
+                    b"\tnode9 -- node1\n".to_vec(),
+                ]),
+            ],
+        ),
+        1..4,
+    )
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn load_plan(dir: &Path, bytes: &[u8]) {
+    if let Ok(plan) = Plan::load(&write(dir, "plan.json", bytes)) {
+        // A plan that loads is judged without panicking, valid or not.
+        let _ = pipeopt::judge::judge_plan(&plan);
+    }
+}
+
+fn load_instance(dir: &Path, bytes: &[u8]) {
+    if let Ok(inst) = Instance::load(&write(dir, "instance.json", bytes)) {
+        let _ = inst.sums();
+    }
+}
+
+fn import(dir: &Path, bytes: &[u8]) {
+    let _ = pipeopt::io::pipedream::import_pipedream(&write(dir, "graph.txt", bytes), None);
+}
+
+fn parse_sweep(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let _ = Experiment::parse(&text, Path::new("fuzz.toml"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let dir = tempfile::tempdir().unwrap();
+        load_instance(dir.path(), &bytes);
+        load_plan(dir.path(), &bytes);
+        import(dir.path(), &bytes);
+        parse_sweep(&bytes);
+    }
+
+    #[test]
+    fn mutated_instances(e in edits()) {
+        let dir = tempfile::tempdir().unwrap();
+        load_instance(dir.path(), &mutate(&toy_text(), &e));
+    }
+
+    #[test]
+    fn mutated_plans(e in edits()) {
+        let dir = tempfile::tempdir().unwrap();
+        static PLAN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        load_plan(dir.path(), &mutate(PLAN.get_or_init(plan_text), &e));
+    }
+
+    #[test]
+    fn mutated_graphs(e in edits()) {
+        let dir = tempfile::tempdir().unwrap();
+        import(dir.path(), &mutate(GRAPH, &e));
+    }
+
+    #[test]
+    fn mutated_sweeps(e in edits()) {
+        parse_sweep(&mutate(&sweep_text(), &e));
+    }
+}

@@ -1,0 +1,323 @@
+//! One verdict per plan: every plan file pipeopt writes passes its own `validate` with the
+//! period and peaks its report gave (every registered algorithm, with and without full
+//! duplex); Bi-Partition keeps its backward ranges in the file and charges a stage's stash
+//! by the same rule as the judge; a reported lower bound never exceeds a plan of its space
+//! the judge accepts; peaks are never negative.
+
+use pipeopt::algorithm::{self, Options, Problem, ALGORITHMS};
+use pipeopt::judge::{judge, judge_graph, judge_plan};
+use pipeopt::model::bipartition::{batch_graph, BiStage};
+use pipeopt::model::{Allocation, Instance, Layer, OpKind, Plan, Platform, Status};
+use pipeopt::schedule::one_f_one_b_star;
+
+fn chain(fwd: &[f64], weights: &[f64], out: &[f64], stash: &[f64], overlap: &[f64]) -> Instance {
+    Instance {
+        name: "chain".into(),
+        input: out[0],
+        layers: (0..fwd.len())
+            .map(|i| Layer {
+                name: format!("l{}", i + 1),
+                fwd: fwd[i],
+                bwd: 2.0 * fwd[i],
+                weights: weights[i],
+                out: out[i],
+                stash: Some(stash[i]),
+                stash_overlap: (overlap[i] > 0.0).then_some(overlap[i]),
+            })
+            .collect(),
+        meta: Default::default(),
+    }
+}
+
+/// Small chains: Bi-Partition's paper example (fwd 1, 3, 2, 3 ms; backward 2, 6, 4, 6 ms
+/// after scaling the backward below), a chain with shared stashes, a chain whose
+/// activations are heavy for the links.
+fn instances() -> Vec<Instance> {
+    let mut paper = chain(
+        &[1e-3, 3e-3, 2e-3, 3e-3],
+        &[1e3; 4],
+        &[1e3; 4],
+        &[1e3; 4],
+        &[0.0; 4],
+    );
+    paper.name = "paper".into();
+    let mut shared = chain(
+        &[2e-3, 1e-3, 3e-3, 2e-3, 1e-3],
+        &[2e6, 1e6, 3e6, 1e6, 2e6],
+        &[4e6, 2e6, 3e6, 1e6, 1e6],
+        &[8e6, 6e6, 9e6, 4e6, 3e6],
+        &[3e6, 2e6, 4e6, 1e6, 0.0],
+    );
+    shared.name = "shared".into();
+    let mut heavy = chain(
+        &[2e-3, 2e-3, 2e-3, 2e-3, 2e-3],
+        &[1e6; 5],
+        &[3e7, 2e7, 3e7, 2e7, 1e6],
+        &[3e7, 3e7, 2e7, 3e7, 2e7],
+        &[0.0; 5],
+    );
+    heavy.name = "heavy".into();
+    vec![paper, shared, heavy]
+}
+
+fn options(name: &str, layers: usize, p: usize) -> Options {
+    let mut o = Options::default();
+    if matches!(name, "1f1b*" | "milp-schedule") {
+        o.partition = Some((0..p).map(|i| i * layers / p).collect());
+    }
+    if matches!(name, "milp-schedule" | "contiguous-opt" | "madpipe" | "ilp") {
+        o.time_limit = Some(20.0);
+    }
+    o
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12)
+}
+
+#[test]
+fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut split_plans = 0;
+    let mut checked = 0;
+    for inst in instances() {
+        for p in [2, 3] {
+            for memory in [64e6, 1e9] {
+                for full_duplex in [false, true] {
+                    let platform = Platform {
+                        processors: p,
+                        memory,
+                        bandwidth: 1e10,
+                        full_duplex,
+                    };
+                    for &name in ALGORITHMS {
+                        // The general MILPs take seconds per case in a debug build: the
+                        // 4-layer chain only (their own tests cover more).
+                        if matches!(name, "ilp" | "madpipe") && inst.name != "paper" {
+                            continue;
+                        }
+                        let planner =
+                            algorithm::planner(name, &options(name, inst.len(), p)).unwrap();
+                        let problem = Problem {
+                            instance: &inst,
+                            platform: &platform,
+                        };
+                        let case =
+                            format!("{name} on {} P={p} M={memory} fd={full_duplex}", inst.name);
+                        let (plan, report) = algorithm::run(planner.as_ref(), &problem).unwrap();
+                        assert_ne!(
+                            report.status,
+                            Status::Error,
+                            "{case}: {:?}",
+                            report.messages
+                        );
+                        let Some(plan) = plan else { continue };
+                        let path = dir.path().join("plan.json");
+                        plan.save(&path).unwrap();
+                        let loaded = Plan::load(&path).unwrap();
+                        assert_eq!(loaded, plan, "{case}: the file lost something");
+                        if report.status == Status::Planned {
+                            continue;
+                        }
+                        let j = judge_plan(&loaded);
+                        assert!(j.valid, "{case}: validate says {:?}", j.violations);
+                        let period = report.period.unwrap();
+                        assert!(close(j.period, period), "{case}: {} vs {period}", j.period);
+                        assert_eq!(j.peak_memory.len(), report.peak_memory.len(), "{case}");
+                        for (a, b) in j.peak_memory.iter().zip(&report.peak_memory) {
+                            assert!(
+                                close(*a, *b),
+                                "{case}: peaks {:?} vs {:?}",
+                                j.peak_memory,
+                                report.peak_memory
+                            );
+                        }
+                        if let Some(lb) = report.lower_bound {
+                            assert!(
+                                lb <= period * (1.0 + 1e-9),
+                                "{case}: bound {lb} > period {period}"
+                            );
+                        }
+                        if plan
+                            .bipartition
+                            .as_ref()
+                            .is_some_and(|w| w.iter().any(|s| s.forward != s.backward))
+                        {
+                            split_plans += 1;
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "{checked}");
+    assert!(
+        split_plans > 0,
+        "no Bi-Partition plan split a layer: the file field is untested"
+    );
+}
+
+/// The issue's example: stashes 100, 100, 100, layers 2 and 3 share 50, two workers with
+/// layers 1 and 2..3. A stage of an allocation keeps 150 for layers 2..3; so must the
+/// Bi-Partition worker with the same ranges.
+#[test]
+fn bipartition_charges_a_stages_stash_like_the_judge() {
+    let inst = chain(
+        &[1.0, 1.0, 1.0],
+        &[10.0, 10.0, 10.0],
+        &[10.0, 10.0, 10.0],
+        &[100.0, 100.0, 100.0],
+        &[0.0, 50.0, 0.0],
+    );
+    let platform = Platform::new(2, 1e6, 1e6);
+    let allocation = Allocation::from_starts(&[0, 1], 3).unwrap();
+    let workers = [
+        BiStage {
+            processor: 0,
+            forward: (1, 1),
+            backward: (1, 1),
+        },
+        BiStage {
+            processor: 1,
+            forward: (2, 3),
+            backward: (2, 3),
+        },
+    ];
+    let pattern = one_f_one_b_star::schedule(&inst, &platform, &allocation, None)
+        .unwrap()
+        .pattern;
+    let reference = judge(&inst, &platform, &allocation, &pattern);
+    assert!(reference.valid);
+    // 3 W (60) + the input buffer 2 a(1) (20) + one live batch of 150.
+    assert!(
+        close(reference.peak_memory[1], 230.0),
+        "{:?}",
+        reference.peak_memory
+    );
+    let g = batch_graph(&inst, &platform, &workers).unwrap();
+    let bi = judge_graph(&g, platform.memory, &pattern);
+    assert!(bi.valid, "{:?}", bi.violations);
+    assert_eq!(bi.peak_memory, reference.peak_memory);
+}
+
+/// `contiguous-opt`'s bound holds for every contiguous plan, full duplex included: the
+/// scheduling MILP on each contiguous partition never beats it.
+#[test]
+fn the_contiguous_bound_holds_with_and_without_full_duplex() {
+    for inst in instances() {
+        let l = inst.len();
+        for p in [2, 3] {
+            for full_duplex in [false, true] {
+                let platform = Platform {
+                    processors: p,
+                    memory: 1e9,
+                    bandwidth: 1e10,
+                    full_duplex,
+                };
+                let problem = Problem {
+                    instance: &inst,
+                    platform: &platform,
+                };
+                let opt =
+                    algorithm::planner("contiguous-opt", &options("contiguous-opt", l, p)).unwrap();
+                let (_, copt) = algorithm::run(opt.as_ref(), &problem).unwrap();
+                assert_eq!(copt.status, Status::Valid, "{:?}", copt.messages);
+                let bound = copt.lower_bound.unwrap();
+                // Every contiguous partition into at most p stages.
+                for mask in 0u32..(1 << (l - 1)) {
+                    let mut starts = vec![0];
+                    starts.extend((1..l).filter(|c| mask & (1 << (c - 1)) != 0));
+                    if starts.len() > p {
+                        continue;
+                    }
+                    let o = Options {
+                        partition: Some(starts.clone()),
+                        time_limit: Some(20.0),
+                        ..Options::default()
+                    };
+                    let m = algorithm::planner("milp-schedule", &o).unwrap();
+                    let (_, r) = algorithm::run(m.as_ref(), &problem).unwrap();
+                    let Some(t) = r.period else { continue };
+                    assert!(
+                        bound <= t * (1.0 + 1e-9),
+                        "{} P={p} fd={full_duplex}: contiguous-opt's bound {bound} above the \
+                         valid contiguous plan {starts:?} at {t}",
+                        inst.name
+                    );
+                }
+            }
+        }
+    }
+    // The case the rule is for (ResNet-50 measured on an H100, 8 processors, 16 GiB,
+    // 12 GB/s, full duplex): the scheduling MILP's pattern of a contiguous partition
+    // overlaps the cuts' two directions and beats the best 1F1B* plan.
+    let inst = Instance::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/instances/resnet50-1000-b8-h100.json"
+    )))
+    .unwrap();
+    let platform = Platform {
+        processors: 8,
+        memory: 16.0 * 1073741824.0,
+        bandwidth: 12e9,
+        full_duplex: true,
+    };
+    let problem = Problem {
+        instance: &inst,
+        platform: &platform,
+    };
+    let opt = algorithm::planner("contiguous-opt", &Options::default()).unwrap();
+    let (_, copt) = algorithm::run(opt.as_ref(), &problem).unwrap();
+    let o = Options {
+        partition: Some(vec![0, 1, 2, 3, 4, 5, 8, 12]),
+        time_limit: Some(60.0),
+        ..Options::default()
+    };
+    let m = algorithm::planner("milp-schedule", &o).unwrap();
+    let (_, r) = algorithm::run(m.as_ref(), &problem).unwrap();
+    let t = r.period.unwrap();
+    assert!(t < copt.period.unwrap(), "{t} vs {:?}", copt.period);
+    assert!(
+        copt.lower_bound.unwrap() <= t,
+        "{:?} > {t}",
+        copt.lower_bound
+    );
+}
+
+#[test]
+fn an_invalid_pattern_has_no_negative_peak() {
+    let inst = instances().remove(1);
+    let platform = Platform::new(3, 1e9, 1e10);
+    let allocation = Allocation::from_starts(&[0, 2, 4], inst.len()).unwrap();
+    let mut pattern = one_f_one_b_star::schedule(&inst, &platform, &allocation, None)
+        .unwrap()
+        .pattern;
+    // Swap the shifts of each stage's F and B (a mutant the judge must reject).
+    for s in 0..3 {
+        let fi = pattern
+            .ops
+            .iter()
+            .position(|o| o.kind == OpKind::F && o.stage == s)
+            .unwrap();
+        let bi = pattern
+            .ops
+            .iter()
+            .position(|o| o.kind == OpKind::B && o.stage == s)
+            .unwrap();
+        let (hf, hb) = (pattern.ops[fi].shift, pattern.ops[bi].shift);
+        pattern.ops[fi].shift = hb + 2;
+        pattern.ops[bi].shift = hf;
+        let j = judge(&inst, &platform, &allocation, &pattern);
+        assert!(!j.valid);
+        // Items held count zero or more batches: a peak is never below the weights and
+        // buffers.
+        let fixed = pipeopt::judge::static_memory(&inst, &platform, &allocation);
+        for (p, (&m, &f)) in j.peak_memory.iter().zip(&fixed).enumerate() {
+            assert!(
+                m >= f && m >= 0.0,
+                "processor {p}: peak {m} below its static {f}"
+            );
+        }
+    }
+}
