@@ -1,7 +1,7 @@
 //! Regenerates the committed analytic instances in `instances/` (see instances/README.md).
 //! Usage: `cargo run --example make_instances [-- OUT_DIR]` (default `instances`).
 
-use pipeopt::nets::{instance, DType, DeviceModel};
+use pipeopt::nets::{instance, network, op_instance, DType, DeviceModel};
 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args()
@@ -26,6 +26,14 @@ fn main() -> anyhow::Result<()> {
         } else {
             format!("{dir}/{model}-{image}-b{batch}.json")
         };
+        let text = serde_json::to_string_pretty(&inst)? + "\n";
+        pipeopt::error::write_atomic(std::path::Path::new(&file), text.as_bytes())?;
+        eprintln!("{file}: {} layers", inst.layers.len());
+    }
+    // Op-level chains (docs/op-chains.md).
+    for model in ["resnet50", "resnet101", "inception_v3", "densenet121"] {
+        let inst = op_instance(&network(model, 1000)?, 8, DType::F32, &DeviceModel::H100)?;
+        let file = format!("{dir}/{model}-1000-b8-op.json");
         let text = serde_json::to_string_pretty(&inst)? + "\n";
         pipeopt::error::write_atomic(std::path::Path::new(&file), text.as_bytes())?;
         eprintln!("{file}: {} layers", inst.layers.len());

@@ -215,6 +215,11 @@ struct InstanceArgs {
     /// or v100 (datasheet rooflines).
     #[arg(long, default_value = "h100")]
     device_model: String,
+    /// Chain layers: `block` (one per block: bottleneck, Inception module, dense layer) or
+    /// `op` (the DAG of leaf ops linearized like a PipeDream profile; exact stashes with
+    /// `stash_overlap` and `stash_shared`).
+    #[arg(long, value_parser = ["block", "op"], default_value = "block")]
+    granularity: String,
     /// Where to write the instance (atomically).
     #[arg(long, short = 'o')]
     out: PathBuf,
@@ -350,6 +355,11 @@ enum ImportCommand {
         /// Print a JSON summary on stdout.
         #[arg(long)]
         json: bool,
+        /// Import a DAG that does not look like a whole network (a source that is not an
+        /// Input, a node with no path to the output, too few edges): by default an error
+        /// naming the node, since a file cut short still parses.
+        #[arg(long)]
+        accept_incomplete: bool,
     },
 }
 
@@ -498,8 +508,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             name,
             json,
+            accept_incomplete,
         }) => {
-            let instance = pipeopt::io::pipedream::import_pipedream(&file, name.as_deref())?;
+            let instance = pipeopt::io::pipedream::import_pipedream_with(
+                &file,
+                name.as_deref(),
+                accept_incomplete,
+            )?;
             let text = serde_json::to_vec_pretty(&instance)?;
             pipeopt::error::write_atomic(&out, &text)?;
             let summary = pipeopt::io::pipedream::import_summary(&instance, &out);
@@ -776,8 +791,12 @@ fn make_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     if args.batch == 0 {
         return Err(InputError::new("--batch", "", "must be at least 1").into());
     }
-    let inst = instance(&args.model, args.image, args.batch, dtype, &device)
-        .map_err(|e| InputError::new("--model", "", e.to_string()))?;
+    let inst = match pipeopt::nets::Granularity::parse(&args.granularity) {
+        Some(pipeopt::nets::Granularity::Op) => pipeopt::nets::network(&args.model, args.image)
+            .and_then(|net| pipeopt::nets::op_instance(&net, args.batch, dtype, &device)),
+        _ => instance(&args.model, args.image, args.batch, dtype, &device),
+    }
+    .map_err(|e| InputError::new("--model", "", e.to_string()))?;
     inst.check()?;
     let text = serde_json::to_string_pretty(&inst)? + "\n";
     pipeopt::error::write_atomic(&args.out, text.as_bytes())?;

@@ -27,6 +27,7 @@ fn instance(fwd: &[f64], bwd: &[f64], weights: f64, out: f64) -> Instance {
                 stash_overlap: None,
             })
             .collect(),
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }
@@ -306,6 +307,7 @@ proptest! {
             layers: layers.iter().enumerate().map(|(i, &(fwd, bwd, weights, out))| Layer {
                 name: format!("l{}", i + 1), fwd, bwd, weights, out, stash: None, stash_overlap: None,
             }).collect(),
+            stash_shared: Vec::new(),
             meta: Default::default(),
         };
         let platform = Platform::new(p, memory, bandwidth);

@@ -115,7 +115,25 @@ fn every_profile_imports_with_the_dags_sums() {
         assert!(inst.check().is_ok());
         assert!(inst.len() > 1 && inst.len() <= r.ids.len(), "{name}");
         assert_eq!(inst.meta["format"], "pipedream graph.txt");
-        assert_eq!(inst.meta["batch"], 128);
+        // Batch and image as the profile's own sizes say (the classifier's output and the
+        // input), nothing for GNMT.
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        let want = match stem {
+            "densenet121" | "resnet101" => Some((64, 224)),
+            "inception_v3" => Some((128, 299)),
+            "resnet50" | "vgg16" => Some((128, 224)),
+            _ => None,
+        };
+        match want {
+            Some((batch, image)) => {
+                assert_eq!(inst.meta["batch"], batch, "{name}");
+                assert_eq!(inst.meta["image"], image, "{name}");
+            }
+            None => {
+                assert!(inst.meta.get("batch").is_none(), "{name}");
+                assert!(inst.meta.get("image").is_none(), "{name}");
+            }
+        }
         let summary = import_summary(&inst, Path::new("out.json"));
         assert_eq!(summary["layers"], inst.len());
         assert!(close(summary["weights"].as_f64().unwrap(), sum(&r.par)));
@@ -386,4 +404,83 @@ proptest! {
             prop_assert!(tol(inst.layers[l - 1].out, want), "layer {}: {} vs {}", l, inst.layers[l - 1].out, want);
         }
     }
+}
+
+fn pipeopt() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
+}
+
+/// A profile cut short or missing edges still parses; the import must refuse it, naming
+/// the node, unless `--accept-incomplete` says the user means it.
+#[test]
+fn damaged_profiles_are_refused_naming_the_node() {
+    let text = std::fs::read_to_string(shared().join("pipedream-profiles/resnet50.txt")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let edges: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with('\t'))
+        .collect();
+    let keep = |skip: &dyn Fn(usize) -> bool| {
+        let mut t = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if !skip(i) {
+                t.push_str(l);
+                t.push('\n');
+            }
+        }
+        t
+    };
+    // The chain's first edge (Input -> conv1) and an edge out of a block's last BatchNorm
+    // into its Add.
+    let first = edges
+        .iter()
+        .copied()
+        .find(|&i| lines[i].trim() == "node1 -- node2")
+        .unwrap();
+    let into_add = edges
+        .iter()
+        .copied()
+        .find(|&i| lines[i].trim() == "node77 -- node78")
+        .expect("resnet50's node77 (BatchNorm2d) feeds node78 (Add)");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("cut.txt", keep(&|i| i >= 300), "node"),
+        (
+            "no-edges.txt",
+            keep(&|i| lines[i].starts_with('\t')),
+            "edges cannot connect",
+        ),
+        ("first-edge.txt", keep(&|i| i == first), "node1"),
+        ("add-edge.txt", keep(&|i| i == into_add), "node77"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text, says) in cases {
+        let path = write(dir.path(), file, &text);
+        let out = dir.path().join(format!("{file}.json"));
+        pipeopt()
+            .args(["import", "pipedream"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(file))
+            .stderr(predicates::str::contains(says));
+        assert!(!out.exists(), "{file}: an instance was written");
+        pipeopt()
+            .args(["import", "pipedream", "--accept-incomplete"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success();
+        assert!(out.exists(), "{file}");
+    }
+    // The whole file imports without the flag.
+    let whole = write(dir.path(), "whole.txt", &text);
+    pipeopt()
+        .args(["import", "pipedream"])
+        .arg(&whole)
+        .arg("--out")
+        .arg(dir.path().join("whole.json"))
+        .assert()
+        .success();
 }

@@ -25,6 +25,7 @@ fn instance(layers: &[(f64, f64, f64, f64)], input: f64) -> Instance {
                 stash_overlap: None,
             })
             .collect(),
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }

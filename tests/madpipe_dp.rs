@@ -43,6 +43,7 @@ fn random_chain(rng: &mut Rng, layers: usize) -> Instance {
                 stash_overlap: None,
             })
             .collect(),
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }

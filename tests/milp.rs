@@ -33,6 +33,7 @@ fn chain(seed: u64, l: usize) -> Instance {
         name: format!("chain{seed}"),
         input: 5.0,
         layers,
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }

@@ -23,6 +23,7 @@ fn instance(layers: &[(f64, f64, f64)]) -> Instance {
                 stash_overlap: None,
             })
             .collect(),
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }
@@ -124,4 +125,65 @@ fn pipedream_planner_plans_are_valid_and_report_the_dp_objective() {
     assert_eq!(report.planned_period, Some(dp));
     // 1F1B* needs at least the bottleneck stage's load.
     assert!(report.period.unwrap() + 1e-9 >= dp);
+}
+
+fn pipeopt() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
+}
+
+/// The `pipedream` planner's report for `instance` on `p` processors.
+fn plan_pipedream(instance: &std::path::Path, p: usize, memory: &str) -> serde_json::Value {
+    let out = pipeopt()
+        .args(["plan", "--instance"])
+        .arg(instance)
+        .args(["--processors", &p.to_string(), "--memory", memory])
+        .args([
+            "--bandwidth",
+            "12GB/s",
+            "--algorithm",
+            "pipedream",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A one-layer chain has a plan on any number of processors: it uses one of them.
+#[test]
+fn pipedream_plans_a_one_layer_chain_on_several_processors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&instance(&[(1.0, 2.0, 4.0)])).unwrap(),
+    )
+    .unwrap();
+    for p in [1, 2, 5] {
+        let r = plan_pipedream(&path, p, "1GiB");
+        assert_eq!(r["status"], "valid", "P = {p}: {r}");
+        assert_eq!(r["period"], 3.0, "P = {p}: {r}");
+    }
+}
+
+/// PipeDream's memory term counts in-flight batches over the processors the partition
+/// uses, not the whole budget: a plan found on 3 processors stays available on 4 to 64.
+#[test]
+fn pipedream_memory_term_counts_the_processors_used() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("instances/resnet50-1000-b8-h100.json");
+    let three = plan_pipedream(&path, 3, "8GiB");
+    assert_eq!(three["status"], "valid", "{three}");
+    let planned = |r: &serde_json::Value| r["planned_period"].as_f64().unwrap();
+    for p in [4, 8, 64] {
+        let r = plan_pipedream(&path, p, "8GiB");
+        assert_eq!(r["status"], "valid", "P = {p}: {r}");
+        // The budgets 1..=3 are among those searched.
+        assert!(planned(&r) <= planned(&three), "P = {p}: {r}");
+    }
 }

@@ -267,6 +267,7 @@ pub fn instance_for(network: &Network, sample: &Tensor, seconds_per_param_row: f
         name: network.name.clone(),
         input,
         layers,
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }

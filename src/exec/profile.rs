@@ -469,6 +469,7 @@ pub fn profile(
         name: format!("{}-measured", analytic.name),
         input: analytic.input,
         layers,
+        stash_shared: Vec::new(),
         meta,
     };
     Ok((instance, report))

@@ -5,6 +5,6 @@
 pub mod pipedream;
 
 pub use pipedream::{
-    import_pipedream, import_summary, linearize, linearize_detailed, read_graph, Graph, GraphNode,
-    Linearization,
+    import_pipedream, import_pipedream_with, import_summary, linearize, linearize_detailed,
+    linearize_graph, read_graph, Graph, GraphNode, Linearization, NodeMemory,
 };

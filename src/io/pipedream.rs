@@ -38,8 +38,22 @@
 //!   work. Every other cut is kept, so a chain layer is one node or one node plus free
 //!   neighbours. This changes which stage stashes a free node's inputs, never times or
 //!   weights.
-//! - **Stash.** Each chain layer's `stash` is set explicitly to the size of the distinct
-//!   tensors its nodes take as input (from inside or outside the layer), as MODEL.md asks.
+//! - **Stash.** A `graph.txt` does not say what a node keeps for its backward. Each chain
+//!   layer's `stash` is then set explicitly to the size of the distinct tensors its nodes
+//!   take as input (from inside or outside the layer), as MODEL.md asks, and stashes add up
+//!   across layers. A graph that knows what each node saves ([`Graph::with_memory`]: the
+//!   op DAGs of `crate::nets`) gets the exact rule instead: a stage keeps a tensor (a
+//!   storage: views and in-place outputs are their input's) once when one of its nodes saves
+//!   it or when it reads it from an earlier stage, plus the nodes' extra bytes (statistics,
+//!   indices). Each layer's `stash` is what it keeps alone; what several layers keep is
+//!   written as pairs, `stash_overlap` for consecutive layers and `stash_shared` for the
+//!   others (a residual block's input, kept by its first convolution and by the shortcut),
+//!   so that `ChainSums::stash` of every stage is exact (see `exact_stashes`).
+//! - **Checks** ([`Graph::check_complete`], on by default in `import pipedream`): a file
+//!   cut at a line boundary still parses, into a DAG with extra sources and dead ends; such
+//!   a DAG is refused, naming the node, unless `--accept-incomplete`.
+//! - **Batch and image** ([`input_shape`]): read from the sizes of the classifier's output
+//!   and of the input when both agree; nothing otherwise (GNMT).
 //! - **Input.** PipeDream's `Input` nodes (sources whose description starts with `Input`)
 //!   carry a profiled forward time, which is data loading, not training work. PipeDream's
 //!   optimizer zeroes their times and sizes before partitioning ("the optimizer shouldn't
@@ -98,6 +112,22 @@ pub struct Graph {
     edges: Vec<(usize, usize)>,
     succ: Vec<Vec<usize>>,
     pred: Vec<Vec<usize>>,
+    /// What each node keeps for its backward, when known ([`Graph::with_memory`]).
+    memory: Option<Vec<NodeMemory>>,
+}
+
+/// What one node keeps from its forward to its backward pass, for graphs that know it (the
+/// networks of `crate::nets`; a `graph.txt` does not say). Indices are node indices.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeMemory {
+    /// Nodes whose output this node saves (its predecessors, or itself: a ReLU keeps its
+    /// output).
+    pub saves: Vec<usize>,
+    /// Bytes saved beyond those tensors (normalization statistics, pooling indices, masks).
+    pub extra: Bytes,
+    /// The predecessor whose output's storage this node's output is: a view (flatten) or an
+    /// in-place op (ReLU) writes no new tensor.
+    pub alias_of: Option<usize>,
 }
 
 impl Graph {
@@ -152,6 +182,7 @@ impl Graph {
             edges: kept,
             succ,
             pred,
+            memory: None,
         };
         if let Err(stuck) = graph.kahn(false) {
             let n = &graph.nodes[stuck];
@@ -167,6 +198,40 @@ impl Graph {
             ));
         }
         Ok(graph)
+    }
+
+    /// This graph with what each node keeps for its backward (one entry per node), which
+    /// makes the linearization's stashes exact (module doc, "Stash"). A node may save only
+    /// its predecessors' outputs or its own, and alias only a predecessor's.
+    pub fn with_memory(mut self, memory: Vec<NodeMemory>) -> Result<Graph, InputError> {
+        if memory.len() != self.nodes.len() {
+            return Err(InputError::new(
+                self.source,
+                "memory",
+                format!("{} entries for {} nodes", memory.len(), self.nodes.len()),
+            ));
+        }
+        for (v, m) in memory.iter().enumerate() {
+            let bad = m
+                .saves
+                .iter()
+                .any(|&u| u != v && !self.pred[v].contains(&u))
+                || m.alias_of.is_some_and(|u| !self.pred[v].contains(&u))
+                || !(m.extra.is_finite() && m.extra >= 0.0);
+            if bad {
+                return Err(InputError::new(
+                    self.source,
+                    format!("memory[{v}]"),
+                    format!(
+                        "node {} saves or aliases a tensor that is not its input or output, \
+                         or its extra bytes are not a size",
+                        self.nodes[v].id
+                    ),
+                ));
+            }
+        }
+        self.memory = Some(memory);
+        Ok(self)
     }
 
     /// Parses the text of a `graph.txt`; `source` names it in errors.
@@ -291,6 +356,117 @@ impl Graph {
         Graph::new(source, nodes, edges)
     }
 
+    /// Checks that the DAG is a whole network rather than a file cut short or missing edges
+    /// (a `graph.txt` cut at a line boundary still parses): at least `nodes - 1` edges,
+    /// every source an `Input` (or an empty placeholder: no time, no weights, no bytes, as
+    /// GNMT's `hidden`), every `Add` or `Concat` with two inputs or more, every sink the
+    /// network's output or a classifier head (`Linear`, `Classifier`) or a node PipeDream's
+    /// optimizer discards (`__getitem__`, `Size`), and one connected piece. The output is the
+    /// last such sink by node number (PipeDream numbers nodes in execution order); other heads
+    /// are auxiliary classifiers (inception_v3's). Errors name the node and its line.
+    pub fn check_complete(&self) -> Result<(), InputError> {
+        let n = self.nodes.len();
+        let at = |v: usize| {
+            let node = &self.nodes[v];
+            if node.line > 0 {
+                format!("line {}: {}", node.line, node.id)
+            } else {
+                format!("nodes[{v}]")
+            }
+        };
+        let what = |v: usize| {
+            let node = &self.nodes[v];
+            let desc: String = node.desc.chars().take(60).collect();
+            format!("node {} ({desc})", node.id)
+        };
+        let hint = "(a truncated file? --accept-incomplete imports it anyway)";
+        // In file order, so that the first error is the first damaged line.
+        let mut by_line: Vec<usize> = (0..n).collect();
+        by_line.sort_by_key(|&v| (self.nodes[v].line, v));
+        if n > 1 && self.edges.len() < n - 1 {
+            let lonely = by_line
+                .iter()
+                .copied()
+                .find(|&v| self.pred[v].is_empty() && self.succ[v].is_empty())
+                .unwrap_or(by_line[0]);
+            return Err(InputError::new(
+                self.source.clone(),
+                at(lonely),
+                format!(
+                    "{} edges cannot connect {n} nodes (at least {} are needed); {} has none {hint}",
+                    self.edges.len(),
+                    n - 1,
+                    what(lonely)
+                ),
+            ));
+        }
+        let discarded = |v: usize| {
+            let d = &self.nodes[v].desc;
+            d.starts_with("__getitem__") || d.starts_with("Size")
+        };
+        let head = |v: usize| {
+            let d = &self.nodes[v].desc;
+            d.starts_with("Linear") || d.starts_with("Classifier")
+        };
+        let output = (0..n)
+            .filter(|&v| self.succ[v].is_empty() && !discarded(v))
+            .max_by_key(|&v| self.key(v));
+        for &v in &by_line {
+            let node = &self.nodes[v];
+            let placeholder = node.is_free() && node.activation == 0.0;
+            let reason = if self.pred[v].is_empty() && !self.is_data_input(v) && !placeholder {
+                format!(
+                    "{} has no incoming edge but is not an Input: a second source, an edge \
+                     into it is missing {hint}",
+                    what(v)
+                )
+            } else if ["Add", "Concat", "Cat"]
+                .iter()
+                .any(|k| node.desc.starts_with(k))
+                && self.pred[v].len() < 2
+            {
+                format!(
+                    "{} joins tensors but has {} incoming edge: an edge into it is missing {hint}",
+                    what(v),
+                    self.pred[v].len()
+                )
+            } else if self.succ[v].is_empty() && !discarded(v) && Some(v) != output && !head(v) {
+                let out = output.map(|o| self.nodes[o].id.as_str()).unwrap_or("?");
+                format!(
+                    "{} has no path to the output {out}: an edge out of it is missing {hint}",
+                    what(v)
+                )
+            } else {
+                continue;
+            };
+            return Err(InputError::new(self.source.clone(), at(v), reason));
+        }
+        // One connected piece (edges taken both ways).
+        let mut seen = vec![false; n];
+        let mut stack = vec![by_line[0]];
+        seen[by_line[0]] = true;
+        while let Some(v) = stack.pop() {
+            for &w in self.succ[v].iter().chain(&self.pred[v]) {
+                if !seen[w] {
+                    seen[w] = true;
+                    stack.push(w);
+                }
+            }
+        }
+        if let Some(&v) = by_line.iter().find(|&&v| !seen[v]) {
+            return Err(InputError::new(
+                self.source.clone(),
+                at(v),
+                format!(
+                    "{} is not connected to {} {hint}",
+                    what(v),
+                    self.nodes[by_line[0]].id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// What errors name: the file.
     pub fn source(&self) -> &str {
         &self.source
@@ -303,6 +479,11 @@ impl Graph {
     /// Edges `(from, to)`, indices into [`Graph::nodes`], without duplicates.
     pub fn edges(&self) -> &[(usize, usize)] {
         &self.edges
+    }
+
+    /// What each node keeps for its backward, when the graph knows it.
+    pub fn memory(&self) -> Option<&[NodeMemory]> {
+        self.memory.as_deref()
     }
 
     pub fn successors(&self, v: usize) -> &[usize] {
@@ -320,7 +501,7 @@ impl Graph {
     }
 
     /// Sort key: the number in `nodeN`, then the position in the file.
-    fn key(&self, v: usize) -> (u64, usize) {
+    pub(crate) fn key(&self, v: usize) -> (u64, usize) {
         let n = self.nodes[v]
             .id
             .strip_prefix("node")
@@ -480,6 +661,27 @@ pub fn linearize(graph: &Graph, name: &str) -> Instance {
 
 /// [`linearize`], also returning the order and the layer bounds.
 pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
+    let mut lin = linearize_graph(graph, name);
+    let meta = &mut lin.instance.meta;
+    meta.insert("source".into(), Value::from(graph.source()));
+    meta.insert("format".into(), Value::from(FORMAT));
+    if let Some(shape) = input_shape(graph) {
+        meta.insert("batch".into(), json!(shape.batch));
+        meta.insert("image".into(), json!(shape.image));
+        meta.insert("batch_from".into(), Value::from(shape.evidence));
+    }
+    meta.insert(
+        "tool".into(),
+        Value::from(format!("pipeopt {}", env!("CARGO_PKG_VERSION"))),
+    );
+    lin
+}
+
+/// The linearization of any DAG (a PipeDream profile, or a network's ops from
+/// `crate::nets`): order, chain layers and the instance, whose `meta` holds only
+/// `dag_nodes`, `dag_edges` and `order`. With [`Graph::with_memory`], stashes follow the
+/// exact rule (module doc, "Stash").
+pub fn linearize_graph(graph: &Graph, name: &str) -> Linearization {
     let (order, order_kind) = graph.chain_order();
     let n = order.len();
     let cross = graph.crossing_sizes(&order);
@@ -577,39 +779,202 @@ pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
             stash_overlap: None,
         });
     }
+    let mut pairs = Vec::new();
+    if let Some(memory) = &graph.memory {
+        let (lone, p) = exact_stashes(graph, memory, &order, &bounds);
+        for (layer, s) in layers.iter_mut().zip(lone) {
+            layer.stash = Some(s);
+        }
+        pairs = p;
+    }
     let input: Bytes = (0..nodes.len())
         .filter(|&v| graph.predecessors(v).is_empty())
         .map(|v| nodes[v].activation)
         .sum();
     let mut meta = Map::new();
-    meta.insert("source".into(), Value::from(graph.source()));
-    meta.insert("format".into(), Value::from(FORMAT));
-    meta.insert("batch".into(), json!(128));
-    meta.insert("image".into(), json!(224));
-    meta.insert(
-        "tool".into(),
-        Value::from(format!("pipeopt {}", env!("CARGO_PKG_VERSION"))),
-    );
     meta.insert("dag_nodes".into(), json!(nodes.len()));
     meta.insert("dag_edges".into(), json!(graph.edges().len()));
     meta.insert("order".into(), Value::from(order_kind));
+    let mut instance = Instance {
+        name: name.to_string(),
+        input,
+        layers,
+        stash_shared: Vec::new(),
+        meta,
+    };
+    if graph.memory.is_some() {
+        instance.set_stash_pairs(pairs);
+    }
     Linearization {
         order,
         order_kind,
         bounds,
-        instance: Instance {
-            name: name.to_string(),
-            input,
-            layers,
-            meta,
-        },
+        instance,
     }
 }
 
+/// The exact stash rule (module doc, "Stash", for graphs that know what each node keeps):
+/// each layer's own stash and the pairs `(first, last, bytes)` that make any stage's stash
+/// exact ([`Instance::set_stash_pairs`]).
+///
+/// A stage `k..=m` keeps a tensor (a storage: views and in-place outputs are their input's)
+/// when one of its nodes saves it, or when it reads it from an earlier stage (a stage keeps
+/// its inputs until its backward); a data `Input` counts as produced before layer 1. For
+/// one tensor of `s` bytes produced in layer `p`, saved in the layers `S` and read in the
+/// layers `C`, let `H` be the layers that keep it alone (`S` and `C` after `p`, and `p` if
+/// it saves it). A stage starting after `p` keeps it iff it holds a layer of `H`: each layer
+/// of `H` counts `s` and every two consecutive layers of `H` share `s`. A stage holding `p`
+/// keeps it iff it holds a layer of `S`: when `p` does not save it, the pair `(p, min H)`
+/// shares `s` and the pair `(p, min S)` shares `-s`, which makes the count exact.
+fn exact_stashes(
+    graph: &Graph,
+    memory: &[NodeMemory],
+    order: &[usize],
+    bounds: &[usize],
+) -> (Vec<Bytes>, Vec<(usize, usize, Bytes)>) {
+    let n = graph.nodes.len();
+    let layers = bounds.len() - 1;
+    let mut layer_of = vec![0usize; n];
+    for l in 1..=layers {
+        for &v in &order[bounds[l - 1]..bounds[l]] {
+            layer_of[v] = l;
+        }
+    }
+    let root = |mut v: usize| {
+        while let Some(u) = memory[v].alias_of {
+            v = u;
+        }
+        v
+    };
+    // Per storage: the layers that save it and the layers that read it.
+    let mut saved_in: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut read_in: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut lone = vec![0.0; layers];
+    for v in 0..n {
+        for &u in &memory[v].saves {
+            saved_in[root(u)].push(layer_of[v]);
+        }
+        for &u in &graph.pred[v] {
+            read_in[root(u)].push(layer_of[v]);
+        }
+        lone[layer_of[v] - 1] += memory[v].extra;
+    }
+    let mut pairs = Vec::new();
+    for t in 0..n {
+        if root(t) != t || (saved_in[t].is_empty() && read_in[t].is_empty()) {
+            continue;
+        }
+        let size = graph.nodes[t].activation;
+        let p = if graph.is_data_input(t) {
+            0
+        } else {
+            layer_of[t]
+        };
+        let saves = &mut saved_in[t];
+        saves.sort_unstable();
+        saves.dedup();
+        let mut keep: Vec<usize> = saves
+            .iter()
+            .chain(read_in[t].iter())
+            .copied()
+            .filter(|&l| l != p || saves.contains(&p))
+            .collect();
+        keep.sort_unstable();
+        keep.dedup();
+        for &h in &keep {
+            lone[h - 1] += size;
+        }
+        for w in keep.windows(2) {
+            pairs.push((w[0], w[1], size));
+        }
+        if p >= 1 && !saves.contains(&p) {
+            if let Some(&first) = keep.first() {
+                pairs.push((p, first, size));
+            }
+            if let Some(&first_saver) = saves.first() {
+                pairs.push((p, first_saver, -size));
+            }
+        }
+    }
+    (lone, pairs)
+}
+
+/// Batch and image size of an image classifier's profile, when the profile shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputShape {
+    pub batch: u64,
+    pub image: u64,
+    /// How they were read, for `meta.batch_from`.
+    pub evidence: String,
+}
+
+/// What a `graph.txt` says of its batch and image size. It records neither, but an image
+/// classifier's does through two sizes: the output node (the last sink by number that
+/// PipeDream keeps) is `Linear(.., out_features=O, ..)` or `View(O)` with `batch x O`
+/// float32 values, and the `Input` sources hold `batch x 3 x image x image` float32
+/// values. Both must agree (a whole batch, a square image), or nothing is claimed: GNMT's
+/// output is a `Classifier` over sequences, so it gets neither.
+pub fn input_shape(graph: &Graph) -> Option<InputShape> {
+    let nodes = graph.nodes();
+    let output = (0..nodes.len())
+        .filter(|&v| {
+            let d = &nodes[v].desc;
+            graph.successors(v).is_empty()
+                && !d.starts_with("__getitem__")
+                && !d.starts_with("Size")
+        })
+        .max_by_key(|&v| graph.key(v))?;
+    let desc = &nodes[output].desc;
+    let features: u64 = if let Some(rest) = desc.strip_prefix("Linear(") {
+        let (_, tail) = rest.split_once("out_features=")?;
+        tail.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()?
+    } else if let Some(rest) = desc.strip_prefix("View(") {
+        rest.strip_suffix(')')?.trim().parse().ok()?
+    } else {
+        return None;
+    };
+    let whole = |x: f64| (x.fract() == 0.0 && x >= 1.0 && x < 2f64.powi(53)).then_some(x as u64);
+    let batch = whole(nodes[output].activation / (4.0 * features as f64))?;
+    let input: f64 = (0..nodes.len())
+        .filter(|&v| graph.is_data_input(v))
+        .map(|v| nodes[v].activation)
+        .sum();
+    let pixels = whole(input / (batch as f64 * 3.0 * 4.0))?;
+    let image = pixels.isqrt();
+    (image * image == pixels).then(|| InputShape {
+        batch,
+        image,
+        evidence: format!(
+            "the output {} ({} values of float32 per sample) and the Input ({}: 3 x {image} x \
+             {image} float32 per sample)",
+            nodes[output].id, features, input
+        ),
+    })
+}
+
 /// Reads `path` and linearizes it, naming the instance after the file's stem (its parent
-/// folder when the file is called `graph.txt`). Errors name the file.
+/// folder when the file is called `graph.txt`). Errors name the file. The DAG must be a
+/// whole network ([`Graph::check_complete`]); [`import_pipedream_with`] can accept one that
+/// is not.
 pub fn import_pipedream(path: &Path, name: Option<&str>) -> Result<Instance, InputError> {
+    import_pipedream_with(path, name, false)
+}
+
+/// [`import_pipedream`]; with `accept_incomplete`, a DAG that fails
+/// [`Graph::check_complete`] (extra sources, dead-end nodes, missing edges) is linearized
+/// as it is (`import pipedream --accept-incomplete`).
+pub fn import_pipedream_with(
+    path: &Path,
+    name: Option<&str>,
+    accept_incomplete: bool,
+) -> Result<Instance, InputError> {
     let graph = read_graph(path)?;
+    if !accept_incomplete {
+        graph.check_complete()?;
+    }
     let default_name = default_name(path);
     let instance = linearize(&graph, name.unwrap_or(&default_name));
     instance.check().map_err(|e| e.in_file(path))?;

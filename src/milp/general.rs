@@ -184,15 +184,32 @@ pub fn group_instance(instance: &Instance, groups: &[(usize, usize)]) -> Instanc
             weights: sums.weights(a, b),
             out: instance.a(b),
             stash: Some(sums.stash(a, b)),
-            stash_overlap: Some(instance.stash_overlap(b)).filter(|&o| o > 0.0),
+            stash_overlap: None,
         })
         .collect();
-    Instance {
+    let mut grouped = Instance {
         name: instance.name.clone(),
         input: instance.input,
         layers,
+        stash_shared: Vec::new(),
         meta: instance.meta.clone(),
+    };
+    // What layers of two different groups share, the groups share: a stage of groups
+    // keeps exactly what the stage of their layers keeps.
+    let mut group_of = vec![0; instance.len() + 1];
+    for (g, &(a, b)) in groups.iter().enumerate() {
+        for slot in &mut group_of[a..=b] {
+            *slot = g + 1;
+        }
     }
+    let pairs: Vec<(usize, usize, f64)> = instance
+        .stash_pairs()
+        .into_iter()
+        .filter(|&(a, b, _)| group_of[a] != group_of[b])
+        .map(|(a, b, v)| (group_of[a], group_of[b], v))
+        .collect();
+    grouped.set_stash_pairs(pairs);
+    grouped
 }
 
 /// What the general MILP found.

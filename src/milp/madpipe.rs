@@ -163,6 +163,7 @@ mod tests {
                     stash_overlap: None,
                 })
                 .collect(),
+            stash_shared: Vec::new(),
             meta: Default::default(),
         }
     }

@@ -37,6 +37,25 @@ pub struct Layer {
     pub stash_overlap: Option<Bytes>,
 }
 
+/// Bytes that the stashes of two layers `first < last` both count, which a stage holding
+/// both (hence every layer between) keeps once: the generalization of
+/// [`Layer::stash_overlap`] to layers that are not consecutive (an op-level chain: a
+/// residual block's input is kept by its first convolution and by the shortcut several
+/// layers later). A stage `k..=m` keeps `sum(stash) - sum(stash_overlap over k..m-1) -
+/// sum(bytes of every entry with k <= first and last <= m)`. `bytes` may be negative: an
+/// inclusion-exclusion term (a stage that holds the producer of a tensor that none of its
+/// layers saves but a later layer reads: that later layer's stash counts it as its input,
+/// the stage does not; see `io::pipedream`, "Stash"). Every stage's stash must stay
+/// non-negative ([`Instance::check`]). Our extension of MODEL.md section 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedStash {
+    /// 1-based layer numbers, `first < last`.
+    pub first: usize,
+    pub last: usize,
+    pub bytes: Bytes,
+}
+
 /// A profiled network, linearized into a chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +64,10 @@ pub struct Instance {
     /// a(0): bytes of the network input.
     pub input: Bytes,
     pub layers: Vec<Layer>,
+    /// What non-consecutive layers' stashes share (see [`SharedStash`]); empty by default
+    /// and then left out of the file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stash_shared: Vec<SharedStash>,
     /// Free-form provenance: source, device, image, batch, dtype, tool version.
     #[serde(default)]
     pub meta: serde_json::Map<String, serde_json::Value>,
@@ -145,7 +168,81 @@ impl Instance {
                 );
             }
         }
+        if !self.stash_shared.is_empty() {
+            for (i, e) in self.stash_shared.iter().enumerate() {
+                let at = |f: &str| format!("stash_shared[{i}].{f}");
+                if !e.bytes.is_finite() {
+                    return bad(at("bytes"), "is not a finite number");
+                }
+                if e.first < 1 || e.first >= e.last || e.last > self.len() {
+                    return Err(InputError::new(
+                        "instance",
+                        at("last"),
+                        format!(
+                            "layers {} and {} are not two layers 1 <= first < last <= {}",
+                            e.first,
+                            e.last,
+                            self.len()
+                        ),
+                    ));
+                }
+            }
+            let sums = self.sums();
+            for k in 1..=self.len() {
+                for l in k..=self.len() {
+                    // Byte sizes are whole numbers: no rounding to forgive.
+                    if sums.stash(k, l) < -1e-6 * (1.0 + sums.stash_sum(k, l)) {
+                        return Err(InputError::new(
+                            "instance",
+                            "stash_shared",
+                            format!("makes the stash of a stage {k}..{l} negative"),
+                        ));
+                    }
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Sets `stash_overlap` and `stash_shared` from pairs `(first, last, bytes)` (1-based,
+    /// `first < last`; several entries for one pair add up): a consecutive pair becomes the
+    /// first layer's `stash_overlap` when it is a valid one (between 0 and both stashes),
+    /// anything else a [`SharedStash`]. Zero pairs are dropped.
+    pub fn set_stash_pairs(&mut self, pairs: impl IntoIterator<Item = (usize, usize, Bytes)>) {
+        let mut merged: std::collections::BTreeMap<(usize, usize), Bytes> = Default::default();
+        for (a, b, v) in pairs {
+            debug_assert!(a >= 1 && a < b && b <= self.len());
+            *merged.entry((a, b)).or_insert(0.0) += v;
+        }
+        for layer in &mut self.layers {
+            layer.stash_overlap = None;
+        }
+        self.stash_shared.clear();
+        for ((a, b), v) in merged {
+            if v == 0.0 {
+                continue;
+            }
+            if b == a + 1 && v > 0.0 && v <= self.stash(a) && v <= self.stash(b) {
+                self.layers[a - 1].stash_overlap = Some(v);
+            } else {
+                self.stash_shared.push(SharedStash {
+                    first: a,
+                    last: b,
+                    bytes: v,
+                });
+            }
+        }
+    }
+
+    /// Every pair of layers whose stashes share bytes: `stash_overlap` as `(l, l + 1, bytes)`
+    /// and the `stash_shared` entries.
+    pub fn stash_pairs(&self) -> Vec<(usize, usize, Bytes)> {
+        let mut v: Vec<(usize, usize, Bytes)> = (1..self.len())
+            .map(|l| (l, l + 1, self.stash_overlap(l)))
+            .filter(|p| p.2 != 0.0)
+            .collect();
+        v.extend(self.stash_shared.iter().map(|e| (e.first, e.last, e.bytes)));
+        v
     }
 
     /// SHA-256 of the instance's canonical JSON, in hex: plans carry it so a plan can be
@@ -191,6 +288,11 @@ pub struct ChainSums {
     stash: Vec<f64>,
     overlap: Vec<f64>,
     out: Vec<f64>,
+    /// Prefix sums of the plain stashes (for tolerances).
+    raw_stash: Vec<f64>,
+    /// With `stash_shared` entries: `shared[(k - 1) * L + (l - 1)]` is the sum of the bytes of
+    /// the entries with `k <= first` and `last <= l` (an L x L table, built in O(L^2)).
+    shared: Option<Vec<f64>>,
 }
 
 impl ChainSums {
@@ -203,6 +305,8 @@ impl ChainSums {
             stash: vec![0.0; n + 1],
             overlap: vec![0.0; n + 1],
             out: Vec::with_capacity(n + 1),
+            raw_stash: vec![0.0; n + 1],
+            shared: None,
         };
         s.out.push(instance.input);
         for l in 1..=n {
@@ -212,7 +316,30 @@ impl ChainSums {
             s.weights[l] = s.weights[l - 1] + layer.weights;
             s.overlap[l] = instance.stash_overlap(l);
             s.stash[l] = s.stash[l - 1] + instance.stash(l) - s.overlap[l];
+            s.raw_stash[l] = s.raw_stash[l - 1] + instance.stash(l);
             s.out.push(layer.out);
+        }
+        if !instance.stash_shared.is_empty() {
+            // d[a][b]: the entries' bytes; then table[k][l] = sum over a >= k, b <= l.
+            let mut table = vec![0.0; n * n];
+            for e in &instance.stash_shared {
+                if e.first >= 1 && e.first < e.last && e.last <= n {
+                    table[(e.first - 1) * n + (e.last - 1)] += e.bytes;
+                }
+            }
+            for k in (0..n).rev() {
+                let mut acc = 0.0;
+                for l in 0..n {
+                    acc += table[k * n + l];
+                    let below = if k + 1 < n {
+                        table[(k + 1) * n + l]
+                    } else {
+                        0.0
+                    };
+                    table[k * n + l] = acc + below;
+                }
+            }
+            s.shared = Some(table);
         }
         s
     }
@@ -245,8 +372,17 @@ impl ChainSums {
     /// What a stage of layers k..=l keeps for one batch (MadPipe's a-bar of a stage): the sum
     /// of their stashes, less what consecutive layers share (`stash_overlap` of k..l-1), so
     /// that a shared tensor counts once. Without overlaps, the plain sum (MODEL.md).
+    /// With `stash_shared` entries, those inside `k..=l` count once too.
     pub fn stash(&self, k: usize, l: usize) -> Bytes {
-        self.stash[l] - self.stash[k - 1] + self.overlap[l]
+        let s = self.stash[l] - self.stash[k - 1] + self.overlap[l];
+        match &self.shared {
+            Some(t) => s - t[(k - 1) * self.len() + (l - 1)],
+            None => s,
+        }
+    }
+    /// The plain sum of the stashes of layers k..=l, nothing shared subtracted.
+    pub fn stash_sum(&self, k: usize, l: usize) -> Bytes {
+        self.raw_stash[l] - self.raw_stash[k - 1]
     }
     /// a(l) for l in 0..=L.
     pub fn a(&self, l: usize) -> Bytes {
@@ -287,6 +423,7 @@ pub(crate) mod tests {
                     stash_overlap: None,
                 })
                 .collect(),
+            stash_shared: Vec::new(),
             meta: Default::default(),
         }
     }

@@ -9,7 +9,7 @@ mod plan;
 mod platform;
 
 pub use allocation::{Allocation, Stage};
-pub use instance::{ChainSums, Instance, Layer};
+pub use instance::{ChainSums, Instance, Layer, SharedStash};
 pub use pattern::{BatchGraph, Held, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
 pub use plan::{Plan, PlanReport, SolverSummary, Status};
 pub use platform::Platform;

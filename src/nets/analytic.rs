@@ -295,7 +295,7 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
 
 /// Bytes op `i` saves for its backward pass beyond the tensors listed by [`saved_tensors`]
 /// (statistics, indices, masks, attention probabilities), for a batch.
-fn saved_extra(block: &Block, i: usize, batch: usize, dtype: DType) -> f64 {
+pub(crate) fn saved_extra(block: &Block, i: usize, batch: usize, dtype: DType) -> f64 {
     let op = &block.ops[i];
     let n = batch as f64;
     let e = dtype.bytes() as f64;
@@ -392,6 +392,46 @@ pub fn block_stash(block: &Block, batch: usize, dtype: DType, input_elem_bytes: 
     tensors + extra
 }
 
+/// Roofline forward and backward seconds and forward FLOPs of op `i` of `block` (no share
+/// of the per-layer cost); `None` for the block's input and for views (flatten), which
+/// cost nothing.
+pub fn op_time(
+    block: &Block,
+    i: usize,
+    batch: usize,
+    dtype: DType,
+    device: &DeviceModel,
+    first_block: bool,
+) -> Option<(f64, f64, f64)> {
+    let op = &block.ops[i];
+    if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
+        return None;
+    }
+    let (rf, rb) = (device.rates(false, dtype), device.rates(true, dtype));
+    let time = |r: &Rates, op: &OpKind, flops: f64, bytes: f64| -> f64 {
+        let rate = match op {
+            OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => r.conv,
+            OpKind::Conv2d { .. } => r.conv1x1,
+            OpKind::Linear { .. } | OpKind::Attention { .. } => r.matmul,
+            _ => return bytes / r.mem_bw + r.per_op,
+        };
+        (flops / rate).max(bytes / r.mem_bw) + r.per_op
+    };
+    let oc = op_cost(block, i, batch, dtype);
+    // A convolution of the network's input computes no input gradient: its backward is
+    // the weight gradient alone.
+    let k = if first_block && op.inputs == [0] && matches!(op.kind, OpKind::Conv2d { .. }) {
+        1.0
+    } else {
+        2.0
+    };
+    Some((
+        time(&rf, &op.kind, oc.flops, oc.bytes),
+        time(&rb, &op.kind, k * oc.flops, k * oc.bytes),
+        oc.flops,
+    ))
+}
+
 /// Sizes and roofline times of one block.
 pub fn block_cost(
     block: &Block,
@@ -408,33 +448,14 @@ pub fn block_cost(
         stash: block_stash(block, batch, dtype, input_elem_bytes),
         ..BlockCost::default()
     };
-    let (rf, rb) = (device.rates(false, dtype), device.rates(true, dtype));
-    let time = |r: &Rates, op: &OpKind, flops: f64, bytes: f64| -> f64 {
-        let rate = match op {
-            OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => r.conv,
-            OpKind::Conv2d { .. } => r.conv1x1,
-            OpKind::Linear { .. } | OpKind::Attention { .. } => r.matmul,
-            _ => return bytes / r.mem_bw + r.per_op,
-        };
-        (flops / rate).max(bytes / r.mem_bw) + r.per_op
-    };
-    c.fwd = rf.per_layer;
-    c.bwd = rb.per_layer;
-    for (i, op) in block.ops.iter().enumerate() {
-        if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
-            continue;
+    c.fwd = device.rates(false, dtype).per_layer;
+    c.bwd = device.rates(true, dtype).per_layer;
+    for i in 0..block.ops.len() {
+        if let Some((f, b, flops)) = op_time(block, i, batch, dtype, device, first_block) {
+            c.flops += flops;
+            c.fwd += f;
+            c.bwd += b;
         }
-        let oc = op_cost(block, i, batch, dtype);
-        c.flops += oc.flops;
-        c.fwd += time(&rf, &op.kind, oc.flops, oc.bytes);
-        // A convolution of the network's input computes no input gradient: its backward is
-        // the weight gradient alone.
-        let k = if first_block && op.inputs == [0] && matches!(op.kind, OpKind::Conv2d { .. }) {
-            1.0
-        } else {
-            2.0
-        };
-        c.bwd += time(&rb, &op.kind, k * oc.flops, k * oc.bytes);
     }
     c
 }
@@ -473,6 +494,27 @@ pub fn analytic_instance(
             stash_overlap: shared.then_some(c.out),
         });
     }
+    let meta = analytic_meta(net, batch, dtype, device);
+    let name = match &meta["image"] {
+        Value::Null => format!("{}-b{}", net.name, batch),
+        v => format!("{}-{}-b{}", net.name, v, batch),
+    };
+    Ok(Instance {
+        name,
+        input: (elems(&net.input) * batch as f64 * in_bytes as f64),
+        layers,
+        stash_shared: Vec::new(),
+        meta,
+    })
+}
+
+/// The provenance `meta` of an analytic instance of `net` (either granularity).
+pub(crate) fn analytic_meta(
+    net: &Network,
+    batch: usize,
+    dtype: DType,
+    device: &DeviceModel,
+) -> Map<String, Value> {
     let image = if net.input.len() == 3 {
         Value::from(net.input[1])
     } else {
@@ -500,16 +542,7 @@ pub fn analytic_instance(
         "tool_version".into(),
         json!(concat!("pipeopt ", env!("CARGO_PKG_VERSION"))),
     );
-    let name = match &meta["image"] {
-        Value::Null => format!("{}-b{}", net.name, batch),
-        v => format!("{}-{}-b{}", net.name, v, batch),
-    };
-    Ok(Instance {
-        name,
-        input: (elems(&net.input) * batch as f64 * in_bytes as f64),
-        layers,
-        meta,
-    })
+    meta
 }
 
 fn rates_json(r: &Rates) -> Value {

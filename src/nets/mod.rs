@@ -10,12 +10,14 @@
 pub mod analytic;
 mod densenet;
 mod inception;
+pub mod ops;
 pub mod random;
 mod resnet;
 mod transformer;
 mod vgg;
 
 pub use analytic::{analytic_instance, instance, DType, DeviceModel};
+pub use ops::{op_graph, op_instance, Granularity};
 
 /// Names accepted by [`network`].
 pub const NETWORKS: &[&str] = &[
@@ -198,6 +200,8 @@ pub enum NetError {
     },
     #[error("network {net}: {what} must be positive")]
     Zero { net: String, what: &'static str },
+    #[error("network {net}: its op graph is not a DAG the linearizer accepts: {reason}")]
+    Graph { net: String, reason: String },
 }
 
 /// The network `name` for images of `image` x `image` pixels (for the transformers `image`

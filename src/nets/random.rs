@@ -34,6 +34,7 @@ pub fn random_chain(seed: u64, layers: usize) -> Instance {
         name: format!("chain{seed}"),
         input: 5.0,
         layers,
+        stash_shared: Vec::new(),
         meta: Default::default(),
     }
 }

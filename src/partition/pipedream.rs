@@ -456,11 +456,23 @@ pub fn partition_json(
     })
 }
 
-/// Algorithm `pipedream` of `pipeopt plan`: PipeDream's straight partition on the
+/// Algorithm `pipedream` of `pipeopt plan`: PipeDream's straight partition on at most the
 /// platform's `P` processors (bandwidth beta, activation transfers counted, PipeDream's
-/// memory term with the platform's `M`, fewer processors allowed), scheduled by 1F1B* at
-/// the smallest period that fits memory (madpipe.txt section 5, Figure 6, solid red line).
-/// Its `planned_period` is the DP's bottleneck (the dashed red line).
+/// memory term with the platform's `M`), scheduled by 1F1B* at the smallest period that
+/// fits memory (madpipe.txt section 5, Figure 6, solid red line). Its `planned_period` is
+/// the DP's bottleneck (the dashed red line).
+///
+/// **In-flight batches of the memory term.** PipeDream's code charges a stage ending the
+/// prefix that uses `m` of the level's `N` machines `ceil((N - m) / m')` in-flight copies of
+/// its activations and weights, with `N` the whole budget even under
+/// `--use_fewer_machines`: a partition on 3 of 8 processors is charged as if 5 unused
+/// processors followed it. The paper counts in-flight minibatches over the workers of the
+/// pipeline (pipedream.txt section 3.2: NOAM = workers / input-stage replicas), so the
+/// planner runs the DP with every budget `U = 1..=P` using all `U` processors and keeps the
+/// best objective (ties: fewer processors): each partition is charged over the processors
+/// it uses. This also plans a chain shorter than `P` (a one-layer chain uses one
+/// processor). [`partition`] itself keeps PipeDream's code's count, for the agreement
+/// with PipeDream's optimizer.
 #[derive(Debug, Clone, Default)]
 pub struct PipeDreamPlanner {
     /// Schedule at this period instead of the smallest one that fits.
@@ -476,29 +488,50 @@ impl Planner for PipeDreamPlanner {
 
     fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
         problem.platform.check()?;
-        let config = PipeDreamConfig {
-            levels: vec![Level {
-                processors: problem.platform.processors,
-                bandwidth: problem.platform.bandwidth,
-            }],
-            straight: true,
-            activation_compression: Some(1.0),
-            memory: if self.ignore_memory {
-                None
-            } else {
-                Some(problem.platform.memory)
-            },
-            fewer_machines: true,
-        };
-        let part = match partition(problem.instance, &config) {
-            Ok(p) => p,
-            Err(PipeDreamError::NoPartition(reason)) => {
-                return Ok(Outcome::Infeasible {
-                    reason,
-                    lower_bound: None,
-                })
+        let budget = problem.platform.processors;
+        let mut best: Option<PipeDreamPartition> = None;
+        let mut config_error = None;
+        for used in 1..=budget.min(problem.instance.len()) {
+            let config = PipeDreamConfig {
+                levels: vec![Level {
+                    processors: used,
+                    bandwidth: problem.platform.bandwidth,
+                }],
+                straight: true,
+                activation_compression: Some(1.0),
+                memory: if self.ignore_memory {
+                    None
+                } else {
+                    Some(problem.platform.memory)
+                },
+                fewer_machines: false,
+            };
+            match partition(problem.instance, &config) {
+                Ok(p) => {
+                    if best.as_ref().is_none_or(|b| p.objective < b.objective) {
+                        best = Some(p);
+                    }
+                }
+                Err(PipeDreamError::NoPartition(_)) => {}
+                Err(e) => {
+                    config_error = Some(e);
+                    break;
+                }
             }
-            Err(e) => return Err(e.into()),
+        }
+        if let Some(e) = config_error {
+            return Err(e.into());
+        }
+        let Some(part) = best else {
+            return Ok(Outcome::Infeasible {
+                reason: format!(
+                    "no straight partition of the {} layers on 1 to {budget} processors fits \
+                     PipeDream's memory estimate (each stage's activations and weights times \
+                     its in-flight batches, counted over the processors the partition uses)",
+                    problem.instance.len()
+                ),
+                lower_bound: None,
+            });
         };
         let allocation = part
             .allocation()
@@ -550,6 +583,7 @@ mod tests {
                     stash_overlap: None,
                 })
                 .collect(),
+            stash_shared: Vec::new(),
             meta: Default::default(),
         }
     }
