@@ -121,10 +121,11 @@ struct Stats {
     ratio: Vec<f64>,
 }
 
-#[test]
-fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
+/// Chains of 4 and 5 layers on 2 and 3 processors, tight to loose memory, slow and fast
+/// links, half and full duplex.
+fn exhaustive_cases(seeds: std::ops::Range<u64>) {
     let mut stats = Stats::default();
-    for seed in 0..6u64 {
+    for seed in seeds {
         let l = 4 + (seed as usize % 2);
         let inst = random_chain(seed, l);
         let full = one_processor_memory(&inst);
@@ -149,9 +150,32 @@ fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
 }
 
 #[test]
+fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
+    exhaustive_cases(0..2);
+}
+
+/// The same on more chains (minutes in a debug build): `cargo test -- --ignored`.
+#[test]
+#[ignore]
+fn bound_is_below_the_exhaustive_optimum_on_more_chains() {
+    exhaustive_cases(2..8);
+}
+
+#[test]
 fn bound_holds_with_stash_overlaps_over_every_stage_structure() {
+    overlap_cases(10..11);
+}
+
+/// The same on more chains: `cargo test -- --ignored`.
+#[test]
+#[ignore]
+fn bound_holds_with_stash_overlaps_on_more_chains() {
+    overlap_cases(11..15);
+}
+
+fn overlap_cases(seeds: std::ops::Range<u64>) {
     let mut stats = Stats::default();
-    for seed in 10..14u64 {
+    for seed in seeds {
         let inst = with_overlaps(random_chain(seed, 4));
         let full = one_processor_memory(&inst);
         for (processors, share) in [(2, 0.5), (2, 0.9), (3, 0.4), (3, 1.2)] {

@@ -25,6 +25,7 @@ fn chain(fwd: &[f64], weights: &[f64], out: &[f64], stash: &[f64], overlap: &[f6
                 stash_overlap: (overlap[i] > 0.0).then_some(overlap[i]),
             })
             .collect(),
+        stash_shared: vec![],
         meta: Default::default(),
     }
 }

@@ -201,7 +201,7 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
         .unwrap();
     assert_eq!(milp.status, "valid", "{}", milp.message);
     assert_eq!(milp.solver_status.as_deref(), Some("optimal"));
-    assert!(milp.nodes.is_some() && milp.gap.is_some());
+    assert!(milp.nodes.is_some() && milp.solver_gap.is_some());
     let heuristic = rows.iter().find(|r| r.algorithm == "1f1b*").unwrap();
     assert!(heuristic.solver_status.is_none());
     // Proposition 1: on a contiguous allocation the MILP matches 1F1B* (within 1e-4).

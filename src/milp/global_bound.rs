@@ -15,8 +15,9 @@
 //!
 //! # What every valid plan at period `T` satisfies
 //! Write `pi(l)` for the processor of layer `l`, `SF(i) = U_F(i..L)`, `SB(j) = U_B(j..L)`,
-//! `S(j) = U(j..L)`, `e_j = stash_j - stash_overlap_j` (a stage `k..m` keeps
-//! `stash(k..m) = sum_{k..m} e_j + overlap_m >= sum_{k..m} e_j`), `cross_c` when layers `c`
+//! `S(j) = U(j..L)`, `e_j = stash(1..j) - stash(1..j-1) >= 0` the marginal stash of layer
+//! `j` along the chain (a stage `k..m` keeps `stash(k..m) >= sum_{k..m} e_j`: checked for
+//! every range, see [`layer_stashes`]), `cross_c` when layers `c`
 //! and `c+1` are on different processors, `comm_c = a(c) / beta`.
 //! 1. **Loads.** A processor computes `U` of its layers once per period; a link carries
 //!    `2 comm_c` per crossing cut between its two processors (half duplex), `comm_c` per
@@ -171,9 +172,7 @@ impl Relaxation {
             link_factor: if platform.full_duplex { 1.0 } else { 2.0 },
             u: instance.layers.iter().map(|l| l.fwd + l.bwd).collect(),
             weights: instance.layers.iter().map(|l| l.weights).collect(),
-            stash: (1..=n)
-                .map(|l| (instance.stash(l) - instance.stash_overlap(l)).max(0.0))
-                .collect(),
+            stash: layer_stashes(instance),
             suffix_f,
             suffix_b,
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
@@ -225,6 +224,35 @@ fn transfer_levels(x: f64, period: f64, slack: f64) -> usize {
 /// The periods level `q` stands for.
 fn level_periods(q: usize) -> f64 {
     q as f64 / LEVELS_PER_PERIOD as f64
+}
+
+/// What the relaxation charges each layer's stash: its marginal along the chain,
+/// `stash(1..j) - stash(1..j-1)` (with `ChainSums::stash`, stash overlaps and shared tensors
+/// included), clamped at zero. The argument needs `e_j >= 0` and `sum_{j in k..m} e_j <=
+/// stash(k..m)` for every stage `k..m`; a stage keeping each tensor once makes the stash
+/// subadditive and the marginals satisfy it, and it is checked here: an instance where it
+/// fails gets zeros (a weaker bound, never a wrong one).
+fn layer_stashes(instance: &Instance) -> Vec<f64> {
+    let n = instance.len();
+    let sums = instance.sums();
+    let prefix = |j: usize| if j == 0 { 0.0 } else { sums.stash(1, j) };
+    let e: Vec<f64> = (1..=n)
+        .map(|j| (prefix(j) - prefix(j - 1)).max(0.0))
+        .collect();
+    let mut running = vec![0.0; n + 1];
+    for j in 0..n {
+        running[j + 1] = running[j] + e[j];
+    }
+    for k in 1..=n {
+        for m in k..=n {
+            let charged = running[m] - running[k - 1];
+            let kept = sums.stash(k, m);
+            if charged > kept + 1e-9 * kept.abs() + 1e-6 {
+                return vec![0.0; n];
+            }
+        }
+    }
+    e
 }
 
 /// `ceil(d / T)` batches held over a stretch of at least `d`, rounded down past `slack`.
@@ -651,6 +679,46 @@ mod tests {
         assert_eq!(floor_copies(2.0, 1.0, s), 1.0);
         assert_eq!(floor_copies(2.5, 1.0, s), 2.0);
         assert_eq!(floor_copies(2.5, f64::INFINITY, s), 0.0);
+    }
+
+    /// Every stage keeps at least what the relaxation charges its layers.
+    fn check_charges(instance: &Instance) -> Vec<f64> {
+        let e = layer_stashes(instance);
+        let sums = instance.sums();
+        for k in 1..=instance.len() {
+            for m in k..=instance.len() {
+                let charged: f64 = e[k - 1..m].iter().sum();
+                assert!(
+                    charged <= sums.stash(k, m) * (1.0 + 1e-9) + 1e-6,
+                    "{k}..{m}"
+                );
+            }
+        }
+        assert!(e.iter().all(|&x| x >= 0.0));
+        e
+    }
+
+    #[test]
+    fn shared_tensors_are_charged_at_most_once_per_stage() {
+        // A skip connection: layers 1 and 3 keep the same 3 bytes (layer 1's input).
+        let mut inst = chain(&[1., 1., 1.], &[2., 2., 2.], &[0.; 3], &[7., 8., 9.], 4.);
+        inst.layers[2].stash = Some(8.0 + 3.0);
+        inst.set_stash_pairs([(1, 3, 3.0)]);
+        inst.check().unwrap();
+        let e = check_charges(&inst);
+        // Marginals along the chain: layer 3 adds only its own 8 bytes after layers 1-2.
+        assert_eq!(e, vec![4.0, 7.0, 8.0]);
+        // The committed op-level chain (tensors shared across many layers) is charged its
+        // whole stash, never more than any stage keeps.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/instances/resnet50-1000-b8-op.json"
+        );
+        let op = Instance::load(std::path::Path::new(path)).unwrap();
+        let e = check_charges(&op);
+        let total: f64 = e.iter().sum();
+        let whole = op.sums().stash(1, op.len());
+        assert!((total - whole).abs() <= 1e-6 * whole, "{total} vs {whole}");
     }
 
     #[test]
