@@ -1048,7 +1048,12 @@ fn bound(args: BoundArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let options = BoundOptions {
-        time_limit: args.time_limit.map(checked_duration).transpose()?,
+        time_limit: Options {
+            time_limit: args.time_limit,
+            ..Options::default()
+        }
+        .milp()?
+        .time_limit,
         precision: args.precision,
         ..BoundOptions::default()
     };
@@ -1097,20 +1102,6 @@ fn bound(args: BoundArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A positive, finite number of seconds as a `Duration`, or an input error naming the flag.
-fn checked_duration(seconds: f64) -> Result<std::time::Duration, InputError> {
-    std::time::Duration::try_from_secs_f64(seconds)
-        .ok()
-        .filter(|_| seconds > 0.0)
-        .ok_or_else(|| {
-            InputError::new(
-                "--time-limit",
-                "",
-                format!("must be a positive duration of at most 10^19 s, got {seconds} s"),
-            )
-        })
-}
-
 impl PlatformArgs {
     fn platform(&self) -> Result<Platform, InputError> {
         let platform = Platform {
@@ -1126,13 +1117,7 @@ impl PlatformArgs {
 
 fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let instance = Instance::load(&args.instance)?;
-    let platform = Platform {
-        processors: args.platform.processors,
-        memory: args.platform.memory,
-        bandwidth: args.platform.bandwidth,
-        full_duplex: args.platform.full_duplex,
-    };
-    platform.check()?;
+    let platform = args.platform.platform()?;
     if platform.memory < 1048576.0 {
         eprintln!(
             "warning: --memory is {} bytes; sizes without a unit are bytes (did you mean {}GiB?)",

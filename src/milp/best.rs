@@ -126,14 +126,12 @@ fn neighbours(assignment: &[usize], processors: usize) -> Vec<Vec<usize>> {
             out.push(c);
         }
     };
-    // Runs of consecutive layers on one processor.
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for i in 0..n {
-        match runs.last_mut() {
-            Some((_, last)) if assignment[*last] == assignment[i] => *last = i,
-            _ => runs.push((i, i)),
-        }
-    }
+    // Runs of consecutive layers on one processor (0-based, inclusive).
+    let runs: Vec<(usize, usize)> = allocation_of(assignment)
+        .stages
+        .iter()
+        .map(|s| (s.first - 1, s.last - 1))
+        .collect();
     // Move one layer to another processor (a cut shifted by one layer, or a layer split
     // off onto a processor of its own).
     for l in 0..n {
@@ -291,6 +289,7 @@ impl Planner for BestPlanner {
                 None => false,
             })
         };
+        // 4. The relaxation's assignment, then a local search around the incumbent.
         if let Some(a) = &bound.assignment {
             if !closed(&incumbent) {
                 let a = canonical(a);
@@ -299,7 +298,6 @@ impl Planner for BestPlanner {
             }
         }
 
-        // 4. The relaxation's assignment, then a local search around the incumbent.
         let mut stopped_by_clock = false;
         'search: while let Some(current) = incumbent
             .as_ref()
@@ -326,11 +324,8 @@ impl Planner for BestPlanner {
                     stopped_by_clock = true;
                     break 'search;
                 }
-                let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-                let g = BatchGraph::new(instance, platform, &allocation_of(&a));
-                if allocation_lower_bound(&g, platform.memory) >= cutoff * (1.0 - precision) {
-                    continue;
-                }
+                // The incumbent (hence the cutoff the candidates were bounded against)
+                // changes only on an improvement, which ends this pass.
                 tried.insert(a.clone());
                 if attempt(&mut incumbent, &a, "local search", &mut schedules)? {
                     improved = true;
