@@ -4,18 +4,20 @@
 //!
 //! A portfolio, then a local search, every candidate judged:
 //! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent.
-//! 2. **The bound**, with at most half the time: the relaxation of `global_bound` either proves that no plan fits
-//!    the case (reported as infeasible, with the proof) or gives a lower bound and, at the
-//!    smallest period where the relaxation is feasible, an assignment of layers to
-//!    processors.
-//! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches) estimate of its
-//!    special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic
-//!    Programming Algorithm for Pipelined Model Parallelism*, 2022), and the relaxation's
-//!    assignment, each scheduled by the exact scheduling MILP (`fixed_allocation`).
+//! 2. **The bound**, with at most two thirds of the time: the relaxation of `global_bound`
+//!    either proves that no plan fits the case (reported as infeasible, with the proof) or
+//!    gives a lower bound and the assignments its loop found feasible on the way.
+//! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
+//!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
+//!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022); then, in
+//!    increasing order of their allocation bound, the incumbent with a stage per layer and
+//!    the relaxation's assignments, each scheduled by the exact scheduling MILP
+//!    (`fixed_allocation`).
 //! 4. **Local search** around the incumbent (a large-neighbourhood search on the
 //!    assignment): move one layer to another processor (which shifts a cut or opens a stage),
 //!    move a whole run of layers to another processor, exchange the processors of two runs.
-//!    Each neighbour is first bounded by
+//!    A candidate gets a stage per layer wherever consecutive layers share no stash (finer
+//!    stages are never worse then). Each is first bounded by
 //!    [`allocation_lower_bound`](crate::model::bounds::allocation_lower_bound) (loads and
 //!    memory windows, microseconds) and dropped when that bound reaches the incumbent; the
 //!    others are taken in increasing order of bound and asked by the scheduling MILP for a
@@ -38,7 +40,7 @@ use crate::milp::global_bound::{global_lower_bound, BoundOptions, GlobalBound};
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::MilpOptions;
 use crate::model::bounds::allocation_lower_bound;
-use crate::model::{Allocation, BatchGraph, Pattern, Stage};
+use crate::model::{Allocation, BatchGraph, Instance, Pattern, Stage};
 use crate::partition::madpipe::MadPipeConfig;
 use crate::units::Seconds;
 
@@ -103,6 +105,29 @@ fn allocation_of(assignment: &[usize]) -> Allocation {
     for (i, &p) in assignment.iter().enumerate() {
         match stages.last_mut() {
             Some(s) if s.processor == p => s.last = i + 1,
+            _ => stages.push(Stage {
+                first: i + 1,
+                last: i + 1,
+                processor: p,
+            }),
+        }
+    }
+    Allocation::new(stages)
+}
+
+/// The allocation of an assignment with a stage per layer wherever two layers of one
+/// processor share no stash (no `stash_overlap`, no shared tensor): with nothing shared,
+/// a finer stage frees each layer's stash at its own backward and allocates it at its own
+/// forward, and a pattern of the coarser stages is still one of the finer ones (their
+/// operations back to back), so the finer allocation is never worse.
+fn split_allocation(instance: &Instance, assignment: &[usize]) -> Allocation {
+    if !instance.stash_shared.is_empty() {
+        return allocation_of(assignment);
+    }
+    let mut stages: Vec<Stage> = Vec::new();
+    for (i, &p) in assignment.iter().enumerate() {
+        match stages.last_mut() {
+            Some(s) if s.processor == p && instance.stash_overlap(i) > 0.0 => s.last = i + 1,
             _ => stages.push(Stage {
                 first: i + 1,
                 last: i + 1,
@@ -212,12 +237,12 @@ impl Planner for BestPlanner {
         if let Some((a, p)) = contiguous.best {
             offer(&mut incumbent, a, p, "contiguous optimum");
         }
-        // 2. The bound, with at most half the time.
+        // 2. The bound, with at most two thirds of the time.
         let bound: GlobalBound = global_lower_bound(
             instance,
             platform,
             &BoundOptions {
-                time_limit: Some(self.time_limit / 2),
+                time_limit: Some(self.time_limit * 2 / 3),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
                 ..BoundOptions::default()
@@ -264,13 +289,12 @@ impl Planner for BestPlanner {
         }
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
-        // Asks the scheduling MILP for a pattern of `assignment` below the incumbent.
+        // Asks the scheduling MILP for a pattern of `allocation` below the incumbent.
         let attempt = |inc: &mut Option<Incumbent>,
-                       assignment: &[usize],
+                       allocation: Allocation,
                        source: &str,
                        schedules: &mut usize|
          -> anyhow::Result<bool> {
-            let allocation = allocation_of(assignment);
             let cutoff = inc.as_ref().map(|i| i.period());
             let limit = left().min(Duration::from_secs(10));
             if limit.is_zero() {
@@ -289,13 +313,51 @@ impl Planner for BestPlanner {
                 None => false,
             })
         };
-        // 4. The relaxation's assignment, then a local search around the incumbent.
-        if let Some(a) = &bound.assignment {
-            if !closed(&incumbent) {
-                let a = canonical(a);
-                tried.insert(a.clone());
-                attempt(&mut incumbent, &a, "relaxation", &mut schedules)?;
+        let bounded = |allocation: Allocation| {
+            let g = BatchGraph::new(instance, platform, &allocation);
+            (allocation_lower_bound(&g, platform.memory), allocation)
+        };
+        // 4. Seeds in increasing order of their allocation bound: the incumbent with a stage
+        // per layer (finer stages free stashes earlier, at the price of keeping a tensor
+        // two layers share twice), and the relaxation's assignments (each passed the exact
+        // windows at the period it was found at).
+        let mut seeds: Vec<(f64, Allocation)> = Vec::new();
+        if let Some(i) = &incumbent {
+            if instance.stash_shared.is_empty() {
+                let finest = Allocation::new(
+                    (1..=layers)
+                        .map(|l| {
+                            let s = i
+                                .allocation
+                                .stages
+                                .iter()
+                                .find(|s| s.first <= l && l <= s.last);
+                            Stage {
+                                first: l,
+                                last: l,
+                                processor: s.map_or(0, |s| s.processor),
+                            }
+                        })
+                        .collect(),
+                );
+                if finest.stages.len() > i.allocation.stages.len() {
+                    seeds.push(bounded(finest));
+                }
             }
+        }
+        for a in &bound.candidates {
+            let a = canonical(a);
+            if tried.insert(a.clone()) {
+                seeds.push(bounded(split_allocation(instance, &a)));
+            }
+        }
+        seeds.sort_by(|x, y| x.0.total_cmp(&y.0));
+        for (b, allocation) in seeds {
+            let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+            if closed(&incumbent) || left().is_zero() || b >= cutoff * (1.0 - precision) {
+                break;
+            }
+            attempt(&mut incumbent, allocation, "seed", &mut schedules)?;
         }
 
         let mut stopped_by_clock = false;
@@ -312,7 +374,7 @@ impl Planner for BestPlanner {
                 .into_iter()
                 .filter(|a| !tried.contains(a))
                 .filter_map(|a| {
-                    let g = BatchGraph::new(instance, platform, &allocation_of(&a));
+                    let g = BatchGraph::new(instance, platform, &split_allocation(instance, &a));
                     let b = allocation_lower_bound(&g, platform.memory);
                     (b < cutoff * (1.0 - precision)).then_some((b, a))
                 })
@@ -327,7 +389,8 @@ impl Planner for BestPlanner {
                 // The incumbent (hence the cutoff the candidates were bounded against)
                 // changes only on an improvement, which ends this pass.
                 tried.insert(a.clone());
-                if attempt(&mut incumbent, &a, "local search", &mut schedules)? {
+                let allocation = split_allocation(instance, &a);
+                if attempt(&mut incumbent, allocation, "local search", &mut schedules)? {
                     improved = true;
                     break;
                 }

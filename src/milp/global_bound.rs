@@ -37,7 +37,7 @@
 //!    carries the forward and backward transfer of every crossing cut `c >= i` (such a cut
 //!    lies after `s_i`'s last layer), `X_i = 2 sum_{c >= i} comm_c cross_c` in all, so `j`
 //!    keeps at least `ceil((SF(i) + SB(j) + X_i) / T)` copies. (The backward transfers of
-//!    the cuts between `j` and `i` lengthen it too; they are not counted.)
+//!    the cuts between `j` and `i` lengthen it too: see "Exact windows" below.)
 //! 4. **Average memory.** The stage of layer `j` keeps `j`'s stash over a window of at
 //!    least `w_j = S(j) + 2 sum_{c >= j} comm_c cross_c` (the forward and backward transfers
 //!    of every crossing cut downstream are on the batch's chain), so `w_j / T` batches on
@@ -51,6 +51,38 @@
 //! assignment binaries `x[l][p]` and the crossing indicators. Processors are identical and
 //! the links uniform, so the assignment is taken up to relabelling (layer 1 on processor
 //! 0, processor `p` first used after processor `p - 1`).
+//!
+//! # Exact windows, added lazily
+//! Fact 3 with transfer levels still forgets the backward transfers between two layers of
+//! one processor (a processor holding layers 1 and 7-18 keeps layer 1's stash while the
+//! backward of layers 2-6 crosses the links) and rounds the rest to levels. For one
+//! processor holding given layers, with given cuts crossing, the facts hold exactly:
+//! with `down(l)` the one-way transfers of the crossing cuts `c >= l`, at the forward start
+//! of the stage of each layer `i` the processor keeps
+//! `ceil((SF(i) + down(i) + SB(j) + down(j)) / T)` copies of each of its layers `j <= i`
+//! (the batch's chain from that forward to `j`'s backward carries the forward transfers
+//! after `i` and the backward transfers after `j`), `floor((S(j) + 2 down(j)) / T)` of each
+//! later one, and on average `(S(j) + 2 down(j)) / T` ([`Relaxation::holding_fits`]). These
+//! hold whatever stages the processor's runs are cut into (every layer is charged its
+//! marginal stash over its own window).
+//!
+//! The MILP does not carry them for every assignment; instead each solve's assignment is
+//! checked, and every processor that cannot fit yields a [`Premise`]: its runs of layers
+//! (whole runs dropped while the check still fails), the cuts at their ends (which cross
+//! whenever the runs are on one processor, the layers around them elsewhere), and either
+//!   - a **transfer limit**: the largest one-way transfer on the other cuts from the first
+//!     run on that still fits when it is placed where it weighs least (between the first
+//!     and the second run: it lengthens only the first run's windows), or
+//!   - when the assignment's transfers are within that limit yet it cannot fit, the exact
+//!     set of crossing cuts that matters (cuts dropped while the check still fails).
+//!
+//! Each premise becomes one row per processor label (the premise's layers there, its cuts
+//! crossing, imply the transfer limit, big-M otherwise), valid for every assignment since
+//! the check only gets harder with more layers on the processor and more crossing cuts.
+//! The MILP is solved again until its assignment passes every check (feasible at `T`) or
+//! no assignment is left (infeasible at `T`): a logic-based Benders decomposition whose
+//! subproblem is a closed form. A premise that cannot fit at `T` cannot fit below `T`, and
+//! the pool of premises is kept across the bisection's probes.
 //!
 //! # Infeasibility of a case
 //! As `T` grows, fact 3 tends to one copy of every layer `j <= i` (a processor keeps one
@@ -77,14 +109,14 @@ use std::time::{Duration, Instant};
 
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::bounds::period_lower_bound;
-use crate::model::{Instance, Platform};
+use crate::model::{ChainSums, Instance, Platform};
 use crate::units::Seconds;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
-pub const MAX_TRANSFER_PERIODS: usize = 4;
+pub const MAX_TRANSFER_PERIODS: usize = 1;
 
 /// Levels per period of fact 3's transfer term.
-const LEVELS_PER_PERIOD: usize = 8;
+const LEVELS_PER_PERIOD: usize = 1;
 
 /// What [`global_lower_bound`] proved.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -99,6 +131,9 @@ pub struct GlobalBound {
     /// The relaxation's processor of each layer at `relaxed_period` (0-based, in chain
     /// order), a starting point for plans; `None` when no solve produced one.
     pub assignment: Option<Vec<usize>>,
+    /// Every assignment the relaxation found feasible on the way, the lowest period's
+    /// last: starting points for plans, each meeting the exact windows of its stages.
+    pub candidates: Vec<Vec<usize>>,
     /// True when the bisection reached its precision with every solve decided.
     pub complete: bool,
     pub solves: usize,
@@ -153,6 +188,9 @@ pub struct Relaxation {
     comm: Vec<f64>,
     /// Relative slack on capacities and copy counts (module docs, "Safety margins").
     slack: f64,
+    /// The chain's sums: what a stage keeps per batch (`stash(k..m)`, overlaps and shared
+    /// tensors counted once), for the exact windows of a [`Holding`].
+    sums: ChainSums,
 }
 
 impl Relaxation {
@@ -178,6 +216,7 @@ impl Relaxation {
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
             out,
             slack: 1e-6 * (n as f64 / 100.0).max(1.0),
+            sums: instance.sums(),
         }
     }
 
@@ -272,6 +311,251 @@ fn floor_copies(w: f64, period: f64, slack: f64) -> f64 {
     (w / period - slack).floor().max(0.0)
 }
 
+/// Layers of one processor and the cuts assumed to cross: the premise of a row that the
+/// bound adds lazily to the relaxation (module docs, "Exact windows"). Whenever a
+/// processor holds every layer of `runs` and every cut of `cuts` crosses, the chain of one
+/// batch carries at least the transfers of `cuts` in both directions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Holding {
+    /// Runs of consecutive layers (0-based, inclusive), in chain order.
+    pub runs: Vec<(usize, usize)>,
+    /// Cuts assumed crossing (cut `c` lies between layers `c` and `c + 1`), increasing.
+    pub cuts: Vec<usize>,
+}
+
+impl Holding {
+    /// Processor `p`'s runs in `assignment`, with every crossing cut from the one before
+    /// its first layer on; `None` when `p` holds nothing.
+    pub fn of(assignment: &[usize], p: usize) -> Option<Holding> {
+        let n = assignment.len();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for l in 0..n {
+            if assignment[l] != p {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.1 + 1 == l => r.1 = l,
+                _ => runs.push((l, l)),
+            }
+        }
+        let first = runs.first()?.0;
+        let cuts = (first.saturating_sub(1)..n.saturating_sub(1))
+            .filter(|&c| assignment[c] != assignment[c + 1])
+            .collect();
+        Some(Holding { runs, cuts })
+    }
+
+    fn layers(&self) -> usize {
+        self.runs.iter().map(|&(f, l)| l + 1 - f).sum()
+    }
+
+    /// A cut at the start or end of one of the runs.
+    fn is_boundary(&self, c: usize) -> bool {
+        self.runs.iter().any(|&(f, l)| c + 1 == f || c == l)
+    }
+}
+
+impl Relaxation {
+    /// Whether a processor holding `h` can meet the memory and load facts at `period`, its
+    /// windows counted with the transfers of `h.cuts` in both directions: facts 1-4 of the
+    /// module docs for one processor, with every cut outside `h.cuts` taken as not crossing
+    /// (fewer transfers, shorter windows: a relaxation of every assignment that satisfies
+    /// the premise, whatever stages its runs are cut into).
+    pub fn holding_fits(&self, h: &Holding, period: f64) -> bool {
+        self.holding_fits_with(h, period, 0.0)
+    }
+
+    /// [`Relaxation::holding_fits`] with `extra` seconds of transfers (one direction) more
+    /// downstream of the first run only: where further crossing cuts would weigh least.
+    fn holding_fits_with(&self, h: &Holding, period: f64, extra: f64) -> bool {
+        let n = self.layers;
+        let cap_time = period * (1.0 + self.slack);
+        let cap_mem = self.memory * (1.0 + self.slack);
+        let mut crossing = vec![false; n];
+        for &c in &h.cuts {
+            crossing[c] = true;
+        }
+        // down[l]: one direction's transfers of the crossing cuts c >= l.
+        let mut down = vec![0.0; n + 1];
+        for c in (0..n).rev() {
+            let t = if c + 1 < n && crossing[c] {
+                self.comm[c]
+            } else {
+                0.0
+            };
+            down[c] = down[c + 1] + t;
+        }
+        let (first, last) = h.runs[0];
+        for d in &mut down[first..=last] {
+            *d += extra;
+        }
+        let mut fixed = 0.0;
+        let mut load = 0.0;
+        for &(f, l) in &h.runs {
+            fixed += 3.0 * self.sums.weights(f + 1, l + 1);
+            load += self.sums.u(f + 1, l + 1);
+            if f > 0 && crossing[f - 1] {
+                fixed += 2.0 * self.out[f - 1];
+            }
+            if l + 1 < n && crossing[l] {
+                fixed += 2.0 * self.out[l];
+            }
+        }
+        if fixed > cap_mem || (period.is_finite() && load > cap_time) {
+            return false;
+        }
+        // Every layer is an item: its marginal stash over its own window (a stage keeps at
+        // least the marginals of its layers, over a window at least theirs).
+        let layers: Vec<usize> = h
+            .runs
+            .iter()
+            .flat_map(|&(f, l)| f..=l)
+            .filter(|&j| self.stash[j] > 0.0)
+            .collect();
+        let window = |j: usize| self.suffix(j) + 2.0 * down[j];
+        if period.is_finite() {
+            let average: f64 = layers
+                .iter()
+                .map(|&j| self.stash[j] * window(j) / period)
+                .sum();
+            if fixed + average > cap_mem {
+                return false;
+            }
+        }
+        for &i in &layers {
+            let mut need = fixed;
+            for &j in &layers {
+                let copies = if j <= i {
+                    let d = self.suffix_f[i] + down[i] + self.suffix_b[j] + down[j];
+                    ceil_copies(d, period, self.slack)
+                } else {
+                    floor_copies(window(j), period, self.slack)
+                };
+                need += copies * self.stash[j];
+            }
+            if need > cap_mem {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Drops whole runs of `h` while it still cannot fit at `period` (`h` must not fit).
+    fn fewer_runs(&self, mut h: Holding, period: f64) -> Holding {
+        let mut k = 0;
+        while h.runs.len() > 1 && k < h.runs.len() {
+            let mut t = h.clone();
+            t.runs.remove(k);
+            if self.holding_fits(&t, period) {
+                k += 1;
+            } else {
+                h = t;
+            }
+        }
+        let first = h.runs[0].0;
+        h.cuts.retain(|&c| c + 1 >= first);
+        h
+    }
+
+    /// Drops the cuts of `h` that bound no run while it still cannot fit at `period`.
+    fn fewer_cuts(&self, mut h: Holding, period: f64) -> Holding {
+        // Cheapest transfers first: dropping them is the likeliest to keep the proof.
+        let mut order = h.cuts.clone();
+        order.sort_by(|&a, &b| self.comm[a].total_cmp(&self.comm[b]));
+        for c in order {
+            if h.is_boundary(c) {
+                continue;
+            }
+            let mut t = h.clone();
+            t.cuts.retain(|&x| x != c);
+            if !self.holding_fits(&t, period) {
+                h = t;
+            }
+        }
+        h
+    }
+
+    /// The cuts that may cross without bounding a run of `h`: every cut from the first
+    /// run's first layer on, except the runs' insides and boundaries.
+    fn free_cuts(&self, h: &Holding) -> Vec<usize> {
+        let first = h.runs[0].0;
+        (first..self.layers.saturating_sub(1))
+            .filter(|&c| !h.is_boundary(c) && !h.runs.iter().any(|&(f, l)| f <= c && c < l))
+            .collect()
+    }
+
+    /// For a premise that keeps only its runs' boundary cuts: the transfers (one
+    /// direction, seconds) of further crossing cuts beyond which it cannot fit at `period`
+    /// wherever they lie. `None` when it fits with every free cut crossing;
+    /// `Some(negative)` when it cannot fit even with none.
+    fn transfer_limit(&self, h: &Holding, period: f64) -> Option<f64> {
+        let most: f64 = self.free_cuts(h).iter().map(|&c| self.comm[c]).sum();
+        if self.holding_fits_with(h, period, most) {
+            return None;
+        }
+        if !self.holding_fits_with(h, period, 0.0) {
+            return Some(-1.0);
+        }
+        let (mut lo, mut hi) = (0.0, most);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if self.holding_fits_with(h, period, mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        // `hi` does not fit: more than `hi` cannot fit either.
+        Some(hi)
+    }
+
+    /// The premises that `assignment` violates at `period`, one per processor that cannot
+    /// fit: a transfer limit on its runs when that alone excludes the assignment, else the
+    /// runs with the crossing cuts that matter.
+    fn violated(&self, assignment: &[usize], period: f64) -> Vec<Premise> {
+        let mut out = Vec::new();
+        for p in 0..self.processors {
+            let Some(h) = Holding::of(assignment, p) else {
+                continue;
+            };
+            if self.holding_fits(&h, period) {
+                continue;
+            }
+            let h = self.fewer_runs(h, period);
+            let bounded = Holding {
+                runs: h.runs.clone(),
+                cuts: h
+                    .cuts
+                    .iter()
+                    .copied()
+                    .filter(|&c| h.is_boundary(c))
+                    .collect(),
+            };
+            let crossing: f64 = self
+                .free_cuts(&bounded)
+                .iter()
+                .filter(|&&c| assignment[c] != assignment[c + 1])
+                .map(|&c| self.comm[c])
+                .sum();
+            match self.transfer_limit(&bounded, period) {
+                Some(limit) if crossing > limit => out.push(Premise::Limited(bounded)),
+                _ => out.push(Premise::Exact(self.fewer_cuts(h, period))),
+            }
+        }
+        out
+    }
+}
+
+/// What the bound has learnt cannot fit (module docs, "Exact windows").
+#[derive(Debug, Clone, PartialEq)]
+pub enum Premise {
+    /// These runs on one processor with these cuts crossing.
+    Exact(Holding),
+    /// These runs on one processor, their boundary cuts crossing, and more transfers on
+    /// their free cuts than [`Relaxation::transfer_limit`] allows at the period.
+    Limited(Holding),
+}
+
 /// True when the assignment (`assignment[l]` the processor of layer `l+1`) satisfies the
 /// relaxation at `period` (module docs): the exact counterpart of the MILP, for tests and
 /// for tightening a solution's period.
@@ -346,7 +630,9 @@ pub fn relaxation_fits(relax: &Relaxation, assignment: &[usize], period: f64) ->
             return false;
         }
     }
-    true
+    (0..relax.processors)
+        .filter_map(|p| Holding::of(assignment, p))
+        .all(|h| relax.holding_fits(&h, period))
 }
 
 /// The variables of the relaxation MILP.
@@ -357,7 +643,7 @@ struct Layout {
 
 /// The relaxation at `period` (possibly infinite) as a feasibility MILP, rows scaled so
 /// that times are in units of the period and bytes in units of the memory.
-fn relaxation_model(relax: &Relaxation, period: f64) -> (Model, Layout) {
+fn relaxation_model(relax: &Relaxation, period: f64, premises: &[Premise]) -> (Model, Layout) {
     let n = relax.layers;
     let procs = relax.processors.min(n).max(1);
     let finite = period.is_finite();
@@ -507,6 +793,39 @@ fn relaxation_model(relax: &Relaxation, period: f64) -> (Model, Layout) {
             }
         }
     }
+    // The lazily found premises that cannot fit (module docs, "Exact windows"), on every
+    // processor: not all of their layers there with all of their cuts crossing (and, for
+    // a transfer limit, not more transfers on their free cuts than the limit).
+    for premise in premises {
+        let (h, free, limit) = match premise {
+            Premise::Exact(h) => (h, Vec::new(), None),
+            Premise::Limited(h) => match relax.transfer_limit(h, period) {
+                None => continue,
+                Some(r) if r < 0.0 || !finite => (h, Vec::new(), None),
+                Some(r) => (h, relax.free_cuts(h), Some(r)),
+            },
+        };
+        let size = (h.layers() + h.cuts.len()) as f64;
+        for p in 0..procs {
+            let mut terms: Vec<(Var, f64)> = h
+                .runs
+                .iter()
+                .flat_map(|&(f, l)| (f..=l).map(|k| (x[k][p], 1.0)))
+                .chain(h.cuts.iter().map(|&c| (cross[c], 1.0)))
+                .collect();
+            match limit {
+                None => m.le(&terms, size - 1.0),
+                Some(r) => {
+                    // sum_free comm cross / T <= r / T + big * (size - premise terms)
+                    let most: f64 = free.iter().map(|&c| relax.comm[c]).sum();
+                    let big = (most - r) / period;
+                    terms.iter_mut().for_each(|t| t.1 = big);
+                    terms.extend(free.iter().map(|&c| (cross[c], relax.comm[c] / period)));
+                    m.le(&terms, r / period + big * size + relax.slack);
+                }
+            }
+        }
+    }
     (m, Layout { x })
 }
 
@@ -517,20 +836,38 @@ enum Probe {
     Undecided,
 }
 
+/// Solves the relaxation at `period`, adding the premises its solutions violate until one
+/// satisfies every exact check ([`relaxation_fits`]) or none is left. `pool` keeps the
+/// premises found so far; those that cannot fit at `period` either enter the first solve.
 fn probe(
     relax: &Relaxation,
     period: f64,
     milp: &MilpOptions,
     time_left: Option<Duration>,
     nodes: &mut u64,
+    pool: &mut Vec<Premise>,
 ) -> anyhow::Result<Probe> {
-    let (model, layout) = relaxation_model(relax, period);
-    let r = model.solve(milp, time_left)?;
-    *nodes += r.nodes;
-    Ok(match r.status {
-        SolveStatus::Infeasible => Probe::Infeasible,
-        SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
-            let assignment = layout
+    let started = Instant::now();
+    let mut cuts: Vec<Premise> = pool
+        .iter()
+        .filter(|h| match h {
+            Premise::Exact(h) => !relax.holding_fits(h, period),
+            Premise::Limited(_) => true,
+        })
+        .cloned()
+        .collect();
+    loop {
+        let left = time_left.map(|t| t.saturating_sub(started.elapsed()));
+        if left.is_some_and(|t| t.is_zero()) {
+            return Ok(Probe::Undecided);
+        }
+        let (model, layout) = relaxation_model(relax, period, &cuts);
+        let r = model.solve(milp, left)?;
+        *nodes += r.nodes;
+        let assignment: Vec<usize> = match r.status {
+            SolveStatus::Infeasible => return Ok(Probe::Infeasible),
+            SolveStatus::NoSolutionWithinLimit => return Ok(Probe::Undecided),
+            SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => layout
                 .x
                 .iter()
                 .map(|row| {
@@ -540,11 +877,25 @@ fn probe(
                         .map(|(p, _)| p)
                         .unwrap_or(0)
                 })
-                .collect();
-            Probe::Feasible(assignment)
+                .collect(),
+        };
+        let violated = relax.violated(&assignment, period);
+        if violated.is_empty() {
+            return Ok(Probe::Feasible(assignment));
         }
-        SolveStatus::NoSolutionWithinLimit => Probe::Undecided,
-    })
+        for h in violated {
+            if !cuts.contains(&h) {
+                if !pool.contains(&h) {
+                    pool.push(h.clone());
+                }
+                cuts.push(h);
+            } else {
+                // A solution that violates a premise already cut off: the solver's
+                // tolerances let it through; stop rather than loop (undecided is safe).
+                return Ok(Probe::Undecided);
+            }
+        }
+    }
 }
 
 /// Whether the relaxation has a solution at `period` (possibly infinite): `None` when the
@@ -555,11 +906,13 @@ pub fn relaxation_feasible(
     options: &MilpOptions,
 ) -> anyhow::Result<Option<bool>> {
     let mut nodes = 0;
-    Ok(match probe(relax, period, options, None, &mut nodes)? {
-        Probe::Infeasible => Some(false),
-        Probe::Feasible(_) => Some(true),
-        Probe::Undecided => None,
-    })
+    Ok(
+        match probe(relax, period, options, None, &mut nodes, &mut Vec::new())? {
+            Probe::Infeasible => Some(false),
+            Probe::Feasible(_) => Some(true),
+            Probe::Undecided => None,
+        },
+    )
 }
 
 /// The smallest period (within `precision`) at which `assignment` satisfies the relaxation,
@@ -602,6 +955,7 @@ pub fn global_lower_bound(
         infeasible: false,
         relaxed_period: None,
         assignment: None,
+        candidates: Vec::new(),
         complete: false,
         solves: 0,
         nodes: 0,
@@ -613,8 +967,16 @@ pub fn global_lower_bound(
         Ok(out)
     };
     // Infinite period: does any assignment hold one batch of each of its layers?
+    let mut pool: Vec<Premise> = Vec::new();
     out.solves += 1;
-    match probe(&relax, f64::INFINITY, &milp, time_left(), &mut out.nodes)? {
+    match probe(
+        &relax,
+        f64::INFINITY,
+        &milp,
+        time_left(),
+        &mut out.nodes,
+        &mut pool,
+    )? {
         Probe::Infeasible => {
             out.infeasible = true;
             out.lower_bound = f64::INFINITY;
@@ -623,7 +985,10 @@ pub fn global_lower_bound(
             return finish(out);
         }
         Probe::Undecided => return finish(out),
-        Probe::Feasible(a) => out.assignment = Some(a),
+        Probe::Feasible(a) => {
+            out.candidates.push(a.clone());
+            out.assignment = Some(a);
+        }
     }
     let mut lo = out.lower_bound;
     let mut hi = relax.sequential_period().max(lo);
@@ -645,10 +1010,15 @@ pub fn global_lower_bound(
         }
         let mid = 0.5 * (lo + hi);
         out.solves += 1;
-        match probe(&relax, mid, &milp, time_left(), &mut out.nodes)? {
+        // A probe gets at most half of what is left (but a second at least), so that one
+        // hard period near the threshold leaves time for easier ones below it.
+        let budget = time_left().map(|t| (t / 2).max(Duration::from_secs(1)).min(t));
+        match probe(&relax, mid, &milp, budget, &mut out.nodes, &mut pool)? {
             Probe::Infeasible => lo = mid,
             Probe::Feasible(a) => {
                 hi = tighten(&relax, &a, lo, mid, options.precision).min(mid);
+                out.candidates.retain(|c| c != &a);
+                out.candidates.push(a.clone());
                 out.assignment = Some(a);
             }
             Probe::Undecided => {
