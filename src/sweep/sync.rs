@@ -1219,6 +1219,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "case[0]");
+        let with_optimum = |table: &str| {
+            SyncExperiment::parse(
+                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
+                p,
+            )
+        };
+        let ok = with_optimum("time_limit = \"2s\"").unwrap();
+        assert_eq!(
+            ok.optimum,
+            Some(OptimumSettings {
+                time_limit_seconds: 2.0,
+                max_micro_batches: 16
+            })
+        );
+        let e = with_optimum("time_limit = \"2s\"\nmax_micro_batches = 0").unwrap_err();
+        assert_eq!(e.field, "optimum.max_micro_batches");
+        let e = with_optimum("time_limit = \"soon\"").unwrap_err();
+        assert_eq!(e.field, "optimum.time_limit");
+        assert!(with_optimum("limit = \"2s\"").is_err());
     }
 
     #[test]
