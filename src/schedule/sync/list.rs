@@ -47,7 +47,8 @@ pub struct Rules {
     /// a worker starts the forward of a pair's first micro-batch only with its partner's
     /// (both ready and admitted, two live slots), runs them back to back as one doubled
     /// forward of two forward times, and their outputs leave together at its end.
-    /// Backwards stay single. 0: no doubling.
+    /// Backwards stay single. 0: no doubling; rounded down to whole pairs of the pipeline's
+    /// micro-batches.
     pub doubled_per_pipeline: usize,
 }
 
@@ -131,6 +132,13 @@ pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
     let mut schedule: Schedule = vec![Vec::new(); d];
     let mut left: usize = pending.iter().map(Vec::len).sum();
     let mut tick: u64 = 0;
+    // Doubled forwards: whole pairs within each pipeline's micro-batches.
+    let per_pipeline = if rules.bidirectional {
+        rules.micro_batches / 2
+    } else {
+        rules.micro_batches
+    };
+    let doubled = rules.doubled_per_pipeline.min(per_pipeline) & !1;
     while left > 0 {
         for w in 0..d {
             if free[w] > tick {
@@ -175,7 +183,7 @@ pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
             // A doubled forward: the pair's first micro-batch stands for both; its
             // partner is never chosen alone.
             let partner = |op: &Instr| -> Option<Instr> {
-                if !op.is_forward() || age(rules, *op) >= rules.doubled_per_pipeline {
+                if !op.is_forward() || age(rules, *op) >= doubled {
                     return None;
                 }
                 let a = age(rules, *op);
@@ -215,12 +223,8 @@ pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
                 .map(|(i, _)| i);
             let Some(i) = chosen else { continue };
             let op = pending[w].swap_remove(i);
-            if let Some(p) = partner(&op) {
+            if let Some(j) = partner(&op).and_then(|p| pending[w].iter().position(|x| *x == p)) {
                 // The doubled forward: both micro-batches, two forward times, one end.
-                let j = pending[w]
-                    .iter()
-                    .position(|x| *x == p)
-                    .expect("a pair's partner forward is pending with it");
                 let p = pending[w].swap_remove(j);
                 live[w] += 2;
                 if op.stage() == 0 {
