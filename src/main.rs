@@ -71,6 +71,12 @@ enum Command {
     /// Run a grid of synchronous schedules (an experiment file such as
     /// experiments/bidirectional.toml): bubble ratios, per-worker memory and the best
     /// throughput under a memory budget; writes results/<name>/ (CSV, JSON, figures).
+    ///
+    /// With an [optimum] table in the file (time_limit = "20s", max_micro_batches = 16),
+    /// each configuration (instance, D, B, N, recomputation) is also solved once per
+    /// placement by the exact schedule MILP (`sync --schedule optimal`, no memory limit):
+    /// optimum.csv, and in runs.csv every run's optimum_seconds (the proven optimum, or the
+    /// MILP's lower bound when its status is not optimal) and ratio_to_optimum.
     SyncSweep(sync_cli::SyncSweepArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(PlanArgs),

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pipeopt::model::Instance;
+use pipeopt::partition::bapipe_intra::intra_layer_partition;
 use pipeopt::schedule::sync::bapipe::{explore, Accelerator};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
 use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
@@ -26,11 +27,21 @@ pub struct SyncArgs {
     /// Stage starts instead of --stages: 0-based first layer of each stage, e.g. 0,12,24,36.
     #[arg(long, value_delimiter = ',')]
     partition: Option<Vec<usize>>,
+    /// With --stages: BaPipe's intra-layer partition (bapipe.txt 3.3.2) instead of whole
+    /// layers: every stage gets exactly 1/D of the work, a layer too large for one stage (or
+    /// a boundary layer) is split into slices of its output channels over consecutive
+    /// stages, each slice reading the whole layer input (so a cut inside a layer moves more
+    /// bytes; with --bandwidth, a cut whose transfer would exceed the stage time stays
+    /// between layers). The report names the split layers (src/partition/bapipe_intra.rs).
+    #[arg(long)]
+    intra_layer: bool,
     /// Micro-batches N per iteration (default D).
     #[arg(long)]
     micro_batches: Option<usize>,
-    /// gpipe, dapple, gems, chimera, mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as,
-    /// fbp-as, bapipe (with --explore), or optimal (the exact MILP over every operation order
+    /// gpipe, dapple, gems, chimera, chimera-doubling (Chimera's forward doubling for N a
+    /// multiple of D, N >= 2D: basic units of 2D micro-batches, forwards run in pairs),
+    /// mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as, fbp-as, bapipe (with --explore),
+    /// or optimal (the exact MILP over every operation order
     /// on --placement, under --memory and --max-live).
     #[arg(long, default_value = "dapple")]
     schedule: String,
@@ -131,6 +142,7 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
         "dapple" | "1f1b" => ScheduleKind::Dapple,
         "gems" => ScheduleKind::Gems,
         "chimera" => ScheduleKind::Chimera,
+        "chimera-doubling" => ScheduleKind::ChimeraDoubling,
         "mixpipe" => {
             let k = args.k.unwrap_or(d);
             // mixpipe.txt: K = 2, 4, ..., D for N = D (eq. (5)); up to 2(D - 1) (K
@@ -235,9 +247,44 @@ fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let instance = Instance::load(&args.instance)?;
     if args.hybrid {
+        if args.intra_layer {
+            return Err(bad("--intra-layer", "is not available with --hybrid"));
+        }
         return run_hybrid(&args, &instance);
     }
+    let (instance, intra) = if args.intra_layer {
+        if args.partition.is_some() || !args.profile.is_empty() {
+            return Err(bad(
+                "--intra-layer",
+                "computes its own partition: give --stages, not --partition or --profile",
+            ));
+        }
+        let d = match args.stages {
+            Some(d) if d >= 1 => d,
+            _ => return Err(bad("--intra-layer", "needs --stages D (at least 1)")),
+        };
+        let part = intra_layer_partition(
+            &instance,
+            &vec![1.0; d],
+            args.bandwidth.unwrap_or(f64::INFINITY),
+        )
+        .map_err(|e| bad("--intra-layer", e.to_string()))?;
+        if !args.json {
+            eprintln!(
+                "intra-layer partition: {} layers split ({:?}), slowest stage {:.6} s \
+                 (whole layers: {:.6} s)",
+                part.split_layers.len(),
+                part.split_layers,
+                part.bottleneck_seconds,
+                part.inter_layer_bottleneck_seconds
+            );
+        }
+        (part.instance.clone(), Some(part))
+    } else {
+        (instance, None)
+    };
     let starts = match (&args.partition, args.stages) {
+        _ if intra.is_some() => intra.as_ref().map(|p| p.starts.clone()).unwrap_or_default(),
         (Some(p), _) => p.clone(),
         (None, Some(d)) if d >= 1 && d <= instance.len() => {
             balanced_partition(&instance, d).map_err(|e| bad("--stages", e.to_string()))?
@@ -405,7 +452,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         let mut v = report_json(&r, args.memory);
         let extra = json!({"command": "sync", "instance": instance.name,
             "schedule": kind.name(), "stages": d, "micro_batches": n, "partition": starts,
-            "samples_per_second": samples / r.makespan_seconds});
+            "samples_per_second": samples / r.makespan_seconds, "intra_layer": intra});
         if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
             o.extend(e.clone());
         }
@@ -492,7 +539,13 @@ fn run_optimal(
     // The known schedules of the placement: the MILP starts from the best that fits.
     let names: &[&str] = match placement {
         Placement::OneDirection => &["dapple", "gpipe", "1f1b-sno", "1f1b-so"],
-        Placement::Bidirectional => &["chimera", "mixpipe", "mixpipe-kmax", "gems"],
+        Placement::Bidirectional => &[
+            "chimera",
+            "chimera-doubling",
+            "mixpipe",
+            "mixpipe-kmax",
+            "gems",
+        ],
         Placement::Gems => &["gems"],
     };
     let mut proposals = Vec::new();
@@ -503,6 +556,7 @@ fn run_optimal(
             "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
             "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
             "chimera" => ScheduleKind::Chimera,
+            "chimera-doubling" => ScheduleKind::ChimeraDoubling,
             "mixpipe" => ScheduleKind::Mixpipe { k: d, gamma: 0 },
             "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
             _ => ScheduleKind::Gems,
@@ -618,6 +672,8 @@ pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
+                   "optimum_solves": outcome.optimum_solves,
+                   "optimum_proven": outcome.optimum_proven,
                    "skipped_shapes": outcome.skipped_shapes,
                    "wall_seconds": outcome.wall_seconds, "files": outcome.files,
                    "best": best})
@@ -627,6 +683,13 @@ pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             "{}: {} runs ({} shapes refused by their schedule) in {:.1} s",
             exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
         );
+        if exp.optimum.is_some() {
+            println!(
+                "optimum: {} configurations x placements solved, {} proven optimal (the others \
+                 give their bound; optimum.csv)",
+                outcome.optimum_solves, outcome.optimum_proven
+            );
+        }
         println!(
             "instance      study    D   S     budget     approach  best schedule              B   N    rc  samples/s/GPU  MixPipe x"
         );

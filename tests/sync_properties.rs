@@ -24,6 +24,9 @@ fn kinds(d: usize, n: usize, k: usize, gamma: usize) -> Vec<ScheduleKind> {
             ScheduleKind::Mixpipe { k, gamma },
         ]);
     }
+    if d % 2 == 0 && n % d == 0 && n >= 2 * d {
+        out.push(ScheduleKind::ChimeraDoubling);
+    }
     out
 }
 
@@ -84,4 +87,84 @@ proptest! {
             prop_assert!(r.bubble_ratio >= -1e-12 && r.bubble_ratio < 1.0);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Chimera's forward doubling (Chimera's paper's scaling method as mixpipe.txt III-C
+    /// describes it): every operation once and dependencies kept on random costs, the pairs
+    /// (0, 1), (2, 3), ... of each pipeline's doubled units run back to back on every stage,
+    /// the last unit of an odd H is not doubled, and no worker holds more than 2D live
+    /// micro-batches (its 2D M_a).
+    #[test]
+    fn forward_doubling_pairs_forwards_and_keeps_two_d_live(
+        half_d in 1usize..5,
+        h in 2usize..6,
+        times in proptest::collection::vec((0.1f64..3.0, 0.1f64..5.0), 8),
+    ) {
+        let d = 2 * half_d;
+        let n = d * h;
+        let schedule = ScheduleKind::ChimeraDoubling.generate(d, n).unwrap();
+        let costs = StageCosts {
+            forward_seconds: times.iter().take(d).map(|t| t.0).collect(),
+            backward_seconds: times.iter().take(d).map(|t| t.1).collect(),
+            transfer_seconds: vec![0.0; d],
+            weight_bytes: vec![1.0; d],
+            stash_bytes: vec![1.0; d],
+            input_bytes: vec![0.0; d],
+            output_bytes: vec![0.0; d],
+        };
+        let r = simulate(&schedule, &costs, Execution::Serial).unwrap();
+        for m in &r.memory {
+            prop_assert!(m.peak_live <= 2 * d, "peak live {} > 2D = {}", m.peak_live, 2 * d);
+        }
+        let half = n / 2;
+        let doubled = (h - h % 2) * d / 2;
+        for stream in &schedule {
+            for (i, op) in stream.iter().enumerate() {
+                let Instr::Forward { stage, micro_batch, pipeline } = *op else { continue };
+                let age = if micro_batch >= half { micro_batch - half } else { micro_batch };
+                if age < doubled && age % 2 == 0 {
+                    let partner = Instr::Forward { stage, micro_batch: micro_batch + 1, pipeline };
+                    prop_assert_eq!(stream.get(i + 1), Some(&partner), "pair of {:?} split", op);
+                }
+            }
+        }
+        // Not a plain Chimera: the first unit injects D micro-batches per pipeline.
+        let first_backward = schedule[0].iter().position(|op| !op.is_forward()).unwrap();
+        prop_assert!(first_backward >= d, "worker 0 starts a backward after {first_backward} forwards");
+    }
+}
+
+#[test]
+fn forward_doubling_refuses_shapes_it_cannot_draw() {
+    for (d, n) in [(4, 4), (4, 10), (3, 6), (4, 6)] {
+        let e = ScheduleKind::ChimeraDoubling.generate(d, n).unwrap_err();
+        assert!(e.to_string().contains("N >= 2D"), "{e}");
+    }
+}
+
+/// On equal stages with backward = 2 x forward, forward doubling has fewer bubbles than
+/// Chimera's plain continuation, as many as K maximizing when H = N / D is even at D = 4
+/// and more when H is odd (mixpipe.txt III-C: K maximizing "has fewer bubbles than
+/// forward doubling in Chimera if H is odd").
+#[test]
+fn forward_doubling_against_continuation_and_k_maximizing() {
+    let costs = StageCosts::uniform(4, 1.0, 2.0, 0.0);
+    let bubble = |kind: ScheduleKind, n: usize| {
+        simulate(&kind.generate(4, n).unwrap(), &costs, Execution::Serial)
+            .unwrap()
+            .bubble_ratio
+    };
+    for n in [8, 16] {
+        let fd = bubble(ScheduleKind::ChimeraDoubling, n);
+        assert!(fd < bubble(ScheduleKind::Chimera, n) - 1e-9, "N = {n}");
+        assert!(
+            (fd - bubble(ScheduleKind::MixpipeKMax, n)).abs() < 1e-9,
+            "N = {n}"
+        );
+    }
+    let odd = bubble(ScheduleKind::ChimeraDoubling, 12);
+    assert!(odd > bubble(ScheduleKind::MixpipeKMax, 12) + 1e-9);
+    assert!(odd < bubble(ScheduleKind::Chimera, 12) - 1e-9);
 }

@@ -13,8 +13,9 @@
 //! 3. memory fine-tuning: while a stage exceeds its processor's memory (weights 2 W,
 //!    stashes of `live` micro-batches), a boundary layer moves to the lighter neighbour.
 //!
-//! Where we depart: the intra-layer partition (3.3.2, splitting one layer across two
-//! accelerators) has no counterpart in our chain model and is not done; the memory rule
+//! The intra-layer partition (3.3.2, part of a boundary layer moved to the neighbouring
+//! accelerator) is `partition::bapipe_intra`, built on step 1's result. Where we depart:
+//! the memory rule
 //! is the 1F1B one (processor n keeps D - n stashes; `live` gives them). `optimal_heterogeneous`
 //! is the exact contiguous min-max (a DP over (processor, layer)), so the heuristic's loss
 //! is visible; it ignores communication and memory, like step 1.

@@ -38,11 +38,13 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
+use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
+use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
 use crate::schedule::sync::hybrid::{approach_kinds, with_recompute};
 use crate::schedule::sync::mixpipe::paper_bubbles;
-use crate::schedule::sync::sim::{balanced_partition, simulate, StageCosts};
+use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
 use crate::schedule::sync::{Schedule, ScheduleKind};
 use crate::units::{parse_bandwidth, parse_bytes};
 
@@ -66,6 +68,32 @@ struct RawExperiment {
     /// Figure 7's panels: D and the micro-batch counts drawn (from the `weak` study).
     #[serde(default)]
     memory_figure: Option<RawMemoryFigure>,
+    /// The exact optimum per configuration (`milp::sync_schedule`); absent: not computed.
+    #[serde(default)]
+    optimum: Option<RawOptimum>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOptimum {
+    /// HiGHS's limit per configuration and placement, e.g. "20s".
+    time_limit: String,
+    /// Only configurations with at most this many micro-batches (the MILP grows as N^2 D).
+    #[serde(default = "default_optimum_micro_batches")]
+    max_micro_batches: usize,
+}
+
+fn default_optimum_micro_batches() -> usize {
+    16
+}
+
+/// How the sweep computes the optimum of its configurations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptimumSettings {
+    /// HiGHS's wall-clock limit per configuration and placement.
+    pub time_limit_seconds: f64,
+    /// Configurations with more micro-batches get no optimum.
+    pub max_micro_batches: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,6 +166,7 @@ pub struct SyncExperiment {
     pub workers: usize,
     pub cases: Vec<Case>,
     pub memory_figure: Option<RawMemoryFigure>,
+    pub optimum: Option<OptimumSettings>,
 }
 
 /// The approaches a `schedules` entry may name.
@@ -191,6 +220,29 @@ impl SyncExperiment {
             None => f64::INFINITY,
             Some(b) => parse_bandwidth(b).map_err(|e| bad("bandwidth", e.to_string()))?,
         };
+        let optimum = match &raw.optimum {
+            None => None,
+            Some(o) => {
+                let t = crate::units::parse_seconds(&o.time_limit)
+                    .map_err(|e| bad("optimum.time_limit", e.to_string()))?;
+                if t.is_nan() || t <= 0.0 {
+                    return Err(bad(
+                        "optimum.time_limit",
+                        format!("must be positive, got {:?}", o.time_limit),
+                    ));
+                }
+                if o.max_micro_batches == 0 {
+                    return Err(bad(
+                        "optimum.max_micro_batches",
+                        "must be at least 1".into(),
+                    ));
+                }
+                Some(OptimumSettings {
+                    time_limit_seconds: t,
+                    max_micro_batches: o.max_micro_batches,
+                })
+            }
+        };
         let base = path.parent().unwrap_or(Path::new("."));
         let mut cases = Vec::new();
         for (i, c) in raw.cases.into_iter().enumerate() {
@@ -238,6 +290,7 @@ impl SyncExperiment {
             workers: raw.workers,
             cases,
             memory_figure: raw.memory_figure,
+            optimum,
         })
     }
 }
@@ -280,6 +333,50 @@ pub struct SyncRow {
     pub peak_memory: Vec<f64>,
     /// Per worker, the most micro-batches live at once.
     pub peak_live: Vec<usize>,
+    /// The placement whose exact optimum this run is compared with (one-direction for
+    /// GPipe, DAPPLE and BaPipe's; bidirectional for GEMS, Chimera and MixPipe); null when
+    /// the experiment computes none for this configuration.
+    pub optimum_placement: Option<String>,
+    /// The MILP's status on this configuration: optimal, limit_with_incumbent, ...
+    pub optimum_status: Option<String>,
+    /// The minimum iteration time over every operation order on that placement (no memory
+    /// limit) when proven (`optimum_status` optimal), else the MILP's proven lower bound.
+    pub optimum_seconds: Option<f64>,
+    /// makespan_seconds / optimum_seconds (>= 1; an upper bound on the true ratio when the
+    /// optimum is only bounded).
+    pub ratio_to_optimum: Option<f64>,
+    /// The bubble ratio an iteration of optimum_seconds would have (same work).
+    pub optimum_bubble_ratio: Option<f64>,
+}
+
+/// The exact optimum of one configuration (instance, D, B, N, recomputation) on one
+/// placement, computed once and shared by every schedule of that placement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OptimumRow {
+    pub instance: String,
+    pub stages: usize,
+    pub micro_batch_size: usize,
+    pub micro_batches: usize,
+    pub recompute: bool,
+    /// one-direction or bidirectional.
+    pub placement: String,
+    /// optimal, limit_with_incumbent, no_solution_within_limit, or "error: ...".
+    pub status: String,
+    /// The simulated makespan of the MILP's best streams.
+    pub best_seconds: Option<f64>,
+    /// HiGHS's proven lower bound.
+    pub lower_bound_seconds: Option<f64>,
+    /// (best - bound) / best.
+    pub gap: Option<f64>,
+    /// What the schedules are compared with: best_seconds when proven optimal, else the
+    /// lower bound.
+    pub optimum_seconds: Option<f64>,
+    /// The bubble ratio at optimum_seconds.
+    pub optimum_bubble_ratio: Option<f64>,
+    /// The schedule HiGHS started from (the best simulated one of the placement).
+    pub start: Option<String>,
+    pub formulation: Option<String>,
+    pub solve_seconds: f64,
 }
 
 /// The best fitting run of one approach on one case point and budget.
@@ -302,12 +399,19 @@ pub struct BestRow {
     pub peak_memory_max: Option<f64>,
     /// MixPipe's best throughput divided by this approach's.
     pub mixpipe_speedup: Option<f64>,
+    /// The chosen run's iteration time over its configuration's optimum (see SyncRow).
+    pub ratio_to_optimum: Option<f64>,
+    pub optimum_status: Option<String>,
 }
 
 /// What a sweep produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct SyncOutcome {
     pub runs: usize,
+    /// (configuration, placement) pairs solved by the optimum MILP.
+    pub optimum_solves: usize,
+    /// How many of them were proven optimal.
+    pub optimum_proven: usize,
     pub skipped_shapes: usize,
     pub wall_seconds: f64,
     pub files: Vec<PathBuf>,
@@ -416,9 +520,101 @@ struct Task {
     kind: ScheduleKind,
 }
 
-/// Runs the grid; returns the rows (sorted) and how many (approach, D, N) shapes the
-/// schedules refused.
-pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputError> {
+/// The placement whose optimum a schedule is compared with, `None` for schedules the MILP
+/// does not model (BaPipe's streamed and forward-backward-parallel executions).
+pub fn placement_of(kind: ScheduleKind) -> Option<Placement> {
+    if kind.execution() != Execution::Serial {
+        None
+    } else if kind.bidirectional() {
+        Some(Placement::Bidirectional)
+    } else {
+        Some(Placement::OneDirection)
+    }
+}
+
+/// One configuration and placement to solve.
+struct OptimumJob {
+    instance: String,
+    cost_key: (usize, usize, usize, bool),
+    d: usize,
+    b: usize,
+    n: usize,
+    recompute: bool,
+    placement: Placement,
+    /// The generated schedules of that placement at (D, N): HiGHS's starts.
+    proposals: Vec<(String, Schedule)>,
+}
+
+fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSettings) -> OptimumRow {
+    let options = MilpOptions {
+        time_limit: Some(std::time::Duration::from_secs_f64(
+            settings.time_limit_seconds,
+        )),
+        ..MilpOptions::default()
+    };
+    let problem = SyncProblem {
+        costs,
+        placement: job.placement,
+        micro_batches: job.n,
+        memory: None,
+        live_cap: None,
+        formulation: Formulation::Auto,
+    };
+    let t0 = std::time::Instant::now();
+    let mut row = OptimumRow {
+        instance: job.instance.clone(),
+        stages: job.d,
+        micro_batch_size: job.b,
+        micro_batches: job.n,
+        recompute: job.recompute,
+        placement: job.placement.name().to_string(),
+        status: String::new(),
+        best_seconds: None,
+        lower_bound_seconds: None,
+        gap: None,
+        optimum_seconds: None,
+        optimum_bubble_ratio: None,
+        start: None,
+        formulation: None,
+        solve_seconds: 0.0,
+    };
+    match optimal_schedule(&problem, &job.proposals, &options) {
+        Err(e) => row.status = format!("error: {e}"),
+        Ok(o) => {
+            row.status = serde_json::to_value(o.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            row.best_seconds = o.makespan;
+            row.lower_bound_seconds = Some(o.lower_bound).filter(|x| x.is_finite());
+            row.gap = Some(o.gap).filter(|x| x.is_finite());
+            row.optimum_seconds = if o.status == SolveStatus::Optimal {
+                o.makespan
+            } else {
+                row.lower_bound_seconds.filter(|x| *x > 0.0)
+            };
+            if let (Some(r), Some(opt)) = (&o.report, row.optimum_seconds) {
+                let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
+                row.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
+            }
+            row.start = o.start;
+            row.formulation = o.formulation.map(|f| {
+                serde_json::to_value(f)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            });
+        }
+    }
+    row.solve_seconds = t0.elapsed().as_secs_f64();
+    row
+}
+
+/// Runs the grid; returns the rows (sorted), how many (approach, D, N) shapes the
+/// schedules refused, and the optimum of each configuration (when the experiment asks).
+pub fn run_grid(
+    exp: &SyncExperiment,
+) -> Result<(Vec<SyncRow>, usize, Vec<OptimumRow>), InputError> {
     // Costs per (case instance, D, B, recompute).
     let mut instances: Vec<Instance> = Vec::new();
     for c in &exp.cases {
@@ -568,6 +764,11 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
                     peak_memory_min: peaks.iter().cloned().fold(f64::INFINITY, f64::min),
                     peak_memory: peaks,
                     peak_live: r.memory.iter().map(|m| m.peak_live).collect(),
+                    optimum_placement: None,
+                    optimum_status: None,
+                    optimum_seconds: None,
+                    ratio_to_optimum: None,
+                    optimum_bubble_ratio: None,
                 })
             })
             .collect()
@@ -577,6 +778,107 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
         match r {
             Some(r) => out.push(r),
             None => skipped += 1,
+        }
+    }
+    // The optimum: once per configuration (instance, D, B, N, recomputation) and placement,
+    // started from the best of that placement's generated schedules.
+    let mut optimum_rows = Vec::new();
+    if let Some(settings) = &exp.optimum {
+        let mut jobs: BTreeMap<(String, usize, usize, usize, bool, &'static str), OptimumJob> =
+            BTreeMap::new();
+        for t in &tasks {
+            let n = t.s / t.b;
+            let Some(placement) = placement_of(t.kind) else {
+                continue;
+            };
+            if n > settings.max_micro_batches {
+                continue;
+            }
+            let Some(schedule) = generated[&(t.kind.name(), t.d, n)].as_ref() else {
+                continue;
+            };
+            let instance = instances[t.case].name.clone();
+            let job = jobs
+                .entry((instance.clone(), t.d, t.b, n, t.recompute, placement.name()))
+                .or_insert_with(|| OptimumJob {
+                    instance,
+                    cost_key: (t.case, t.d, t.b, t.recompute),
+                    d: t.d,
+                    b: t.b,
+                    n,
+                    recompute: t.recompute,
+                    placement,
+                    proposals: Vec::new(),
+                });
+            if !job.proposals.iter().any(|(name, _)| *name == t.kind.name()) {
+                job.proposals.push((t.kind.name(), schedule.clone()));
+            }
+        }
+        let jobs: Vec<OptimumJob> = jobs.into_values().collect();
+        let total = jobs.len();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        optimum_rows = pool.install(|| {
+            jobs.par_iter()
+                .map(|job| {
+                    let row = solve_optimum(job, &costs[&job.cost_key].0, settings);
+                    let k = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    eprintln!(
+                        "optimum {k}/{total}: {} D={} N={} B={}{} {}: {} in {:.1} s",
+                        row.instance,
+                        row.stages,
+                        row.micro_batches,
+                        row.micro_batch_size,
+                        if row.recompute { " recompute" } else { "" },
+                        row.placement,
+                        row.status,
+                        row.solve_seconds
+                    );
+                    row
+                })
+                .collect()
+        });
+        let index: HashMap<(String, usize, usize, usize, bool, String), &OptimumRow> = optimum_rows
+            .iter()
+            .map(|o| {
+                (
+                    (
+                        o.instance.clone(),
+                        o.stages,
+                        o.micro_batch_size,
+                        o.micro_batches,
+                        o.recompute,
+                        o.placement.clone(),
+                    ),
+                    o,
+                )
+            })
+            .collect();
+        for r in &mut out {
+            let Some(kind) = kind_of_name(&r.schedule, &exp.schedules, r.stages, r.micro_batches)
+            else {
+                continue;
+            };
+            let Some(placement) = placement_of(kind) else {
+                continue;
+            };
+            let Some(o) = index.get(&(
+                r.instance.clone(),
+                r.stages,
+                r.micro_batch_size,
+                r.micro_batches,
+                r.recompute,
+                placement.name().to_string(),
+            )) else {
+                continue;
+            };
+            r.optimum_placement = Some(o.placement.clone());
+            r.optimum_status = Some(o.status.clone());
+            r.optimum_seconds = o.optimum_seconds;
+            if let Some(opt) = o.optimum_seconds {
+                r.ratio_to_optimum = Some(r.makespan_seconds / opt);
+                let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
+                r.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
+            }
         }
     }
     out.sort_by(|a, b| {
@@ -599,7 +901,15 @@ pub fn run_grid(exp: &SyncExperiment) -> Result<(Vec<SyncRow>, usize), InputErro
             .then(a.recompute.cmp(&b.recompute))
             .then(a.schedule.cmp(&b.schedule))
     });
-    Ok((out, skipped))
+    Ok((out, skipped, optimum_rows))
+}
+
+/// The schedule kind a row's `schedule` names, among the approaches' kinds at (D, N).
+fn kind_of_name(name: &str, approaches: &[String], d: usize, n: usize) -> Option<ScheduleKind> {
+    approaches
+        .iter()
+        .flat_map(|a| approach_kinds(a, d, n))
+        .find(|k| k.name() == name)
 }
 
 /// Per (instance, study, D, S, budget, approach): the fitting run with the highest
@@ -653,6 +963,8 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
                         (Some(m), Some(r)) => Some(m / r.samples_per_second_per_gpu),
                         _ => None,
                     },
+                    ratio_to_optimum: b.and_then(|r| r.ratio_to_optimum),
+                    optimum_status: b.and_then(|r| r.optimum_status.clone()),
                 })
             }
         }
@@ -723,6 +1035,68 @@ fn runs_frame(rows: &[SyncRow]) -> PolarsResult<DataFrame> {
                 "peak_live".into(),
                 s(&|r| serde_json::to_string(&r.peak_live).expect("numbers serialize")),
             ),
+            Column::new(
+                "optimum_placement".into(),
+                rows.iter()
+                    .map(|r| r.optimum_placement.clone())
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "optimum_status".into(),
+                rows.iter()
+                    .map(|r| r.optimum_status.clone())
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "optimum_seconds".into(),
+                rows.iter().map(|r| r.optimum_seconds).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "ratio_to_optimum".into(),
+                rows.iter().map(|r| r.ratio_to_optimum).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "optimum_bubble_ratio".into(),
+                rows.iter()
+                    .map(|r| r.optimum_bubble_ratio)
+                    .collect::<Vec<_>>(),
+            ),
+        ],
+    )
+}
+
+fn optimum_frame(rows: &[OptimumRow]) -> PolarsResult<DataFrame> {
+    let s = |f: &dyn Fn(&OptimumRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
+    let os = |f: &dyn Fn(&OptimumRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
+    let u = |f: &dyn Fn(&OptimumRow) -> usize| rows.iter().map(|r| f(r) as u64).collect::<Vec<_>>();
+    let of = |f: &dyn Fn(&OptimumRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new("instance".into(), s(&|r| r.instance.clone())),
+            Column::new("stages".into(), u(&|r| r.stages)),
+            Column::new("micro_batch_size".into(), u(&|r| r.micro_batch_size)),
+            Column::new("micro_batches".into(), u(&|r| r.micro_batches)),
+            Column::new(
+                "recompute".into(),
+                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
+            ),
+            Column::new("placement".into(), s(&|r| r.placement.clone())),
+            Column::new("status".into(), s(&|r| r.status.clone())),
+            Column::new("best_seconds".into(), of(&|r| r.best_seconds)),
+            Column::new("lower_bound_seconds".into(), of(&|r| r.lower_bound_seconds)),
+            Column::new("gap".into(), of(&|r| r.gap)),
+            Column::new("optimum_seconds".into(), of(&|r| r.optimum_seconds)),
+            Column::new(
+                "optimum_bubble_ratio".into(),
+                of(&|r| r.optimum_bubble_ratio),
+            ),
+            Column::new("start".into(), os(&|r| r.start.clone())),
+            Column::new("formulation".into(), os(&|r| r.formulation.clone())),
+            Column::new(
+                "solve_seconds".into(),
+                rows.iter().map(|r| r.solve_seconds).collect::<Vec<_>>(),
+            ),
         ],
     )
 }
@@ -762,6 +1136,13 @@ fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
             Column::new("bubble_ratio".into(), of(&|r| r.bubble_ratio)),
             Column::new("peak_memory_max".into(), of(&|r| r.peak_memory_max)),
             Column::new("mixpipe_speedup".into(), of(&|r| r.mixpipe_speedup)),
+            Column::new("ratio_to_optimum".into(), of(&|r| r.ratio_to_optimum)),
+            Column::new(
+                "optimum_status".into(),
+                rows.iter()
+                    .map(|r| r.optimum_status.clone())
+                    .collect::<Vec<_>>(),
+            ),
         ],
     )
 }
@@ -769,7 +1150,7 @@ fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
 /// Runs the experiment and writes its tables and figures into `out_dir`.
 pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputError> {
     let t0 = std::time::Instant::now();
-    let (rows, skipped) = run_grid(exp)?;
+    let (rows, skipped, optimum) = run_grid(exp)?;
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
     std::fs::create_dir_all(out_dir).map_err(|e| InputError::file(out_dir, e))?;
     let mut files = Vec::new();
@@ -793,11 +1174,26 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputErr
     let text = serde_json::to_vec_pretty(&best).map_err(|e| InputError::file(&best_json, e))?;
     crate::error::write_atomic(&best_json, &text)?;
     files.push(best_json);
+    if exp.optimum.is_some() {
+        let optimum_csv = out_dir.join("optimum.csv");
+        write_csv(
+            &optimum_csv,
+            optimum_frame(&optimum).map_err(|e| polars_err(&optimum_csv, e))?,
+        )?;
+        files.push(optimum_csv);
+        let optimum_json = out_dir.join("optimum.json");
+        let text =
+            serde_json::to_vec_pretty(&optimum).map_err(|e| InputError::file(&optimum_json, e))?;
+        crate::error::write_atomic(&optimum_json, &text)?;
+        files.push(optimum_json);
+    }
     files.extend(super::sync_figures::write_figures(
-        exp, &rows, &best, out_dir,
+        exp, &rows, &best, &optimum, out_dir,
     )?);
     Ok(SyncOutcome {
         runs: rows.len(),
+        optimum_solves: optimum.len(),
+        optimum_proven: optimum.iter().filter(|o| o.status == "optimal").count(),
         skipped_shapes: skipped,
         wall_seconds: t0.elapsed().as_secs_f64(),
         files,
@@ -823,6 +1219,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "case[0]");
+        let with_optimum = |table: &str| {
+            SyncExperiment::parse(
+                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
+                p,
+            )
+        };
+        let ok = with_optimum("time_limit = \"2s\"").unwrap();
+        assert_eq!(
+            ok.optimum,
+            Some(OptimumSettings {
+                time_limit_seconds: 2.0,
+                max_micro_batches: 16
+            })
+        );
+        let e = with_optimum("time_limit = \"2s\"\nmax_micro_batches = 0").unwrap_err();
+        assert_eq!(e.field, "optimum.max_micro_batches");
+        let e = with_optimum("time_limit = \"soon\"").unwrap_err();
+        assert_eq!(e.field, "optimum.time_limit");
+        assert!(with_optimum("limit = \"2s\"").is_err());
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //!   `weak`, no recomputation), one colour per schedule, solid; the papers' closed forms
 //!   dashed in the same colour (Table I for Chimera and GEMS, eq. (1) for MixPipe,
 //!   (D-1)/(N+D-1) for GPipe and DAPPLE).
+//! - `bubble-ratio-optimum.svg` (when the experiment computes the optimum): the same
+//!   simulated bubble ratios (study `weak`, N = D, no recomputation) with the exact optimum
+//!   of each placement drawn in black and grey (`milp::sync_schedule`, no memory limit): the
+//!   smallest bubble ratio any order of the operations reaches there, or the MILP's bound
+//!   on it where the time limit left it unproven (the legend names those D).
 //! - `memory.svg` (its Figure 7): per instance and micro-batch count of `memory_figure`,
 //!   each worker's peak memory (GiB) against its index, one line per schedule; the memory
 //!   budgets dashed.
@@ -17,15 +22,27 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::figures::colour;
-use super::sync::{BestRow, SyncExperiment, SyncRow};
+use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
 use crate::error::InputError;
 use crate::plot::svg_to_png;
 
 const GIB: f64 = 1073741824.0;
 
+/// `Line::colour` for black (the optimum).
+pub const BLACK_LINE: usize = usize::MAX;
+
+fn line_colour(i: usize) -> RGBColor {
+    if i == BLACK_LINE {
+        RGBColor(0, 0, 0)
+    } else {
+        colour(i)
+    }
+}
+
 /// A line of a panel: label, colour index, dashed, points.
 pub struct Line {
     pub label: String,
+    /// An index into `sweep::figures::colour`, or `BLACK_LINE` for black.
     pub colour: usize,
     pub dashed: bool,
     pub points: Vec<(f64, f64)>,
@@ -105,7 +122,7 @@ pub fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError
                 .draw()
                 .map_err(|e| fail(path, e))?;
             for l in &p.lines {
-                let c = colour(l.colour);
+                let c = line_colour(l.colour);
                 if l.dashed {
                     chart
                         .draw_series(DashedLineSeries::new(
@@ -145,7 +162,7 @@ fn draw_legend<DB: DrawingBackend>(
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     for (j, l) in lines.iter().enumerate() {
         let y = 50 + 17 * j as i32;
-        let c = colour(l.colour);
+        let c = line_colour(l.colour);
         if l.dashed {
             for k in 0..3 {
                 let x = 4 + 9 * k;
@@ -207,15 +224,109 @@ fn label(approach: &str) -> &str {
     }
 }
 
+/// The panels of `bubble-ratio-optimum.svg`: per instance, the schedules of `series` at
+/// N = D (study `weak`, no recomputation) and the optimum of each placement at the same B.
+fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) -> Vec<Panel> {
+    let mut panels = Vec::new();
+    for inst in insts {
+        let chosen: Vec<&SyncRow> = rows
+            .iter()
+            .filter(|r| {
+                &r.instance == inst
+                    && r.study == "weak"
+                    && !r.recompute
+                    && r.micro_batches == r.stages
+            })
+            .collect();
+        let mut lines = Vec::new();
+        for (i, (lab, name_of)) in series().into_iter().enumerate() {
+            let mut pts: Vec<(f64, f64)> = chosen
+                .iter()
+                .filter(|r| r.schedule == name_of(r.stages))
+                .map(|r| (r.stages as f64, r.bubble_ratio))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            pts.dedup_by(|a, b| a.0 == b.0);
+            if !pts.is_empty() {
+                lines.push(Line {
+                    label: format!("{lab} (simulated)"),
+                    colour: i,
+                    dashed: false,
+                    points: pts,
+                });
+            }
+        }
+        for (placement, colour, label) in [
+            ("bidirectional", BLACK_LINE, "Optimum, bidirectional"),
+            ("one-direction", 6, "Optimum, one direction"),
+        ] {
+            let mut pts: Vec<(f64, f64, bool)> = optimum
+                .iter()
+                .filter(|o| {
+                    &o.instance == inst
+                        && o.placement == placement
+                        && !o.recompute
+                        && o.micro_batches == o.stages
+                        && chosen.iter().any(|r| {
+                            r.stages == o.stages && r.micro_batch_size == o.micro_batch_size
+                        })
+                })
+                .filter_map(|o| {
+                    o.optimum_bubble_ratio
+                        .map(|y| (o.stages as f64, y, o.status == "optimal"))
+                })
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            pts.dedup_by(|a, b| a.0 == b.0);
+            if pts.is_empty() {
+                continue;
+            }
+            let unproven: Vec<String> = pts
+                .iter()
+                .filter(|p| !p.2)
+                .map(|p| format!("{}", p.0))
+                .collect();
+            let label = if unproven.is_empty() {
+                format!("{label} (MILP)")
+            } else {
+                format!("{label} (bound at D = {})", unproven.join(", "))
+            };
+            lines.push(Line {
+                label,
+                colour,
+                dashed: false,
+                points: pts.iter().map(|p| (p.0, p.1)).collect(),
+            });
+        }
+        panels.push(Panel {
+            title: format!("{inst}: N = D, no recomputation, no memory limit on the optimum"),
+            x: "pipeline depth D (stages = GPUs per pipeline)".into(),
+            y: "bubble ratio (idle / (D x iteration time))".into(),
+            lines,
+        });
+    }
+    panels
+}
+
 /// Writes the figures into `dir`; returns the files written.
 pub fn write_figures(
     exp: &SyncExperiment,
     rows: &[SyncRow],
     best: &[BestRow],
+    optimum: &[OptimumRow],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, InputError> {
     let mut files = Vec::new();
     let insts = instances(rows);
+    if !optimum.is_empty() {
+        let path = dir.join("bubble-ratio-optimum.svg");
+        draw(
+            &path,
+            "Bubble ratio at N = D: each schedule (simulated) against the exact optimum of its placement (MILP)",
+            &optimum_panels(rows, optimum, &insts),
+        )?;
+        files.push(path);
+    }
 
     // Bubble ratio against D at N = D.
     let mut panels = Vec::new();

@@ -20,9 +20,22 @@
 //! the costs at hand. Table I's (D-2)/(3D-2) is thus exact for B = F at every D we checked;
 //! with B = 2F no order on Chimera's placement does better than (2D-4)/(5D-4).
 //!
-//! Where we depart: for N > D we do not implement Chimera's "forward doubling" or direct
-//! concatenation; the same rules (D/2 injected per pipeline, at most D live per worker)
-//! simply continue with N/2 micro-batches per pipeline.
+//! For N > D, `chimera` simply continues with the same rules (D/2 injected per pipeline, at
+//! most D live per worker) over N/2 micro-batches per pipeline, which is close to the direct
+//! concatenation of basic units of mixpipe.txt Figure 6(b). `forward_doubling` is Chimera's
+//! own scaling method, "forward doubling" (Li and Hoefler, SC 2021, section 3.5), as
+//! mixpipe.txt section III-C describes it when it compares K maximizing with it: the basic
+//! unit holds 2D micro-batches instead of D, the forwards are doubled (two micro-batches'
+//! forwards run together, so that a doubled forward costs about one backward and units
+//! concatenate without the intermediate bubbles that direct concatenation leaves when
+//! backward = 2 x forward), and the peak activation memory is 2D M_a ("forward doubling
+//! with 2D M_a"). Our reading, since neither paper gives an algorithm: each pipeline injects
+//! D micro-batches (D/2 doubled forwards) before its first backward, a worker holds at most
+//! 2D live micro-batches, the pairs are (0, 1), (2, 3), ... of each pipeline, a doubled
+//! forward runs the pair back to back as one operation of two forward times whose outputs
+//! leave together, backwards are single, and the oldest micro-batch goes first (Chimera's
+//! drawings). With H = N / D odd, the last D micro-batches form a plain unit (no doubling):
+//! that is where mixpipe.txt says K maximizing has "fewer bubbles than forward doubling".
 
 use super::list::{self, Priority, Rules};
 use super::sim::{simulate, Execution, StageCosts};
@@ -52,8 +65,37 @@ pub fn chimera_drawn_for(d: usize, n: usize, backward_ticks: u64) -> Result<Sche
         priority: Priority::MicroBatchOrder,
         alternate_entry: false,
         backward_ticks,
+        doubled_per_pipeline: 0,
     };
     Ok(list::run(&rules, "chimera")?.schedule)
+}
+
+/// Chimera's forward doubling (module docs) for `d` stages (even) and `n` micro-batches, a
+/// multiple of `d` with at least two basic units (N >= 2D), drawn for backward = 2 x forward
+/// (the ratio at which a doubled forward costs one backward).
+pub fn forward_doubling(d: usize, n: usize) -> Result<Schedule, SyncError> {
+    if d % 2 != 0 || d == 0 || n % d != 0 || n < 2 * d {
+        return Err(shape_error(
+            "chimera-doubling",
+            format!(
+                "needs an even D and N a multiple of D with N >= 2D (two basic units of D \
+                 micro-batches at least; got D = {d}, N = {n}); for N = D use chimera"
+            ),
+        ));
+    }
+    let units = n / d;
+    let rules = Rules {
+        stages: d,
+        micro_batches: n,
+        bidirectional: true,
+        initial_per_pipeline: d,
+        live_cap: 2 * d,
+        priority: Priority::MicroBatchOrder,
+        alternate_entry: false,
+        backward_ticks: list::BACKWARD_TICKS,
+        doubled_per_pipeline: (units - units % 2) * d / 2,
+    };
+    Ok(list::run(&rules, "chimera-doubling")?.schedule)
 }
 
 /// Chimera's streams for the stage costs at hand: the drawings for backward = 1, 2 and 3

@@ -33,6 +33,7 @@ pub fn gems(d: usize, n: usize) -> Result<Schedule, SyncError> {
         priority: Priority::BackwardFirst,
         alternate_entry: true,
         backward_ticks: list::BACKWARD_TICKS,
+        doubled_per_pipeline: 0,
     };
     Ok(list::run(&rules, "gems")?.schedule)
 }

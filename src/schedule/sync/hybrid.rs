@@ -36,6 +36,10 @@ pub fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
         "gpipe" => vec![ScheduleKind::Gpipe],
         "dapple" => vec![ScheduleKind::Dapple],
         "gems" => vec![ScheduleKind::Gems],
+        // Chimera's own scaling for N > D (forward doubling) when N is a multiple of D.
+        "chimera" if n >= 2 * d && d > 0 && n % d == 0 => {
+            vec![ScheduleKind::Chimera, ScheduleKind::ChimeraDoubling]
+        }
         "chimera" => vec![ScheduleKind::Chimera],
         "1f1b-sno" => vec![ScheduleKind::Bapipe1f1bSno],
         "1f1b-so" => vec![ScheduleKind::Bapipe1f1bSo],

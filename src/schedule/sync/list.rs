@@ -42,6 +42,14 @@ pub struct Rules {
     pub alternate_entry: bool,
     /// Nominal backward time in forward ticks (2: the papers' backward = 2 x forward).
     pub backward_ticks: u64,
+    /// Chimera's forward doubling: the first `doubled_per_pipeline` micro-batches of each
+    /// pipeline (by index within it) run their forwards in pairs (0 and 1, 2 and 3, ...):
+    /// a worker starts the forward of a pair's first micro-batch only with its partner's
+    /// (both ready and admitted, two live slots), runs them back to back as one doubled
+    /// forward of two forward times, and their outputs leave together at its end.
+    /// Backwards stay single. 0: no doubling; rounded down to whole pairs of the pipeline's
+    /// micro-batches.
+    pub doubled_per_pipeline: usize,
 }
 
 /// The streams and the nominal makespan (in forward ticks) of one run.
@@ -124,6 +132,13 @@ pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
     let mut schedule: Schedule = vec![Vec::new(); d];
     let mut left: usize = pending.iter().map(Vec::len).sum();
     let mut tick: u64 = 0;
+    // Doubled forwards: whole pairs within each pipeline's micro-batches.
+    let per_pipeline = if rules.bidirectional {
+        rules.micro_batches / 2
+    } else {
+        rules.micro_batches
+    };
+    let doubled = rules.doubled_per_pipeline.min(per_pipeline) & !1;
     while left > 0 {
         for w in 0..d {
             if free[w] > tick {
@@ -165,14 +180,65 @@ pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
                 }
                 true
             };
+            // A doubled forward: the pair's first micro-batch stands for both; its
+            // partner is never chosen alone.
+            let partner = |op: &Instr| -> Option<Instr> {
+                if !op.is_forward() || age(rules, *op) >= doubled {
+                    return None;
+                }
+                let a = age(rules, *op);
+                let other = if a % 2 == 0 {
+                    op.micro_batch() + 1
+                } else {
+                    op.micro_batch() - 1
+                };
+                Some(Instr::Forward {
+                    stage: op.stage(),
+                    micro_batch: other,
+                    pipeline: op.pipeline(),
+                })
+            };
+            let startable = |op: &Instr| {
+                if !(ready(op) && admitted(op)) {
+                    return false;
+                }
+                match partner(op) {
+                    None => true,
+                    Some(_) if age(rules, *op) % 2 == 1 => false,
+                    Some(p) => {
+                        ready(&p)
+                            && live[w] + 2 <= rules.live_cap
+                            && (op.stage() != 0
+                                || backwards_started[w] > 0
+                                || live_first_stage[op.pipeline() as usize] + 2
+                                    <= rules.initial_per_pipeline)
+                    }
+                }
+            };
             let chosen = pending[w]
                 .iter()
                 .enumerate()
-                .filter(|(_, op)| ready(op) && admitted(op))
+                .filter(|(_, op)| startable(op))
                 .min_by_key(|(_, op)| key(rules, **op))
                 .map(|(i, _)| i);
             let Some(i) = chosen else { continue };
             let op = pending[w].swap_remove(i);
+            if let Some(j) = partner(&op).and_then(|p| pending[w].iter().position(|x| *x == p)) {
+                // The doubled forward: both micro-batches, two forward times, one end.
+                let p = pending[w].swap_remove(j);
+                live[w] += 2;
+                if op.stage() == 0 {
+                    live_first_stage[op.pipeline() as usize] += 2;
+                }
+                let ticks = 2 * FORWARD_TICKS;
+                end.insert(op, tick + ticks);
+                end.insert(p, tick + ticks);
+                free[w] = tick + ticks;
+                schedule[w].push(op);
+                schedule[w].push(p);
+                left -= 2;
+                continue;
+            }
             let ticks = if op.is_forward() {
                 live[w] += 1;
                 if op.stage() == 0 {

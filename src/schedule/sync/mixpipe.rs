@@ -61,6 +61,7 @@ pub fn mixpipe(d: usize, n: usize, k: usize, gamma: usize) -> Result<Schedule, S
         priority: Priority::ForwardFirst,
         alternate_entry: false,
         backward_ticks: list::BACKWARD_TICKS,
+        doubled_per_pipeline: 0,
     };
     Ok(list::best_of(
         &rules,
@@ -88,6 +89,7 @@ pub fn k_maximizing(d: usize, n: usize) -> Result<Schedule, SyncError> {
         priority: Priority::ForwardFirst,
         alternate_entry: false,
         backward_ticks: list::BACKWARD_TICKS,
+        doubled_per_pipeline: 0,
     };
     Ok(list::best_of(
         &rules,

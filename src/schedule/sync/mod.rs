@@ -175,6 +175,8 @@ pub enum ScheduleKind {
     Dapple,
     Gems,
     Chimera,
+    /// Chimera's forward doubling for N > D (`chimera::forward_doubling`).
+    ChimeraDoubling,
     /// `k`: micro-batches injected before the first backward (even, 2..=D for N = D; up to
     /// 2(D-1) with N > D); `gamma`: early forwards (2F1B), raising the live cap to K + Gamma.
     Mixpipe {
@@ -196,6 +198,7 @@ impl ScheduleKind {
             ScheduleKind::Dapple => "dapple".into(),
             ScheduleKind::Gems => "gems".into(),
             ScheduleKind::Chimera => "chimera".into(),
+            ScheduleKind::ChimeraDoubling => "chimera-doubling".into(),
             ScheduleKind::Mixpipe { k, gamma } => format!("mixpipe(K={k},Gamma={gamma})"),
             ScheduleKind::MixpipeKMax => "mixpipe-kmax".into(),
             ScheduleKind::Bapipe1f1bSno => "1f1b-sno".into(),
@@ -211,6 +214,7 @@ impl ScheduleKind {
             self,
             ScheduleKind::Gems
                 | ScheduleKind::Chimera
+                | ScheduleKind::ChimeraDoubling
                 | ScheduleKind::Mixpipe { .. }
                 | ScheduleKind::MixpipeKMax
         )
@@ -238,6 +242,7 @@ impl ScheduleKind {
             ScheduleKind::Dapple => Ok(dapple::dapple(d, n)),
             ScheduleKind::Gems => gems::gems(d, n),
             ScheduleKind::Chimera => chimera::chimera(d, n),
+            ScheduleKind::ChimeraDoubling => chimera::forward_doubling(d, n),
             ScheduleKind::Mixpipe { k, gamma } => mixpipe::mixpipe(d, n, k, gamma),
             ScheduleKind::MixpipeKMax => mixpipe::k_maximizing(d, n),
             ScheduleKind::Bapipe1f1bSno => Ok(bapipe::one_f_one_b_sno(d, n)),
