@@ -7,6 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::style::{font, LABEL, SMALL, TITLE};
 use crate::error::InputError;
 use crate::model::{OpKind, Plan, Resource};
 
@@ -111,19 +112,14 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
             period * 1e3,
             plan.platform.processors
         );
-        root.draw(&Text::new(
-            title,
-            (left, 12),
-            ("sans-serif", 16).into_font(),
-        ))
-        .map_err(draw)?;
+        root.draw(&Text::new(title, (left, 12), font(TITLE)))
+            .map_err(draw)?;
         for (i, name) in rows.iter().enumerate() {
             let y = top + row_h * i as i32;
             root.draw(&Text::new(
                 name.clone(),
                 (8, y + row_h / 2),
-                TextStyle::from(("sans-serif", 13).into_font())
-                    .pos(Pos::new(HPos::Left, VPos::Center)),
+                TextStyle::from(font(LABEL)).pos(Pos::new(HPos::Left, VPos::Center)),
             ))
             .map_err(draw)?;
             root.draw(&Rectangle::new(
@@ -159,8 +155,7 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
                 root.draw(&Text::new(
                     b.label.clone(),
                     ((x0 + x1) / 2, y + row_h / 2),
-                    TextStyle::from(("sans-serif", 11).into_font())
-                        .pos(Pos::new(HPos::Center, VPos::Center)),
+                    TextStyle::from(font(SMALL)).pos(Pos::new(HPos::Center, VPos::Center)),
                 ))
                 .map_err(draw)?;
             }
@@ -168,7 +163,7 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
         root.draw(&Text::new(
             "light: forward (F, CF), dark: backward (B, CB); colour = batch; vertical lines = period boundaries",
             (left, height - 18),
-            ("sans-serif", 12).into_font(),
+            font(LABEL),
         ))
         .map_err(draw)?;
         root.present().map_err(draw)?;

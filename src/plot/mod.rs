@@ -1,6 +1,8 @@
-//! Pictures of plans (SVG through plotters), and the rasteriser every figure shares.
+//! Pictures of plans (SVG through plotters), the figure style every chart shares (`style`),
+//! and the rasteriser every figure and drawing shares.
 
 pub mod gantt;
+pub mod style;
 pub mod sync_gantt;
 
 /// The system's fonts, loaded once, with "sans-serif" mapped to a family that exists.

@@ -10,6 +10,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 
+use super::style::{font, LABEL, SMALL, TITLE};
 use crate::error::InputError;
 use crate::schedule::sync::{Instr, Pipeline, ScheduleKind};
 
@@ -108,12 +109,8 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
             span * 1e3,
             s.report.bubble_ratio
         );
-        root.draw(&Text::new(
-            title,
-            (left, 12),
-            ("sans-serif", 16).into_font(),
-        ))
-        .map_err(draw)?;
+        root.draw(&Text::new(title, (left, 12), font(TITLE)))
+            .map_err(draw)?;
         for (w, ops) in s.timeline.intervals.iter().enumerate() {
             let y = top + row_h * w as i32;
             let mut stages: Vec<usize> = ops.iter().map(|(_, _, op)| op.stage()).collect();
@@ -127,8 +124,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
             root.draw(&Text::new(
                 format!("worker {w} (stage {stages})"),
                 (8, y + row_h / 2),
-                TextStyle::from(("sans-serif", 13).into_font())
-                    .pos(Pos::new(HPos::Left, VPos::Center)),
+                TextStyle::from(font(LABEL)).pos(Pos::new(HPos::Left, VPos::Center)),
             ))
             .map_err(draw)?;
             root.draw(&Rectangle::new(
@@ -157,8 +153,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
                     root.draw(&Text::new(
                         label,
                         ((x0 + x1) / 2, y + row_h / 2),
-                        TextStyle::from(("sans-serif", 11).into_font())
-                            .pos(Pos::new(HPos::Center, VPos::Center)),
+                        TextStyle::from(font(SMALL)).pos(Pos::new(HPos::Center, VPos::Center)),
                     ))
                     .map_err(draw)?;
                 }
@@ -178,8 +173,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
             root.draw(&Text::new(
                 format!("{:.1}", t * 1e3),
                 (xx, axis_y + 14),
-                TextStyle::from(("sans-serif", 11).into_font())
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
+                TextStyle::from(font(SMALL)).pos(Pos::new(HPos::Center, VPos::Center)),
             ))
             .map_err(draw)?;
         }
@@ -187,7 +181,7 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
             "time (ms) - light: forward, dark: backward; colour = micro-batch; black outline: \
              down pipeline (d), grey: up pipeline (u)",
             (left, height - 18),
-            ("sans-serif", 12).into_font(),
+            font(LABEL),
         ))
         .map_err(draw)?;
         root.present().map_err(draw)?;

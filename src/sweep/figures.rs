@@ -16,37 +16,22 @@
 //!   `ilp`, which reports a `lower_bound` only when it holds for the original chain (a
 //!   coarsened chain, like the contiguous optimum, bounds only its own smaller space).
 //!
-//! Every figure is written as SVG and as PNG (the SVG rasterised with resvg at twice its
-//! size, with the system's fonts: the set-up script installs DejaVu where fonts are missing).
+//! Every figure is drawn in the style of `plot::style` (one legend right of the panels, an
+//! entry for every line, dashed ones included) and written as SVG and as PNG (the SVG
+//! rasterised with resvg at twice its size, with the system's fonts: the set-up script
+//! installs DejaVu where fonts are missing).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
 use crate::error::InputError;
-use crate::plot::svg_to_png;
+use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel};
 use crate::sweep::run::Row;
 
 const GIB: f64 = 1073741824.0;
 
 fn key(x: f64) -> i64 {
     (x * 1e3).round() as i64
-}
-
-/// The line colours of every figure (also `sync_figures`), cycling.
-pub(crate) fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(200, 30, 30),
-        RGBColor(30, 90, 200),
-        RGBColor(30, 150, 60),
-        RGBColor(150, 60, 170),
-        RGBColor(230, 130, 20),
-        RGBColor(20, 160, 170),
-        RGBColor(120, 120, 120),
-        RGBColor(170, 120, 40),
-    ];
-    C[i % C.len()]
 }
 
 fn safe(name: &str) -> String {
@@ -63,109 +48,32 @@ fn safe(name: &str) -> String {
 
 type Series = Vec<(f64, f64)>;
 
-/// Draws panels of line charts into one SVG: `panels` is a list of (title, x label, y label,
-/// lines), each line (label, colour index, dashed, points).
-#[allow(clippy::type_complexity)]
-fn draw_panels(
-    path: &Path,
-    title: &str,
-    panels: &[(String, String, String, Vec<(String, usize, bool, Series)>)],
-) -> Result<(), InputError> {
-    let cols = panels.len().clamp(1, 4);
-    let rows = panels.len().div_ceil(cols).max(1);
-    let (w, h) = (380 * cols as u32, 300 * rows as u32 + 40);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
-        let fail = |e: String| {
-            InputError::new(
-                path.display().to_string(),
-                "",
-                format!("drawing failed: {e}"),
-            )
-        };
-        root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
-        let (top, body) = root.split_vertically(40);
-        top.draw(&Text::new(
-            title.to_string(),
-            (10, 12),
-            ("sans-serif", 18).into_font(),
-        ))
-        .map_err(|e| fail(e.to_string()))?;
-        let areas = body.split_evenly((rows, cols));
-        for (area, (ptitle, xl, yl, lines)) in areas.iter().zip(panels) {
-            let pts: Vec<(f64, f64)> = lines.iter().flat_map(|l| l.3.iter().copied()).collect();
-            if pts.is_empty() {
-                continue;
-            }
-            let (mut x0, mut x1) = pts
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
-            let (mut y0, mut y1) = pts
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-            if x1 <= x0 {
-                x0 -= 0.5;
-                x1 += 0.5;
-            }
-            y0 = (y0 * 0.9).min(0.0f64.max(y0 - 0.1 * (y1 - y0)));
-            y1 = if y1 <= y0 { y0 + 1.0 } else { y1 * 1.05 };
-            let mut chart = ChartBuilder::on(area)
-                .caption(ptitle, ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(32)
-                .y_label_area_size(50)
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|e| fail(e.to_string()))?;
-            chart
-                .configure_mesh()
-                .x_desc(xl.as_str())
-                .y_desc(yl.as_str())
-                .label_style(("sans-serif", 11))
-                .draw()
-                .map_err(|e| fail(e.to_string()))?;
-            for (label, c, dashed, series) in lines {
-                let style = colour(*c).stroke_width(if *dashed { 1 } else { 2 });
-                if *dashed {
-                    chart
-                        .draw_series(DashedLineSeries::new(series.iter().copied(), 6, 4, style))
-                        .map_err(|e| fail(e.to_string()))?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(series.iter().copied(), style))
-                        .map_err(|e| fail(e.to_string()))?
-                        .label(label.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 16, y)], colour(*c).stroke_width(2))
-                        });
-                    chart
-                        .draw_series(
-                            series
-                                .iter()
-                                .map(|&p| Circle::new(p, 2, colour(*c).filled())),
-                        )
-                        .map_err(|e| fail(e.to_string()))?;
-                }
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 10))
-                .draw()
-                .map_err(|e| fail(e.to_string()))?;
-        }
-        root.present().map_err(|e| fail(e.to_string()))?;
+/// The layout of every figure of a memory sweep: up to four panels a row, which share their
+/// lines (one per algorithm), so one legend right of them.
+const LAYOUT: Layout = Layout {
+    columns: 4,
+    panel: (380, 300),
+    legend: Legend::Shared,
+    y_from_zero: false,
+    integer_x: false,
+};
+
+fn line(label: String, colour: usize, dashed: bool, points: Series) -> Line {
+    Line {
+        label,
+        colour,
+        dashed,
+        points,
     }
-    crate::error::write_atomic(path, svg.as_bytes())?;
-    let png = svg_to_png(&svg).map_err(|e| {
-        InputError::new(
-            path.display().to_string(),
-            "",
-            format!("rasterising failed: {e}"),
-        )
-    })?;
-    crate::error::write_atomic(&path.with_extension("png"), &png)
+}
+
+fn panel(title: String, x: &str, y: String, lines: Vec<Line>) -> Panel {
+    Panel {
+        title,
+        x: x.into(),
+        y,
+        lines,
+    }
 }
 
 /// Algorithms whose `lower_bound` holds for every plan of a case (see the module docs).
@@ -241,15 +149,15 @@ pub fn write_figures(
                     solid.sort_by(|x, y| x.0.total_cmp(&y.0));
                     dashed.sort_by(|x, y| x.0.total_cmp(&y.0));
                     if !solid.is_empty() {
-                        lines.push((a.clone(), colour_of(a), false, solid));
+                        lines.push(line(a.clone(), colour_of(a), false, solid));
                     }
                     if !dashed.is_empty() {
-                        lines.push((format!("{a} (planned)"), colour_of(a), true, dashed));
+                        lines.push(line(format!("{a} (planned)"), colour_of(a), true, dashed));
                     }
                 }
-                panels.push((
+                panels.push(panel(
                     format!("P = {p}"),
-                    "memory M (GiB)".into(),
+                    "memory M (GiB)",
                     "period (s)".into(),
                     lines,
                 ));
@@ -266,6 +174,7 @@ pub fn write_figures(
                     bw as f64 / 1e3
                 ),
                 &panels,
+                &LAYOUT,
             )?;
             written.push(path);
         }
@@ -299,12 +208,12 @@ pub fn write_figures(
                     },
                 );
                 if !series.is_empty() {
-                    lines.push((a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), colour_of(a), false, series));
                 }
             }
-            panels.push((
+            panels.push(panel(
                 inst.to_string(),
-                "memory M (GiB)".into(),
+                "memory M (GiB)",
                 format!("period / {reference}"),
                 lines,
             ));
@@ -314,6 +223,7 @@ pub fn write_figures(
             &path,
             &format!("Geometric mean over P and beta of period / period of {reference}"),
             &panels,
+            &LAYOUT,
         )?;
         written.push(path);
     }
@@ -346,12 +256,12 @@ pub fn write_figures(
                         bound.get(&case(r)).copied().filter(|&b| b > 0.0)
                     });
                 if !series.is_empty() {
-                    lines.push((a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), colour_of(a), false, series));
                 }
             }
-            panels.push((
+            panels.push(panel(
                 inst.to_string(),
-                "memory M (GiB)".into(),
+                "memory M (GiB)",
                 "period / lower bound".into(),
                 lines,
             ));
@@ -361,6 +271,7 @@ pub fn write_figures(
             &path,
             "Geometric mean over P and beta of validated period / global lower bound of the case",
             &panels,
+            &LAYOUT,
         )?;
         written.push(path);
     }
@@ -390,12 +301,12 @@ pub fn write_figures(
                     .map(|(p, (s, n))| (p as f64, s / n as f64))
                     .collect();
                 if !series.is_empty() {
-                    lines.push((a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), colour_of(a), false, series));
                 }
             }
-            panels.push((
+            panels.push(panel(
                 format!("M = {:.1} GiB", m as f64 / 1e3 / GIB),
-                "processors P".into(),
+                "processors P",
                 "speedup".into(),
                 lines,
             ));
@@ -405,6 +316,10 @@ pub fn write_figures(
             &path,
             &format!("{inst}: speedup U(1,L)/period (mean over bandwidths)"),
             &panels,
+            &Layout {
+                integer_x: true,
+                ..LAYOUT
+            },
         )?;
         written.push(path);
     }

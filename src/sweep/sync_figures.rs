@@ -19,169 +19,30 @@
 
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
-
-use super::figures::colour;
 use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
 use crate::error::InputError;
-use crate::plot::svg_to_png;
+use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel, BLACK};
 
 const GIB: f64 = 1073741824.0;
 
 /// `Line::colour` for black (the optimum).
-pub const BLACK_LINE: usize = usize::MAX;
+pub const BLACK_LINE: usize = BLACK;
 
-fn line_colour(i: usize) -> RGBColor {
-    if i == BLACK_LINE {
-        RGBColor(0, 0, 0)
-    } else {
-        colour(i)
-    }
-}
-
-/// A line of a panel: label, colour index, dashed, points.
-pub struct Line {
-    pub label: String,
-    /// An index into `sweep::figures::colour`, or `BLACK_LINE` for black.
-    pub colour: usize,
-    pub dashed: bool,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// A panel: title, x label, y label, lines.
-pub struct Panel {
-    pub title: String,
-    pub x: String,
-    pub y: String,
-    pub lines: Vec<Line>,
-}
-
-fn fail(path: &Path, e: impl std::fmt::Display) -> InputError {
-    InputError::new(
-        path.display().to_string(),
-        "",
-        format!("drawing failed: {e}"),
+/// Draws panels of line charts, two a row, each with its own legend right of it (panels
+/// differ in their lines: the optimum's label names the D it could not prove).
+fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError> {
+    draw_panels(
+        path,
+        title,
+        panels,
+        &Layout {
+            columns: 2,
+            panel: (450, 400),
+            legend: Legend::PerPanel,
+            y_from_zero: true,
+            integer_x: true,
+        },
     )
-}
-
-/// Draws panels of line charts (every line in the legend) as SVG and PNG.
-pub fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError> {
-    let cols = panels.len().clamp(1, 2);
-    let rows = panels.len().div_ceil(cols).max(1);
-    let (w, h) = (700 * cols as u32, 400 * rows as u32 + 40);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| fail(path, e))?;
-        let (top, body) = root.split_vertically(40);
-        top.draw(&Text::new(
-            title.to_string(),
-            (10, 12),
-            ("sans-serif", 17).into_font(),
-        ))
-        .map_err(|e| fail(path, e))?;
-        let areas = body.split_evenly((rows, cols));
-        for (whole, p) in areas.iter().zip(panels) {
-            let (area, legend) = whole.split_horizontally(450);
-            draw_legend(&legend, &p.lines).map_err(|e| fail(path, e))?;
-            let area = &area;
-            let pts: Vec<(f64, f64)> = p.lines.iter().flat_map(|l| l.points.clone()).collect();
-            if pts.is_empty() {
-                continue;
-            }
-            let (mut x0, mut x1) = pts
-                .iter()
-                .fold((f64::MAX, f64::MIN), |(a, b), q| (a.min(q.0), b.max(q.0)));
-            let y1 = pts.iter().fold(f64::MIN, |a, q| a.max(q.1));
-            if x1 <= x0 {
-                x0 -= 0.5;
-                x1 += 0.5;
-            }
-            let pad = 0.04 * (x1 - x0);
-            let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
-            let mut chart = ChartBuilder::on(area)
-                .caption(&p.title, ("sans-serif", 14))
-                .margin(10)
-                .x_label_area_size(36)
-                .y_label_area_size(60)
-                .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..y1)
-                .map_err(|e| fail(path, e))?;
-            chart
-                .configure_mesh()
-                .x_desc(p.x.as_str())
-                .y_desc(p.y.as_str())
-                .label_style(("sans-serif", 11))
-                .x_labels(12)
-                .x_label_formatter(&|x| {
-                    if (x - x.round()).abs() < 1e-9 {
-                        format!("{x:.0}")
-                    } else {
-                        String::new()
-                    }
-                })
-                .draw()
-                .map_err(|e| fail(path, e))?;
-            for l in &p.lines {
-                let c = line_colour(l.colour);
-                if l.dashed {
-                    chart
-                        .draw_series(DashedLineSeries::new(
-                            l.points.iter().copied(),
-                            6,
-                            4,
-                            c.stroke_width(1),
-                        ))
-                        .map_err(|e| fail(path, e))?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
-                        .map_err(|e| fail(path, e))?;
-                    chart
-                        .draw_series(l.points.iter().map(|&q| Circle::new(q, 3, c.filled())))
-                        .map_err(|e| fail(path, e))?;
-                }
-            }
-        }
-        root.present().map_err(|e| fail(path, e))?;
-    }
-    crate::error::write_atomic(path, svg.as_bytes())?;
-    let png = svg_to_png(&svg).map_err(|e| {
-        InputError::new(
-            path.display().to_string(),
-            "",
-            format!("rasterising failed: {e}"),
-        )
-    })?;
-    crate::error::write_atomic(&path.with_extension("png"), &png)
-}
-
-/// The legend of a panel, beside its chart: one entry per line, dashed lines dashed.
-fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    lines: &[Line],
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    for (j, l) in lines.iter().enumerate() {
-        let y = 50 + 17 * j as i32;
-        let c = line_colour(l.colour);
-        if l.dashed {
-            for k in 0..3 {
-                let x = 4 + 9 * k;
-                area.draw(&PathElement::new(
-                    vec![(x, y), (x + 5, y)],
-                    c.stroke_width(1),
-                ))?;
-            }
-        } else {
-            area.draw(&PathElement::new(vec![(4, y), (28, y)], c.stroke_width(2)))?;
-            area.draw(&Circle::new((16, y), 3, c.filled()))?;
-        }
-        area.draw(&Text::new(
-            l.label.clone(),
-            (34, y - 6),
-            ("sans-serif", 11).into_font(),
-        ))?;
-    }
-    Ok(())
 }
 
 /// K = D/2 rounded down to an even number (at least 2).
