@@ -1,5 +1,5 @@
 //! Bi-Partition's exact search on vgg16 and resnet50 (PipeDream profiles) with 8 workers:
-//! issue 9's target is under 1 s each (the paper reports under 28 s for about 20 layers).
+//! The target is under 1 s each (the paper reports under 28 s for about 20 layers).
 //! Run: `cargo bench --bench bipartition`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

@@ -1,5 +1,6 @@
-//! Issue 2's measurements: the judge and 1F1B* on densenet121 with P = 8 (the import of the
-//! profiles is timed by `benches/import.rs`). Run: `cargo bench --bench foundation`.
+//! Measurements of the foundation: the judge and 1F1B* on densenet121 with P = 8 (the
+//! import of the profiles is timed by `benches/import.rs`). Run: `cargo bench --bench
+//! foundation`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pipeopt::io::pipedream::import_pipedream;

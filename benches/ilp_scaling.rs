@@ -1,4 +1,4 @@
-//! The general MILP's reach (issue 4 target): the longest random chain it solves to proven
+//! The general MILP's reach: the longest random chain it solves to proven
 //! optimality within 60 s with P = 4 processors, at a loose and a tight memory.
 //! Run: `cargo bench --bench ilp_scaling` (a bench binary, not criterion: each point is one
 //! solve of up to a minute). `ILP_LIMIT=10s` and `ILP_MAX_LAYERS=12` shorten it.

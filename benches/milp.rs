@@ -1,6 +1,6 @@
 //! MILP benchmarks: the fixed-allocation scheduling search on a small non-contiguous
 //! allocation and on a contiguous one, and the exact contiguous optimum.
-//! Run: `CARGO_TARGET_DIR=/work/target cargo bench --bench milp`.
+//! Run: `cargo bench --bench milp`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use pipeopt::milp::{contiguous_optimum, schedule_allocation, MilpOptions};

@@ -1,9 +1,9 @@
-//! PipeDream's dynamic program (issue 3 speed target) on the configurations whose running
-//! time the issue records for PipeDream's own optimizer on this machine: straight on 8
-//! machines (activation transfers counted), replicated on 16 machines and hierarchical
-//! 4x4 (24 and 3 GB/s), each as PipeDream runs it by default (activation transfers
-//! ignored). Profiles from `../shared/pipedream-profiles/`, imported once outside the
-//! timing (importing takes about half a millisecond: `benches/import.rs`).
+//! PipeDream's dynamic program (a speed target) on the configurations whose running
+//! time results/pipedream-agreement.md records for PipeDream's own optimizer on this
+//! machine: straight on 8 machines (activation transfers counted), replicated on 16
+//! machines and hierarchical 4x4 (24 and 3 GB/s), each as PipeDream runs it by default
+//! (activation transfers ignored). Profiles from `../shared/pipedream-profiles/`, imported
+//! once outside the timing (importing takes about half a millisecond: `benches/import.rs`).
 //! Run: `cargo bench --bench pipedream`. The side-by-side run against PipeDream itself is
 //! `experiments/pipedream-agreement.sh` (`results/pipedream-agreement.md`).
 

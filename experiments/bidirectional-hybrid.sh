@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# MixPipe's W x D hybrid (mixpipe.txt eq. (6)) on 32 GPUs in four servers of eight, as the
-# paper's cluster: every approach's best D (W = 32 / D), micro-batch size and recomputation
-# under 32 GiB, with the gradient all-reduce at NVLink speed inside a server and over
-# 25 Gb/s Ethernet across servers. Writes results/bidirectional/hybrid-<model>-<approach>.json.
+# MixPipe's W x D hybrid (Zhang et al., DAC 2023, eq. (6)) on 32 GPUs in four servers of
+# eight, as the paper's cluster: every approach's best D (W = 32 / D), micro-batch size and
+# recomputation under 32 GiB, with the gradient all-reduce at NVLink speed inside a server
+# and over 25 Gb/s Ethernet across servers. Writes
+# results/bidirectional/hybrid-<model>-<approach>.json.
 #   experiments/bidirectional-hybrid.sh [path/to/pipeopt]
 set -euo pipefail
 bin=${1:-target/release/pipeopt}

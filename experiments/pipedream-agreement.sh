@@ -7,9 +7,9 @@
 #   <pipedream-checkout>: an extracted msr-fiddle/pipedream tree (needs optimizer/ and graph/);
 #   its Python needs the `graphviz` and `numpy` packages (imported, no rendering done).
 # Prints two Markdown tables on stdout: (1) agreement, every profile x 2, 4, 8 machines;
-# (2) speed, the issue's configurations (straight, replicated, hierarchical 4x4), side by
-# side. Our wall time includes importing graph.txt. Downloads nothing.
-# PARTS=agreement or PARTS=speed runs one of the two (default: both).
+# (2) speed on three configurations (straight on 8 machines, replicated on 16,
+# hierarchical 4x4), side by side. Our wall time includes importing graph.txt. Downloads
+# nothing. PARTS=agreement or PARTS=speed runs one of the two (default: both).
 set -euo pipefail
 PD=$(cd "$1" && pwd); BIN=$(realpath "$2")
 PROFILES=$(realpath "${3:-$(dirname "$0")/../../shared/pipedream-profiles}")
@@ -77,7 +77,7 @@ fi
 
 if [[ " $PARTS " == *" speed "* ]]; then
 echo
-echo "## Speed: the issue's configurations"
+echo "## Speed: straight, replicated, hierarchical 4x4"
 echo
 echo "$HEADER"
 for name in ${SPEED_PROFILES:-resnet50 densenet121 inception_v3}; do

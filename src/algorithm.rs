@@ -70,8 +70,8 @@ pub enum Outcome {
         lower_bound: Option<Seconds>,
     },
     /// A solver's limit stopped the search before any plan was found: reported as
-    /// "timeout" with no period (MODEL.md section 9: a limit is never an error), the reason
-    /// in words and the bound proven so far.
+    /// "timeout" with no period (docs/model.md section 9: a limit is never an error), the
+    /// reason in words and the bound proven so far.
     NoPlanWithinLimit {
         reason: String,
         lower_bound: Option<Seconds>,
@@ -260,7 +260,8 @@ pub struct Options {
         deserialize_with = "crate::units::serde_units::seconds"
     )]
     pub period: Option<Seconds>,
-    /// MadPipe's discretization and iteration count (madpipe.txt section 5.1 defaults).
+    /// MadPipe's discretization and iteration count (Beaumont et al., ScaDL 2022, section
+    /// 5.1 defaults).
     #[serde(default)]
     pub madpipe: crate::partition::madpipe::MadPipeConfig,
     /// Wall-clock limit for exact solvers (`--time-limit 60s`).
@@ -320,8 +321,9 @@ impl Options {
     }
 }
 
-/// 1F1B* on a given contiguous partitioning (madpipe.txt section 4.1): stage `i` on
-/// processor `i`, at the given period or at the smallest period that fits memory.
+/// 1F1B* on a given contiguous partitioning (Beaumont et al., ScaDL 2022, section 4.1):
+/// stage `i` on processor `i`, at the given period or at the smallest period that fits
+/// memory.
 #[derive(Debug, Clone)]
 pub struct OneFOneBStarPlanner {
     pub partition: Vec<usize>,

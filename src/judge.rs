@@ -1,6 +1,6 @@
-//! The one judge (MODEL.md section 8) for periodic patterns: validity, period, exact memory
-//! peaks and resource loads. Every algorithm's plan goes through [`judge`]; the period and
-//! peaks an algorithm reports are the ones computed here.
+//! The one judge (docs/model.md section 8) for periodic patterns: validity, period, exact
+//! memory peaks and resource loads. Every algorithm's plan goes through [`judge`]; the
+//! period and peaks an algorithm reports are the ones computed here.
 //!
 //! # Exactness
 //! The checks are exact up to one relative tolerance, [`TOLERANCE`] times the period, used
@@ -9,7 +9,7 @@
 //! have microsecond resolution). Live-batch counts are computed by comparisons between the
 //! event times of the pattern itself, so the memory peak is exact: no sampling of time.
 //!
-//! # Memory (MODEL.md section 6)
+//! # Memory (docs/model.md section 6)
 //! For stage `s` with forward start `t_F`, shift `h_F`, and backward end
 //! `t_B + d_B = k T + r` (`0 <= r < T`), shift `h_B`, the number of live batches at time
 //! `tau` in `[0, T)` of the steady state is
@@ -168,7 +168,7 @@ pub fn static_memory(
     BatchGraph::new(instance, platform, allocation).static_memory
 }
 
-/// Judges a periodic pattern for an allocation (MODEL.md sections 4 to 6).
+/// Judges a periodic pattern for an allocation (docs/model.md sections 4 to 6).
 pub fn judge(
     instance: &Instance,
     platform: &Platform,

@@ -1,7 +1,8 @@
 //! pipeopt: partitioning, allocation and scheduling for pipeline-parallel DNN training.
 //!
-//! Every algorithm of the papers in `shared/papers/` under one model ([`model`]), judged by
-//! one exact validator ([`judge`]). See ARCHITECTURE.md for the code map and the invariants.
+//! Every algorithm of the papers (docs/model.md section 11) under one model ([`model`]),
+//! judged by one exact validator ([`judge`]). See ARCHITECTURE.md for the code map and the
+//! invariants.
 
 pub mod algorithm;
 pub mod error;

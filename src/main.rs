@@ -23,7 +23,7 @@ use pipeopt::InputError;
     about = "Partitioning, allocation and scheduling for pipeline-parallel DNN training",
     long_about = "pipeopt finds partitionings, allocations and periodic schedules of a profiled \
 network (a chain of layers) on P processors of memory M joined by links of bandwidth beta, \
-and judges every plan with one exact validator (see MODEL.md).\n\n\
+and judges every plan with one exact validator (see docs/model.md).\n\n\
 A typical session:\n  \
 pipeopt import pipedream ../shared/pipedream-profiles/resnet50.txt --out resnet50.json\n  \
 pipeopt plan --instance resnet50.json --processors 4 --memory 8GiB --bandwidth 12GB/s \\\n      \
@@ -41,7 +41,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Import another tool's profile as an instance (JSON, MODEL.md section 9).
+    /// Import another tool's profile as an instance (JSON, docs/model.md section 9).
     #[command(subcommand)]
     Import(ImportCommand),
     /// Make an instance of a built-in network from its exact tensor shapes (no GPU).
@@ -105,7 +105,7 @@ enum Command {
         /// Where to write the scheduled plan (atomically).
         #[arg(long, short = 'o')]
         out: PathBuf,
-        /// Print one JSON object (MODEL.md section 9).
+        /// Print one JSON object (docs/model.md section 9).
         #[arg(long)]
         json: bool,
     },
@@ -170,7 +170,7 @@ enum Command {
         ratio_to: String,
     },
     /// Summarise a results table: runs, valid, infeasible, mean speedup, and geometric means
-    /// of period ratios to one algorithm (madpipe.txt Figure 7).
+    /// of period ratios to one algorithm (Beaumont et al., ScaDL 2022, Figure 7).
     Table {
         /// The results table (Parquet).
         table: PathBuf,
@@ -311,10 +311,11 @@ struct ExecuteArgs {
 
 #[derive(Subcommand)]
 enum PartitionCommand {
-    /// PipeDream's optimizer (pipedream.txt section 3.1): a DP over the chain and the levels
-    /// of a hierarchical machine (`--processors 4 4 --bandwidth 24GB/s 3GB/s`: 4 servers of
-    /// 4 GPUs, innermost level first). Prints PipeDream's own objective under `objective`
-    /// (the slowest stage's time, its "Time per stage in pipeline") and the stages.
+    /// PipeDream's optimizer (Narayanan et al., SOSP 2019, section 3.1): a DP over the
+    /// chain and the levels of a hierarchical machine (`--processors 4 4 --bandwidth 24GB/s
+    /// 3GB/s`: 4 servers of 4 GPUs, innermost level first). Prints PipeDream's own
+    /// objective under `objective` (the slowest stage's time, its "Time per stage in
+    /// pipeline") and the stages.
     Pipedream {
         /// The instance file.
         #[arg(long, short = 'i')]
@@ -387,7 +388,7 @@ struct PlatformArgs {
 
 #[derive(Args)]
 struct BoundArgs {
-    /// The instance file (JSON, MODEL.md section 9).
+    /// The instance file (JSON, docs/model.md section 9).
     #[arg(long, short = 'i')]
     instance: PathBuf,
     #[command(flatten)]
@@ -406,7 +407,7 @@ struct BoundArgs {
 
 #[derive(Args)]
 struct PlanArgs {
-    /// The instance file (JSON, MODEL.md section 9).
+    /// The instance file (JSON, docs/model.md section 9).
     #[arg(long, short = 'i')]
     instance: PathBuf,
     #[command(flatten)]
@@ -453,7 +454,7 @@ struct PlanArgs {
     /// Write the plan file here (atomically).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
-    /// Print one JSON object (MODEL.md section 9) instead of a table.
+    /// Print one JSON object (docs/model.md section 9) instead of a table.
     #[arg(long)]
     json: bool,
 }

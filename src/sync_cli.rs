@@ -1,6 +1,6 @@
-//! `pipeopt sync`: synchronous and bidirectional pipeline schedules (issue 8), simulated by
-//! `pipeopt::schedule::sync::sim` (MODEL.md section 7); MixPipe's search (`--search`) and
-//! BaPipe's exploration (`--explore`). Parsing and printing only.
+//! `pipeopt sync`: synchronous and bidirectional pipeline schedules, simulated by
+//! `pipeopt::schedule::sync::sim` (docs/model.md section 7); MixPipe's search (`--search`)
+//! and BaPipe's exploration (`--explore`). Parsing and printing only.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,12 +27,13 @@ pub struct SyncArgs {
     /// Stage starts instead of --stages: 0-based first layer of each stage, e.g. 0,12,24,36.
     #[arg(long, value_delimiter = ',')]
     partition: Option<Vec<usize>>,
-    /// With --stages: BaPipe's intra-layer partition (bapipe.txt 3.3.2) instead of whole
-    /// layers: every stage gets exactly 1/D of the work, a layer too large for one stage (or
-    /// a boundary layer) is split into slices of its output channels over consecutive
-    /// stages, each slice reading the whole layer input (so a cut inside a layer moves more
-    /// bytes; with --bandwidth, a cut whose transfer would exceed the stage time stays
-    /// between layers). The report names the split layers (src/partition/bapipe_intra.rs).
+    /// With --stages: BaPipe's intra-layer partition (Zhao et al., arXiv 2020, section
+    /// 3.3.2) instead of whole layers: every stage gets exactly 1/D of the work, a layer
+    /// too large for one stage (or a boundary layer) is split into slices of its output
+    /// channels over consecutive stages, each slice reading the whole layer input (so a cut
+    /// inside a layer moves more bytes; with --bandwidth, a cut whose transfer would exceed
+    /// the stage time stays between layers). The report names the split layers
+    /// (src/partition/bapipe_intra.rs).
     #[arg(long)]
     intra_layer: bool,
     /// Micro-batches N per iteration (default D).
@@ -77,14 +78,16 @@ pub struct SyncArgs {
     /// --explore.
     #[arg(long, value_parser = parse_bytes)]
     memory: Option<f64>,
-    /// MixPipe: search K, Gamma and the micro-batch size (mixpipe.txt eq. (1)-(5)).
+    /// MixPipe: search K, Gamma and the micro-batch size (Zhang et al., DAC 2023, eq.
+    /// (1)-(5)).
     #[arg(long)]
     search: bool,
     /// More profiles of the same network at other micro-batch sizes (meta.batch), for
     /// --search and --explore's t_stage(B) and M_a(B).
     #[arg(long)]
     profile: Vec<PathBuf>,
-    /// BaPipe: choose the schedule and the micro-batch count (bapipe.txt 3.2).
+    /// BaPipe: choose the schedule and the micro-batch count (Zhao et al., arXiv 2020,
+    /// section 3.2).
     #[arg(long)]
     explore: bool,
     /// --explore: gpu (1F1B-SNO/SO) or fpga (1F1B-AS/FBP-AS).
@@ -145,7 +148,7 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
         "chimera-doubling" => ScheduleKind::ChimeraDoubling,
         "mixpipe" => {
             let k = args.k.unwrap_or(d);
-            // mixpipe.txt: K = 2, 4, ..., D for N = D (eq. (5)); up to 2(D - 1) (K
+            // MixPipe (DAC 2023): K = 2, 4, ..., D for N = D (eq. (5)); up to 2(D - 1) (K
             // maximizing) when N > D.
             let most = if n > d { 2 * d.saturating_sub(1) } else { d };
             if k < 2 || k % 2 != 0 || k > most {
@@ -157,8 +160,8 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
                     ),
                 ));
             }
-            // mixpipe.txt searches Gamma in 0..=(D - K) / 2 (eq. (1)-(5)); beyond it eq.
-            // (1)'s bubble count would be negative and the extra early forwards have no
+            // MixPipe (DAC 2023) searches Gamma in 0..=(D - K) / 2 (eq. (1)-(5)); beyond it
+            // eq. (1)'s bubble count would be negative and the extra early forwards have no
             // bubble to fill.
             let max_gamma = d.saturating_sub(k) / 2;
             if args.gamma > max_gamma {
@@ -185,7 +188,8 @@ fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> 
 }
 
 /// Stage costs scaled from micro-batch size `from` to `to`: times and bytes per sample
-/// interpolated over the profile points (linear outside them, mixpipe.txt eq. (3)).
+/// interpolated over the profile points (linear outside them, Zhang et al., DAC 2023, eq.
+/// (3)).
 fn scaled(costs: &StageCosts, points: &[(f64, StageCosts)], to: f64) -> StageCosts {
     let per_sample = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>, s: usize| -> f64 {
         let mut pts: Vec<(f64, f64)> = points.iter().map(|(b, c)| (*b, pick(c)[s] / b)).collect();

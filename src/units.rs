@@ -1,6 +1,6 @@
 //! Units: every quantity inside pipeopt is an `f64` in SI base units, seconds or bytes.
 //!
-//! The aliases below say which one a field holds; files store nothing else (MODEL.md
+//! The aliases below say which one a field holds; files store nothing else (docs/model.md
 //! section 1). Configurations and the command line may write units explicitly, and this
 //! module parses them:
 //!

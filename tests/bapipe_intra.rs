@@ -1,7 +1,8 @@
-//! BaPipe's intra-layer partition (bapipe.txt 3.3.2): on random chains, the split chain
-//! keeps every layer's work, weights and stash, every stage gets exactly its share of the
-//! work (so no worse than any whole-layer partition), and communication keeps a cut between
-//! layers when a cut inside one would be slower than the stage.
+//! BaPipe's intra-layer partition (Zhao et al., arXiv 2020, section 3.3.2): on random
+//! chains, the split chain keeps every layer's work, weights and stash, every stage gets
+//! exactly its share of the work (so no worse than any whole-layer partition), and
+//! communication keeps a cut between layers when a cut inside one would be slower than the
+//! stage.
 
 use pipeopt::model::{ChainSums, Instance, Layer, SharedStash};
 use pipeopt::partition::bapipe::optimal_heterogeneous;

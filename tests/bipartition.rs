@@ -1,4 +1,4 @@
-//! Bi-Partition (issue 9, items 1 and 2): the paper's example, the two exact searches agree,
+//! Bi-Partition: the paper's example, the two exact searches agree,
 //! never worse than the best straight pipeline, and every plan passes the one judge.
 
 #![allow(clippy::needless_range_loop)]
@@ -66,9 +66,10 @@ fn worker_loads(fwd: &[f64], bwd: &[f64], stages: &[BiStage]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The paper's motivating example (bi-partition.txt): forward 1,3,2,3, backward 2,6,4,6 on
-/// 3 workers; Bi-Partition 9, PipeDream 12. The paper ignores communication there, so the
-/// platform has infinite bandwidth (every transfer takes zero time).
+/// The paper's motivating example (Cui et al., J. Cloud Comput. 2023): forward 1,3,2,3,
+/// backward 2,6,4,6 on 3 workers; Bi-Partition 9, PipeDream 12. The paper ignores
+/// communication there, so the platform has infinite bandwidth (every transfer takes zero
+/// time).
 #[test]
 fn paper_example_nine_against_twelve() {
     let (fwd, bwd) = ([1.0, 3.0, 2.0, 3.0], [2.0, 6.0, 4.0, 6.0]);
@@ -290,7 +291,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
-    /// Issue 9's target through the registry: on the same platform, Bi-Partition's validated
+    /// The target through the registry: on the same platform, Bi-Partition's validated
     /// period is never worse than PipeDream's straight pipeline (its space contains it),
     /// whatever the links and memory.
     #[test]

@@ -1,4 +1,4 @@
-//! Property tests of the judge against 1F1B* (issue 2): every 1F1B* pattern passes the
+//! Property tests of the judge against 1F1B*: every 1F1B* pattern passes the
 //! validator, its peaks equal MadPipe's M(k, l, g), and broken patterns are caught.
 
 use pipeopt::judge::{judge, Violation};

@@ -95,12 +95,12 @@ fn dp_space(layers: usize, processors: usize) -> Vec<Vec<(usize, usize, bool)>> 
     out
 }
 
-/// The DP's objective of one allocation of its space, written again from madpipe.txt
-/// section 4.2 independently of the library (which has its own [`dp_objective`]): walk the
-/// stages from the last, keep the delay V, the special load t_P and memory m_P; normal
-/// stages need M(k, l, g) <= M, the special one sum M(k, l, g - 1) <= M with
-/// g = ceil((V + U(k, l)) / T^); V' = (V (+) U(k, l)) (+) C(k - 1). Rounding as documented:
-/// t_P and m_P up, V down, on grids of `levels` equal steps.
+/// The DP's objective of one allocation of its space, written again from MadPipe
+/// (Beaumont et al., ScaDL 2022) section 4.2 independently of the library (which has its
+/// own [`dp_objective`]): walk the stages from the last, keep the delay V, the special load
+/// t_P and memory m_P; normal stages need M(k, l, g) <= M, the special one
+/// sum M(k, l, g - 1) <= M with g = ceil((V + U(k, l)) / T^);
+/// V' = (V (+) U(k, l)) (+) C(k - 1). Rounding as documented: t_P and m_P up, V down, on grids of `levels` equal steps.
 fn objective_by_formulas(
     instance: &Instance,
     platform: &Platform,

@@ -1,6 +1,6 @@
 //! MILP scheduling and planners: every pattern passes the judge with the period reported;
 //! on contiguous allocations the MILP matches 1F1B*'s min period (Proposition 1 of
-//! madpipe.txt makes 1F1B* optimal there); statuses under limits.
+//! MadPipe, Beaumont et al., ScaDL 2022, makes 1F1B* optimal there); statuses under limits.
 
 use pipeopt::judge::{judge, static_memory};
 use pipeopt::milp::contiguous::judged_one_f_one_b_star;

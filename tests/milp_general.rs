@@ -1,7 +1,7 @@
-//! The general MILP `ilp` (issue 4, item 3) against the heuristics, the contiguous optimum
+//! The general MILP `ilp` against the heuristics, the contiguous optimum
 //! and the instance bounds, on small random chains where it runs to proven optimality.
 //!
-//! What must hold, from the issue: its optimum is at most every heuristic's validated period
+//! What must hold: its optimum is at most every heuristic's validated period
 //! and at least `lower_bound`; every plan passes the judge with the period the MILP claims;
 //! a memory too small for any plan gives "infeasible" with a reason.
 
@@ -46,7 +46,7 @@ fn validated(name: &str, inst: &Instance, platform: &Platform) -> Option<f64> {
 fn optimum_bounds_heuristics_and_is_bounded_below() {
     let mut compared = 0;
     let mut strictly_better_than_contiguous = 0;
-    // 4 to 6 layers on 2 and 3 processors, then 7 and 8 layers on 2 (the issue's "up to 8
+    // 4 to 6 layers on 2 and 3 processors, then 7 and 8 layers on 2 (the target: "up to 8
     // layers, 2-3 processors"; 8 layers on 3 processors at tight memory take minutes).
     let small: &[(usize, f64)] = &[(2, 0.7), (3, 0.5), (3, 1.5)];
     let longer: &[(usize, f64)] = &[(2, 0.7), (2, 1.5)];

@@ -1,5 +1,6 @@
-//! PipeDream's DP (pipedream.txt section 3.1) against an independent exhaustive search over
-//! small chains, and the `pipedream` planner through the registry and the judge.
+//! PipeDream's DP (Narayanan et al., SOSP 2019, section 3.1) against an independent
+//! exhaustive search over small chains, and the `pipedream` planner through the registry
+//! and the judge.
 
 use pipeopt::algorithm::{planner, run, Options, Problem};
 use pipeopt::model::{Instance, Layer, Platform, Status};

@@ -1,4 +1,4 @@
-//! Agreement with the original PipeDream optimizer (issue 3): on every profile of
+//! Agreement with the original PipeDream optimizer: on every profile of
 //! `../shared/pipedream-profiles/` that it can handle, for straight pipelines on 2, 4 and 8
 //! machines joined by 12 GB/s, our `partition pipedream` objective is within 1% of (or
 //! better than) what PipeDream prints as "Time per stage in pipeline".

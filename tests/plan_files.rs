@@ -159,7 +159,7 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
     );
 }
 
-/// The example: stashes 100, 100, 100, layers 2 and 3 share 50, two workers with
+/// A small example: stashes 100, 100, 100, layers 2 and 3 share 50, two workers with
 /// layers 1 and 2..3. A stage of an allocation keeps 150 for layers 2..3; so must the
 /// Bi-Partition worker with the same ranges.
 #[test]

@@ -1,5 +1,5 @@
 //! The networks of `nets/` as libtorch layers, the profiler and the executor on them, on the
-//! CPU (feature `torch`; issue 5 item 3, issue 7 item 4). Real numbers come from a GPU
+//! CPU (feature `torch`). Real numbers come from a GPU
 //! (`pipeopt profile --device cuda`, results/profiles.md); here: the layers compute the
 //! shapes and sizes the descriptions promise, the profile is an exact-size instance, and a
 //! real network runs a plan with gradients equal to the sequential run's.

@@ -1,4 +1,4 @@
-//! Issue 8: the synchronous schedules' simulated iteration times, bubble ratios and memory
+//! The synchronous schedules' simulated iteration times, bubble ratios and memory
 //! against the papers' closed forms (equal stages; backward = 2 x forward unless said).
 //! Where a paper's form is an approximation, the exact count of our streams is checked and
 //! the comment says how far the paper's form is.
@@ -22,8 +22,9 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn chimera_matches_table_one_for_equal_forward_and_backward() {
-    // mixpipe.txt Table I's (D-2)/(3D-2) is Chimera's own form with forward = backward:
-    // exact there for streams drawn for equal times (makespan 3D - 2 forward times, N = D).
+    // MixPipe's (Zhang et al., DAC 2023) Table I: (D-2)/(3D-2) is Chimera's own form with
+    // forward = backward: exact there for streams drawn for equal times (makespan 3D - 2
+    // forward times, N = D).
     for d in (2..=16).step_by(2) {
         let s = chimera_drawn_for(d, d, 1).unwrap();
         let r = simulate(
@@ -195,9 +196,9 @@ fn ceil_div(a: usize, b: usize) -> usize {
 
 #[test]
 fn bapipe_table_two_exact() {
-    // bapipe.txt Table 2 (N accelerators = our D, M micro-batches = our N, SR one transfer):
-    // 1F1B-SNO: (M+N-1)(F+B) + (N+M-2-ceil((M-1)/N)) 2 SR, features (N-i+1) a;
-    // 1F1B-SO:  (M+N-1)(F+B) + (N-1) 2 SR,                 features 2 (N-i+1) a;
+    // Zhao et al., arXiv 2020, Table 2 (N accelerators = our D, M micro-batches = our N, SR
+    // one transfer): 1F1B-SNO: (M+N-1)(F+B) + (N+M-2-ceil((M-1)/N)) 2 SR, features (N-i+1)
+    // a; 1F1B-SO:  (M+N-1)(F+B) + (N-1) 2 SR,                 features 2 (N-i+1) a;
     // exact for SR up to F/2 (Figure 6's regime); weights 2 w on every worker.
     for d in 1..=6usize {
         for m in 1..=20usize {

@@ -1,7 +1,7 @@
 //! The exact synchronous-schedule MILP (`milp::sync_schedule`) against what is known: the
 //! critical path without memory limits, exhaustive search over every stream order on tiny
 //! pipelines (optimum and infeasibility), DAPPLE's 1F1B under its own live caps, and
-//! Chimera's Table I at D = 4 (mixpipe.txt).
+//! Chimera's Table I at D = 4 (Zhang et al., DAC 2023).
 
 use itertools::Itertools;
 use pipeopt::milp::sync_schedule::{
@@ -257,9 +257,9 @@ fn dapple_one_f_one_b_is_optimal_under_its_own_live_caps() {
 
 #[test]
 fn chimera_reaches_table_one_at_d_4() {
-    // mixpipe.txt Table I: Chimera's bubble ratio (D-2)/(3D-2) = 0.2 at D = 4 (forward =
-    // backward), with Chimera's D live micro-batches per worker at most. The optimum on
-    // Chimera's placement is exactly that: 3D - 2 = 10 forward times.
+    // Zhang et al., DAC 2023, Table I: Chimera's bubble ratio (D-2)/(3D-2) = 0.2 at D = 4
+    // (forward = backward), with Chimera's D live micro-batches per worker at most. The
+    // optimum on Chimera's placement is exactly that: 3D - 2 = 10 forward times.
     let d = 4;
     let costs = StageCosts::uniform(d, 1.0, 1.0, 0.0);
     let chimera = ScheduleKind::Chimera.generate(d, d).unwrap();
@@ -279,9 +279,9 @@ fn chimera_reaches_table_one_at_d_4() {
 
 #[test]
 fn chimera_is_optimal_on_its_placement_at_d_8() {
-    // The doubt: at D = 8 with B = F our Chimera took 24 forward times, Table I says
-    // 3D - 2 = 22. The MILP proves 22 the minimum on Chimera's placement (D live at most),
-    // and 5D - 4 = 36 with B = 2F; `chimera_for` reaches both.
+    // A doubt once raised: at D = 8 with B = F our Chimera took 24 forward times, Table I
+    // says 3D - 2 = 22. The MILP proves 22 the minimum on Chimera's placement (D live at
+    // most), and 5D - 4 = 36 with B = 2F; `chimera_for` reaches both.
     let d = 8;
     for (b, want) in [(1.0, 22.0), (2.0, 36.0)] {
         let costs = StageCosts::uniform(d, 1.0, b, 0.0);

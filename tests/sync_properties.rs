@@ -1,4 +1,4 @@
-//! Issue 8: every generated stream respects dependencies and never runs two operations at
+//! Every generated stream respects dependencies and never runs two operations at
 //! once on a worker, on random shapes and random (unequal) stage times.
 
 use std::collections::HashMap;
@@ -91,11 +91,11 @@ proptest! {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    /// Chimera's forward doubling (Chimera's paper's scaling method as mixpipe.txt III-C
-    /// describes it): every operation once and dependencies kept on random costs, the pairs
-    /// (0, 1), (2, 3), ... of each pipeline's doubled units run back to back on every stage,
-    /// the last unit of an odd H is not doubled, and no worker holds more than 2D live
-    /// micro-batches (its 2D M_a).
+    /// Chimera's forward doubling (Chimera's scaling method as MixPipe, Zhang et al., DAC
+    /// 2023, section III-C describes it): every operation once and dependencies kept on
+    /// random costs, the pairs (0, 1), (2, 3), ... of each pipeline's doubled units run
+    /// back to back on every stage, the last unit of an odd H is not doubled, and no worker
+    /// holds more than 2D live micro-batches (its 2D M_a).
     #[test]
     fn forward_doubling_pairs_forwards_and_keeps_two_d_live(
         half_d in 1usize..5,
@@ -146,8 +146,8 @@ fn forward_doubling_refuses_shapes_it_cannot_draw() {
 
 /// On equal stages with backward = 2 x forward, forward doubling has fewer bubbles than
 /// Chimera's plain continuation, as many as K maximizing when H = N / D is even at D = 4
-/// and more when H is odd (mixpipe.txt III-C: K maximizing "has fewer bubbles than
-/// forward doubling in Chimera if H is odd").
+/// and more when H is odd (Zhang et al., DAC 2023, section III-C: K maximizing "has fewer
+/// bubbles than forward doubling in Chimera if H is odd").
 #[test]
 fn forward_doubling_against_continuation_and_k_maximizing() {
     let costs = StageCosts::uniform(4, 1.0, 2.0, 0.0);

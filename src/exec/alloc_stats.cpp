@@ -1,4 +1,4 @@
-// The CUDA caching allocator's statistics, which tch 0.24 does not expose (issue 5, item 3).
+// The CUDA caching allocator's statistics, which tch 0.24 does not expose.
 // Compiled by build.rs against the libtorch headers when the `torch` feature is on; called
 // from src/exec/alloc.rs. Every function catches C++ exceptions and returns non-zero instead.
 #include <ATen/DeviceAccelerator.h>

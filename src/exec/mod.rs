@@ -1,22 +1,22 @@
-//! Issue 7: a libtorch executor that runs a plan's periodic pattern with real tensors on one
+//! A libtorch executor that runs a plan's periodic pattern with real tensors on one
 //! device standing in for the plan's P processors, and checks the model's predictions
 //! (durations, period, memory) and the gradients (feature `torch`).
 //!
 //! - [`Network`]: a chain of layers, each a function of its parameters and its input, so that
 //!   the executor can hold several weight versions of a layer (PipeDream-2BW) and run any of
-//!   them. This departs from the issue's "tch `nn::ModuleT` in a VarStore": a VarStore holds
-//!   one version, and copying another version into it between a batch's F and B would corrupt
-//!   the tensors autograd saved at F. Real networks (issue 5) build their layers as such
-//!   functions (`Tensor::linear`, `Tensor::conv2d`, ...).
+//!   them. This departs from the usual tch design, an `nn::ModuleT` in a VarStore: a
+//!   VarStore holds one version, and copying another version into it between a batch's F
+//!   and B would corrupt the tensors autograd saved at F. Real networks build their layers
+//!   as such functions (`Tensor::linear`, `Tensor::conv2d`, ...).
 //! - [`execute`]: replays the pattern (see [`executor`]) and returns an [`ExecReport`].
 //! - [`replayed_period`]: the smallest period at which the pattern's order and shifts stay
 //!   valid with other durations (see its doc).
 //! - [`mlp`]: the built-in small test network (`--network mlp`), with [`instance_for`] to
 //!   describe a network as an [`Instance`] whose sizes are exact; [`torchnet`]: the networks
-//!   of `nets/` (`--network resnet50 --image 1000 --batch 8`); [`profile`]: the profiler
-//!   (issue 5); [`alloc`]: the C++ shim for allocator statistics and backward from a tensor.
+//!   of `nets/` (`--network resnet50 --image 1000 --batch 8`); [`profile`]: the profiler;
+//!   [`alloc`]: the C++ shim for allocator statistics and backward from a tensor.
 //!
-//! Weight versions (MODEL.md section 6 says "two weight versions plus one gradient
+//! Weight versions (docs/model.md section 6 says "two weight versions plus one gradient
 //! accumulator", PipeDream-2BW, without fixing when versions change; this is our rule):
 //! batches are grouped in windows of `m` consecutive batches (window `j` = batches
 //! `j m .. (j+1) m - 1`); every batch of window `j` runs its F and its B with version `W_j`;

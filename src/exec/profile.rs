@@ -1,5 +1,6 @@
-//! The profiler (issue 5, item 3): measures a network of `nets/` with libtorch, one chain
-//! layer (block) at a time, and writes an instance (MODEL.md section 1) with provenance.
+//! The profiler: measures a network of `nets/` with libtorch, one chain
+//! layer (block) at a time, and writes an instance (docs/model.md section 1) with
+//! provenance.
 //!
 //! Per chain layer `l`, on the real input (the previous layer's output of the same batch):
 //! - `fwd`: the forward pass with autograd recording (what training runs), median over
@@ -21,7 +22,7 @@
 //! The whole network is measured with the same binary, the same way: a forward pass over all
 //! layers and a training step (forward, loss, backward to every parameter; no optimizer
 //! update, which the model does not count in `u_F`/`u_B` either). [`ProfileReport`] compares
-//! the sums of the layers with these wholes (issue 5's targets) and the analytic model
+//! the sums of the layers with these wholes and the analytic model
 //! (`nets::analytic`) with the measurement, layer by layer.
 
 use std::time::Instant;

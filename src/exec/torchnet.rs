@@ -1,4 +1,4 @@
-//! The network descriptions of `nets/` as libtorch layers (issue 5, item 3; issue 7).
+//! The network descriptions of `nets/` as libtorch layers.
 //!
 //! Each block of a [`nets::Network`] becomes one [`ChainLayer`]: its parameters (in op order,
 //! torchvision's layout: conv weight `[Cout, Cin/groups, kh, kw]` then bias, BN weight then

@@ -1,4 +1,4 @@
-//! Importers of third-party profiles into pipeopt instances (MODEL.md section 1).
+//! Importers of third-party profiles into pipeopt instances (docs/model.md section 1).
 //!
 //! [`pipedream`] reads PipeDream's `graph.txt` profiles and linearizes their DAG into a chain.
 

@@ -1,4 +1,5 @@
-//! PipeDream's `graph.txt` profiles, read and linearized into a chain (MODEL.md section 1).
+//! PipeDream's `graph.txt` profiles, read and linearized into a chain (docs/model.md
+//! section 1).
 //!
 //! Source: Narayanan et al., "PipeDream: Generalized Pipeline Parallelism for DNN Training"
 //! (SOSP 2019), section 3.1, and the profile format of its repository (msr-fiddle/pipedream,
@@ -40,9 +41,9 @@
 //!   weights.
 //! - **Stash.** A `graph.txt` does not say what a node keeps for its backward. Each chain
 //!   layer's `stash` is then set explicitly to the size of the distinct tensors its nodes
-//!   take as input (from inside or outside the layer), as MODEL.md asks, and stashes add up
-//!   across layers. A graph that knows what each node saves ([`Graph::with_memory`]: the
-//!   op DAGs of `crate::nets`) gets the exact rule instead: a stage keeps a tensor (a
+//!   take as input (from inside or outside the layer), as docs/model.md asks, and stashes
+//!   add up across layers. A graph that knows what each node saves ([`Graph::with_memory`]:
+//!   the op DAGs of `crate::nets`) gets the exact rule instead: a stage keeps a tensor (a
 //!   storage: views and in-place outputs are their input's) once when one of its nodes saves
 //!   it or when it reads it from an earlier stage, plus the nodes' extra bytes (statistics,
 //!   indices). Each layer's `stash` is what it keeps alone; what several layers keep is

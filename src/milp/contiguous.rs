@@ -1,8 +1,10 @@
-//! The contiguous optimum (pipeopt issue 4, item 4): the contiguous allocation (at most one
+//! The contiguous optimum the contiguous allocation (at most one
 //! stage per processor, stage `i` on processor `i`) whose best periodic pattern has the
 //! smallest period, with that pattern.
 //!
-//! By Proposition 1 of madpipe.txt (section 4.1), 1F1B* is memory-optimal for a contiguous
+//! By Proposition 1 of MadPipe (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware
+//! Dynamic Programming Algorithm for Pipelined Model Parallelism*, ScaDL 2022, section
+//! 4.1), 1F1B* is memory-optimal for a contiguous
 //! allocation at a given period, so the best pattern of a contiguous partition is 1F1B* at
 //! its smallest period fitting memory (our fixed-allocation MILP confirms it on small chains: see
 //! tests/milp.rs). No MILP is needed; two exact searches find the optimum:

@@ -1,9 +1,11 @@
-//! The minimum-period periodic pattern of a fixed allocation (pipeopt issue 4, item 1).
+//! The minimum-period periodic pattern of a fixed allocation.
 //!
-//! Formulation after Beaumont, Eyraud-Dubois, Shilova (madpipe.txt section 4.3, and the ILP
-//! of its reference [1]): for a fixed allocation, every operation of one batch (MODEL.md
-//! section 4) gets a start `t_o` in `[0, T)` and an integer shift `h_o` (section 5), and the
-//! pattern must respect dependencies, exclusive resources modulo `T` and memory (section 6).
+//! Formulation after Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic
+//! Programming Algorithm for Pipelined Model Parallelism* (ScaDL 2022), section 4.3, and
+//! the ILP of its reference [1]: for a fixed allocation, every operation of one batch
+//! (docs/model.md section 4) gets a start `t_o` in `[0, T)` and an integer shift `h_o`
+//! (section 5), and the pattern must respect dependencies, exclusive resources modulo `T`
+//! and memory (section 6).
 //!
 //! # T is searched, not a variable
 //! For a fixed `T` every constraint is linear in `t` and `h`: dependencies

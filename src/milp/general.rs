@@ -1,21 +1,21 @@
-//! The general MILP `ilp` (pipeopt issue 4, item 3): the allocation of layers to processors
+//! The general MILP `ilp`: the allocation of layers to processors
 //! (non-contiguous, any number of stages per processor) *together with* the periodic
 //! pattern of smallest period that fits memory.
 //!
 //! Formulation after Beaumont, Eyraud-Dubois, Shilova, *Pipelined Model Parallelism:
-//! Complexity Results and Memory Considerations* (Euro-Par 2021), the ILP that madpipe.txt
-//! cites as its reference [1] and whose second phase (`fixed_allocation`) fixes the
-//! allocation. Our own code, on MODEL.md's rules:
+//! Complexity Results and Memory Considerations* (Euro-Par 2021), the ILP that MadPipe
+//! (ScaDL 2022) cites as its reference [1] and whose second phase (`fixed_allocation`)
+//! fixes the allocation. Our own code, on docs/model.md's rules:
 //!
 //! # Groups and coarsening
 //! The MILP places *groups* of consecutive layers; every group is its own stage
-//! (MODEL.md section 3 lets consecutive stages share a processor, with no transfer between
-//! them), so a processor holds any set of groups. Without `--coarsen` a group is one layer
-//! and the MILP is exact for the chain. `--coarsen N` first cuts the chain into `N` groups
-//! by a dynamic program minimising the largest group's `U` ([`coarsen`]); the MILP is then
-//! exact for plans whose cuts fall between groups only. Splitting a stage into groups never
-//! hurts: the groups' live windows nest inside the stage's, so a stage-level pattern is a
-//! group-level pattern with the same period and no larger memory.
+//! (docs/model.md section 3 lets consecutive stages share a processor, with no transfer
+//! between them), so a processor holds any set of groups. Without `--coarsen` a group is
+//! one layer and the MILP is exact for the chain. `--coarsen N` first cuts the chain into
+//! `N` groups by a dynamic program minimising the largest group's `U` ([`coarsen`]); the
+//! MILP is then exact for plans whose cuts fall between groups only. Splitting a stage into
+//! groups never hurts: the groups' live windows nest inside the stage's, so a stage-level
+//! pattern is a group-level pattern with the same period and no larger memory.
 //!
 //! # Two searches over the same space
 //! Both are exact for the grouped chain (every group its own stage, any processor) and give
@@ -77,10 +77,11 @@
 //!   but their LP relaxation does not; with them the relaxation bounds the allocation
 //!   itself, and the solves at loose memory went from minutes to under a second (random
 //!   chains of 5-6 layers on 3 processors, measured while writing this);
-//! - memory (MODEL.md section 6), checked at every forward start `t(F_e)` on `e`'s processor:
-//!   weights `3 W x`, buffers `2 a(c)` on both sides of each crossing cut, and every group's
-//!   `stash * live`, where `live_g(tau) = [tau >= t_F] - [tau >= r] + w + h_B - h_F` as in
-//!   `fixed_allocation` (indicator binaries in the conservative direction), multiplied by the
+//! - memory (docs/model.md section 6), checked at every forward start `t(F_e)` on `e`'s
+//!   processor: weights `3 W x`, buffers `2 a(c)` on both sides of each crossing cut, and
+//!   every group's `stash * live`, where
+//!   `live_g(tau) = [tau >= t_F] - [tau >= r] + w + h_B - h_F` as in `fixed_allocation`
+//!   (indicator binaries in the conservative direction), multiplied by the
 //!   same-processor indicator through `lambda >= stash (live - K (1 - s))`, `K` a bound on a
 //!   live count of a fitting group.
 //!

@@ -1,5 +1,5 @@
 //! MadPipe, both phases: Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic
-//! Programming Algorithm for Pipelined Model Parallelism* (madpipe.txt), section 4.3.
+//! Programming Algorithm for Pipelined Model Parallelism* (ScaDL 2022), section 4.3.
 //!
 //! The first phase ([`crate::partition::madpipe::algorithm1`]) chooses the stages and their
 //! processors (normal processors hold one contiguous stage, the special processor several)

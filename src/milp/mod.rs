@@ -1,4 +1,4 @@
-//! Exact MILPs through HiGHS (pipeopt issue 4): the minimum-period pattern of a fixed
+//! Exact MILPs through HiGHS: the minimum-period pattern of a fixed
 //! allocation ([`fixed_allocation`]), the contiguous optimum ([`contiguous`]), the general
 //! MILP over non-contiguous allocations ([`general`]) and the planners built on them.
 

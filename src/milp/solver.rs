@@ -3,7 +3,7 @@
 //!
 //! We talk to HiGHS through the `highs` crate directly (its `RowProblem`), not through
 //! `good_lp`: good_lp's solution gives variable values only, while the bound, gap and node
-//! count are needed here (see shared/design/SOLVERS.md). good_lp could still build the
+//! count are needed here. good_lp could still build the
 //! formulations (its `HighsProblem::into_inner()` hands the unsolved model to `highs`);
 //! that port, which would make the formulations backend-agnostic, is not done yet. This
 //! module is the only place that names HiGHS. HiGHS is kept silent (`output_flag` off):

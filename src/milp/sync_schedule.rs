@@ -1,4 +1,4 @@
-//! The minimum iteration time of a synchronous pipeline (MODEL.md section 7) over all
+//! The minimum iteration time of a synchronous pipeline (docs/model.md section 7) over all
 //! operation orders, as an exact MILP: D stages, N micro-batches, a fixed placement of stage
 //! replicas on workers, per-stage durations and activation transfers, and a memory budget
 //! per worker with the simulator's accounting.

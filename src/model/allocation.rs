@@ -1,4 +1,4 @@
-//! MODEL.md section 3: stages (contiguous layer ranges) mapped to processors.
+//! docs/model.md section 3: stages (contiguous layer ranges) mapped to processors.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
-//! Bi-Partition plans (MODEL.md section 3, last sentence): a worker holds a forward range
-//! and a backward range of layers, so a layer's F and B may run on different workers.
+//! Bi-Partition plans (docs/model.md section 3, last sentence): a worker holds a forward
+//! range and a backward range of layers, so a layer's F and B may run on different workers.
 //!
-//! # Operations of one batch (extends MODEL.md section 4)
+//! # Operations of one batch (extends docs/model.md section 4)
 //! Workers are listed in chain order; worker `s` (its index in the `&[BiStage]` list, the
 //! "stage index" of its ops) runs `F_s` over its forward range and `B_s` over its backward
 //! range. Forward ranges partition `1..=L` in worker order, and so do backward ranges; every
@@ -16,13 +16,13 @@
 //!   batch (weight stashing makes forwards use a stale version anyway), so no same-batch
 //!   dependency leaves it.
 //!
-//! # Memory (extends MODEL.md section 6)
+//! # Memory (extends docs/model.md section 6)
 //! - weights: `3 W(l)` on the worker of l's backward (it owns the weights, versions and the
 //!   gradient accumulator); `W(l)` more on the worker of l's forward when that is another
 //!   worker (the paper's "partial copy": a forward-only copy);
 //! - buffers: `a(in)` / `a(out)` per direction: a forward range whose input (output) crosses
 //!   a worker boundary adds `a(in)` (`a(out)`), a backward range likewise; when the forward
-//!   and backward cuts coincide this is MODEL.md's `2 a` per side;
+//!   and backward cuts coincide this is docs/model.md's `2 a` per side;
 //! - activations: `stash(l)` on the worker of l's backward, for every batch from the start of
 //!   the forward op that computes l until the end of the backward op (the stash counts on
 //!   the B worker; its time on the F worker before `CS_l` is not counted), less

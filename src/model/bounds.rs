@@ -1,7 +1,7 @@
-//! Lower bounds on the period of every plan of an instance on a platform (issue 4, item 6).
+//! Lower bounds on the period of every plan of an instance on a platform.
 //!
-//! These hold for every valid periodic pattern of every allocation (MODEL.md sections 3 to
-//! 6), contiguous or not:
+//! These hold for every valid periodic pattern of every allocation (docs/model.md sections
+//! 3 to 6), contiguous or not:
 //! - **load**: the `P` processors together do `U(1,L)` of work per period: `T >= U(1,L)/P`;
 //! - **layer**: a layer's F and B run on one processor, back to back or not, within each
 //!   period: `T >= U(l,l)` for the heaviest layer;
@@ -73,7 +73,7 @@ pub fn period_lower_bound(instance: &Instance, platform: &Platform) -> Seconds {
 ///   others keep at least `floor(D_j / T)`; with the static memory this must fit `M`. The
 ///   need only decreases with `T`, and the smallest fitting `T` is found by bisection (the
 ///   bound is its infeasible side). With one item per processor this is 1F1B*'s `g` live
-///   batches (madpipe.txt section 4.1) up to grouping;
+///   batches (Beaumont et al., ScaDL 2022, section 4.1) up to grouping;
 /// - **average memory**: a processor's memory averages `static + sum_i bytes_i D_i / T` over
 ///   a period and peaks above its average: `T >= sum_i bytes_i D_i / (M - static)`.
 ///

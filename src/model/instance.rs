@@ -1,4 +1,4 @@
-//! MODEL.md section 1: an instance is a chain of layers `1..=L`.
+//! docs/model.md section 1: an instance is a chain of layers `1..=L`.
 //!
 //! Layer numbers are 1-based everywhere in the public API, as in the papers and the plan
 //! files; `a(0)` is the network input.
@@ -31,8 +31,8 @@ pub struct Layer {
     /// keep it (a ResNet block's last ReLU keeps its output, which the next block's
     /// convolutions keep as their input: one tensor). A stage keeps them once, so a stage
     /// `k..=m` keeps `sum(stash) - sum(stash_overlap over k..m-1)` (see
-    /// [`ChainSums::stash`]). Our extension of MODEL.md section 1; default 0 (additive
-    /// stashes, MODEL.md's rule). The last layer's must be 0.
+    /// [`ChainSums::stash`]). Our extension of docs/model.md section 1; default 0 (additive
+    /// stashes, docs/model.md's rule). The last layer's must be 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stash_overlap: Option<Bytes>,
 }
@@ -46,7 +46,7 @@ pub struct Layer {
 /// inclusion-exclusion term (a stage that holds the producer of a tensor that none of its
 /// layers saves but a later layer reads: that later layer's stash counts it as its input,
 /// the stage does not; see `io::pipedream`, "Stash"). Every stage's stash must stay
-/// non-negative ([`Instance::check`]). Our extension of MODEL.md section 1.
+/// non-negative ([`Instance::check`]). Our extension of docs/model.md section 1.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedStash {
@@ -371,7 +371,7 @@ impl ChainSums {
     }
     /// What a stage of layers k..=l keeps for one batch (MadPipe's a-bar of a stage): the sum
     /// of their stashes, less what consecutive layers share (`stash_overlap` of k..l-1), so
-    /// that a shared tensor counts once. Without overlaps, the plain sum (MODEL.md).
+    /// that a shared tensor counts once. Without overlaps, the plain sum (docs/model.md).
     /// With `stash_shared` entries, those inside `k..=l` count once too.
     pub fn stash(&self, k: usize, l: usize) -> Bytes {
         let s = self.stash[l] - self.stash[k - 1] + self.overlap[l];
@@ -388,9 +388,9 @@ impl ChainSums {
     pub fn a(&self, l: usize) -> Bytes {
         self.out[l]
     }
-    /// MadPipe's M(k, l, g) (madpipe.txt section 4.2.1): the memory of stage `k..=l` of a
-    /// contiguous allocation holding `live` batches: `3 W`, `live` stashes, and two buffers
-    /// for each cut at its ends.
+    /// MadPipe's M(k, l, g) (Beaumont et al., ScaDL 2022, section 4.2.1): the memory of
+    /// stage `k..=l` of a contiguous allocation holding `live` batches: `3 W`, `live`
+    /// stashes, and two buffers for each cut at its ends.
     pub fn stage_memory(&self, k: usize, l: usize, live: f64) -> Bytes {
         let mut m = 3.0 * self.weights(k, l) + live * self.stash(k, l);
         if k > 1 {

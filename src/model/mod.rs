@@ -1,4 +1,4 @@
-//! The model every part shares (MODEL.md sections 1 to 6 and 9).
+//! The model every part shares (docs/model.md sections 1 to 6 and 9).
 
 mod allocation;
 pub mod bipartition;

@@ -1,4 +1,4 @@
-//! MODEL.md sections 4 and 5: the operations of one batch and periodic patterns.
+//! docs/model.md sections 4 and 5: the operations of one batch and periodic patterns.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -87,7 +87,7 @@ pub struct Operation {
 }
 
 /// Bytes a processor holds for each batch from the start of one operation of that batch
-/// until the end of another (MODEL.md section 6: a stage's stash, from F_s to B_s).
+/// until the end of another (docs/model.md section 6: a stage's stash, from F_s to B_s).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Held {
     pub processor: usize,
@@ -99,7 +99,7 @@ pub struct Held {
 }
 
 /// Everything the judge needs about one batch of a plan: the operations with their
-/// resources and durations, the dependencies, and the memory rule (MODEL.md sections 4
+/// resources and durations, the dependencies, and the memory rule (docs/model.md sections 4
 /// and 6). Plans of other shapes (Bi-Partition's split forward and backward ranges) build
 /// their own `BatchGraph` and go through the same judge.
 #[derive(Debug, Clone)]
@@ -274,7 +274,7 @@ impl PatternOp {
     }
 }
 
-/// A periodic pattern (MODEL.md section 5): repeated every `period` seconds.
+/// A periodic pattern (docs/model.md section 5): repeated every `period` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pattern {
     pub period: Seconds,

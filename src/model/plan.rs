@@ -1,4 +1,4 @@
-//! MODEL.md section 9: the plan file of the asynchronous problem and the JSON report.
+//! docs/model.md section 9: the plan file of the asynchronous problem and the JSON report.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -32,9 +32,9 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solve_seconds: Option<Seconds>,
     /// A Bi-Partition plan's workers, each with its forward and backward range (an added
-    /// field, MODEL.md section 9): when present, the plan is judged, drawn and executed on
-    /// their batch graph ([`crate::model::bipartition::batch_graph`]) and `stages` holds
-    /// the forward ranges only, for display.
+    /// field, docs/model.md section 9): when present, the plan is judged, drawn and
+    /// executed on their batch graph ([`crate::model::bipartition::batch_graph`]) and
+    /// `stages` holds the forward ranges only, for display.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bipartition: Option<Vec<BiStage>>,
 }
@@ -107,7 +107,7 @@ impl Plan {
     }
 }
 
-/// The status of a plan in the JSON output (MODEL.md section 9).
+/// The status of a plan in the JSON output (docs/model.md section 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -123,7 +123,7 @@ pub enum Status {
     Error,
 }
 
-/// The JSON object every planning command prints with `--json` (MODEL.md section 9).
+/// The JSON object every planning command prints with `--json` (docs/model.md section 9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {
     pub algorithm: String,

@@ -1,5 +1,5 @@
-//! MODEL.md section 2: P identical processors of memory M, every pair joined by its own
-//! link of bandwidth beta.
+//! docs/model.md section 2: P identical processors of memory M, every pair joined by its
+//! own link of bandwidth beta.
 
 use serde::{Deserialize, Serialize};
 

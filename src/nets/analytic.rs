@@ -1,4 +1,4 @@
-//! Analytic instances (issue 5, item 2): weights, outputs and stashes exactly from the
+//! Analytic instances: weights, outputs and stashes exactly from the
 //! shapes, times from FLOP counts and a roofline device model. No profiler involved.
 //!
 //! # Sizes

@@ -1,11 +1,12 @@
-//! Network descriptions as data (issue 5, items 1 and 2).
+//! Network descriptions as data.
 //!
 //! A [`Network`] is an ordered chain of [`Block`]s; each block is a small DAG of [`Op`]s with
 //! its kind, hyper-parameters, input op ids and per-sample output shape (the batch dimension
 //! is left out). Every block has exactly one input tensor (op 0, [`OpKind::Input`]) and one
 //! output tensor (its last op), so a chain cut between blocks carries one tensor. The
-//! architectures follow torchvision exactly (parameter counts are tested); a later tch
-//! builder can walk `blocks[i].ops` in order and build each op from its kind.
+//! architectures follow torchvision exactly (parameter counts are tested). With the feature
+//! `torch`, `exec::torchnet` walks `blocks[i].ops` in order and builds each op from its
+//! kind as a libtorch layer.
 
 pub mod analytic;
 mod densenet;

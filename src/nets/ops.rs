@@ -1,7 +1,7 @@
 //! Op-level chains: a network's DAG of leaf operations, linearized like a PipeDream profile.
 //!
 //! Beaumont, Eyraud-Dubois and Shilova, *MadPipe: Memory Aware Dynamic Programming
-//! Algorithm for Pipelined Model Parallelism* (madpipe.txt, section 5.1), evaluate on
+//! Algorithm for Pipelined Model Parallelism* (ScaDL 2022, section 5.1), evaluate on
 //! chains obtained from the networks' computational graphs "by greedily grouping layers as
 //! necessary", as PipeDream does (Narayanan et al., SOSP 2019). The block-level chains of
 //! [`super::analytic`] cut only between blocks; here every convolution, normalization,

@@ -40,8 +40,8 @@ pub fn random_chain(seed: u64, layers: usize) -> Instance {
 }
 
 /// The memory in which the whole chain runs one batch at a time on one processor: three
-/// copies of the weights (MODEL.md section 6) plus every layer's stash. A scale for tight
-/// and loose memories.
+/// copies of the weights (docs/model.md section 6) plus every layer's stash. A scale for
+/// tight and loose memories.
 pub fn one_processor_memory(instance: &Instance) -> f64 {
     let s = instance.sums();
     let l = instance.len();

@@ -1,7 +1,7 @@
 use super::analytic::{block_stash, op_cost};
 use super::*;
 
-/// torchvision's `sum(p.numel() for p in m.parameters())` (numbers from the issue).
+/// torchvision's `sum(p.numel() for p in m.parameters())` (numbers printed by torchvision).
 #[test]
 fn parameter_counts_match_torchvision() {
     for (name, image, count) in [

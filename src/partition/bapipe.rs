@@ -1,5 +1,6 @@
-//! BaPipe's balanced partition (bapipe.txt section 3.3) for heterogeneous clusters, and the
-//! exact optimum it is compared with.
+//! BaPipe's balanced partition (Zhao et al., *BaPipe: Exploration of Balanced Pipeline
+//! Parallelism for DNN Training*, arXiv 2020, section 3.3) for heterogeneous clusters, and
+//! the exact optimum it is compared with.
 //!
 //! The heuristic (`balanced_heterogeneous`), as in the paper:
 //! 1. inter-layer partition (3.3.1): processor n, whose whole-network time is T_n (its speed

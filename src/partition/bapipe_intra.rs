@@ -1,5 +1,5 @@
 //! BaPipe's intra-layer partition (Zhao et al., "BaPipe: Exploration of Balanced Pipeline
-//! Parallelism for DNN Training", bapipe.txt section 3.3.2, after FPDeep, its reference
+//! Parallelism for DNN Training", arXiv 2020, section 3.3.2, after FPDeep, its reference
 //! [13]): when whole layers cannot be balanced over the accelerators (a layer is larger
 //! than one stage's share, or the boundary layers leave a stage heavier than its share),
 //! "part of the boundary layer" goes to the neighbouring accelerator, so that each stage
@@ -8,9 +8,9 @@
 //! intra-layer partition will increase the communication time", and starts from the
 //! inter-layer partition (`bapipe::balanced_heterogeneous`).
 //!
-//! Our chain model (MODEL.md section 1) has no half layers, so a split layer becomes a run
-//! of consecutive pieces in a new chain, one per stage it spans, each a slice of its output
-//! neurons (channels), which is how FPDeep and tensor slicing split a layer:
+//! Our chain model (docs/model.md section 1) has no half layers, so a split layer becomes a
+//! run of consecutive pieces in a new chain, one per stage it spans, each a slice of its
+//! output neurons (channels), which is how FPDeep and tensor slicing split a layer:
 //!
 //! - a piece with fraction `x` of layer `l` takes `x` of its forward and backward time and
 //!   of its weights;
@@ -22,10 +22,11 @@
 //!   assembles the output. That is the communication the paper warns about: a cut inside a
 //!   layer moves more bytes than a cut after it.
 //!
-//! A cut whose transfer (2 bytes / beta, forward and backward, MODEL.md's C) would exceed the
-//! stage time T stays at the inter-layer cut (communication would be the bottleneck).
-//! Instances whose `stash_shared` entries begin or end at a split layer are refused (the
-//! entry would have to be divided between pieces); entries around split layers are kept.
+//! A cut whose transfer (2 bytes / beta, forward and backward, docs/model.md's C) would
+//! exceed the stage time T stays at the inter-layer cut (communication would be the
+//! bottleneck). Instances whose `stash_shared` entries begin or end at a split layer are
+//! refused (the entry would have to be divided between pieces); entries around split layers
+//! are kept.
 
 use serde::Serialize;
 

@@ -1,6 +1,8 @@
-//! Bi-Partition (shared/papers/bi-partition.txt): the forward and the backward passes are
-//! cut at different layers, so a layer's F and B may run on different workers. The model
-//! extension (operations, communications, memory) is in [`crate::model::bipartition`].
+//! Bi-Partition (Cui, Qu, Zhang et al., *A bidirectional DNN partition mechanism for
+//! efficient pipeline parallel training in cloud*, Journal of Cloud Computing 12, 2023):
+//! the forward and the backward passes are cut at different layers, so a layer's F and B
+//! may run on different workers. The model extension (operations, communications, memory)
+//! is in [`crate::model::bipartition`].
 //!
 //! # Objective
 //! The compute bottleneck `max_p (U_F(forward range p) + U_B(backward range p))` over at
@@ -407,15 +409,15 @@ impl Planner for BiPartitionPlanner {
     }
 }
 
-/// The paper's dynamic program A(i1, j1, i2, j2, m) (bi-partition.txt, section on the
-/// optimality of the bi-partition algorithm, Eqs. (2)-(3) and Algorithm 2), compute only:
-/// the minimal bottleneck of forward layers `i1..=j1` and backward layers `i2..=j2` on
-/// exactly `m` workers, split by a triple S(s1, s2, m') into A(i1, s1, i2, s2, m - m') and
-/// A(s1 + 1, j1, s2 + 1, j2, m'). With `binary_search`, the best `s2` for each `(s1, m')` is
-/// found by bisection on the crossing of the left part (taken as non-decreasing in `s2`) and
-/// the right part (non-increasing), as Algorithm 2 does; without it, every `s2` is tried.
-/// Memoized over all O(L^4 P) states: for small chains (tests) only. Returns the best
-/// bottleneck over at most `processors` workers.
+/// The paper's dynamic program A(i1, j1, i2, j2, m) (Cui et al., J. Cloud Comput. 2023,
+/// section on the optimality of the bi-partition algorithm, Eqs. (2)-(3) and Algorithm 2),
+/// compute only: the minimal bottleneck of forward layers `i1..=j1` and backward layers
+/// `i2..=j2` on exactly `m` workers, split by a triple S(s1, s2, m') into A(i1, s1, i2, s2,
+/// m - m') and A(s1 + 1, j1, s2 + 1, j2, m'). With `binary_search`, the best `s2` for each
+/// `(s1, m')` is found by bisection on the crossing of the left part (taken as
+/// non-decreasing in `s2`) and the right part (non-increasing), as Algorithm 2 does;
+/// without it, every `s2` is tried. Memoized over all O(L^4 P) states: for small chains
+/// (tests) only. Returns the best bottleneck over at most `processors` workers.
 pub fn paper_dp(fwd: &[f64], bwd: &[f64], processors: usize, binary_search: bool) -> Option<f64> {
     let l = fwd.len();
     if l == 0 || processors == 0 || bwd.len() != l {

@@ -2,7 +2,7 @@
 //! Algorithm 1's search for the target period.
 //!
 //! Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic Programming Algorithm
-//! for Pipelined Model Parallelism* (madpipe.txt), sections 4.2.1 (memory estimates),
+//! for Pipelined Model Parallelism* (ScaDL 2022), sections 4.2.1 (memory estimates),
 //! 4.2.2 (the dynamic program T(l, p, t_P, m_P, V)), 4.2.3 (Algorithm 1) and 5.1 (the
 //! discretization: 11 levels of m_P in [0, M], 51 of V in [0, U(1,L) + sum C], 101 of t_P
 //! in [0, U(1,L)]).

@@ -1,4 +1,4 @@
-//! PipeDream's partitioner: the dynamic program of pipedream.txt section 3.1.
+//! PipeDream's partitioner: the dynamic program of its paper's section 3.1.
 //!
 //! Narayanan et al., *PipeDream: Generalized Pipeline Parallelism for DNN Training* (SOSP
 //! 2019), section 3.1 ("Partitioning Algorithm"), as implemented by its authors in
@@ -459,20 +459,20 @@ pub fn partition_json(
 /// Algorithm `pipedream` of `pipeopt plan`: PipeDream's straight partition on at most the
 /// platform's `P` processors (bandwidth beta, activation transfers counted, PipeDream's
 /// memory term with the platform's `M`), scheduled by 1F1B* at the smallest period that
-/// fits memory (madpipe.txt section 5, Figure 6, solid red line). Its `planned_period` is
-/// the DP's bottleneck (the dashed red line).
+/// fits memory (Beaumont et al., ScaDL 2022, section 5, Figure 6, solid red line). Its
+/// `planned_period` is the DP's bottleneck (the dashed red line).
 ///
 /// **In-flight batches of the memory term.** PipeDream's code charges a stage ending the
 /// prefix that uses `m` of the level's `N` machines `ceil((N - m) / m')` in-flight copies of
 /// its activations and weights, with `N` the whole budget even under
 /// `--use_fewer_machines`: a partition on 3 of 8 processors is charged as if 5 unused
 /// processors followed it. The paper counts in-flight minibatches over the workers of the
-/// pipeline (pipedream.txt section 3.2: NOAM = workers / input-stage replicas), so the
-/// planner runs the DP with every budget `U = 1..=P` using all `U` processors and keeps the
-/// best objective (ties: fewer processors): each partition is charged over the processors
-/// it uses. This also plans a chain shorter than `P` (a one-layer chain uses one
-/// processor). [`partition`] itself keeps PipeDream's code's count, for the agreement
-/// with PipeDream's optimizer.
+/// pipeline (Narayanan et al., SOSP 2019, section 3.2: NOAM = workers / input-stage
+/// replicas), so the planner runs the DP with every budget `U = 1..=P` using all `U`
+/// processors and keeps the best objective (ties: fewer processors): each partition is
+/// charged over the processors it uses. This also plans a chain shorter than `P` (a
+/// one-layer chain uses one processor). [`partition`] itself keeps PipeDream's code's
+/// count, for the agreement with PipeDream's optimizer.
 #[derive(Debug, Clone, Default)]
 pub struct PipeDreamPlanner {
     /// Schedule at this period instead of the smallest one that fits.

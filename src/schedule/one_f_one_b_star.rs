@@ -1,7 +1,7 @@
 //! 1F1B*: the memory-optimal periodic pattern of a contiguous allocation.
 //!
 //! Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware Dynamic Programming Algorithm
-//! for Pipelined Model Parallelism* (madpipe.txt), section 4.1 and Proposition 1.
+//! for Pipelined Model Parallelism* (ScaDL 2022), section 4.1 and Proposition 1.
 //!
 //! The allocation's stages and the communications between them form a chain of *elements*
 //! (stage, link, stage, ..., stage: `2P - 1` of them for `P` stages), each with a forward

@@ -1,4 +1,6 @@
-//! Figures of a results table, after madpipe.txt section 5.2 (SVG, through plotters):
+//! Figures of a results table, after MadPipe (Beaumont, Eyraud-Dubois, Shilova, *MadPipe:
+//! Memory Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, ScaDL
+//! 2022), section 5.2 (SVG, through plotters):
 //!
 //! - `periods-<instance>-<bandwidth>.svg` (its Figure 6): period against memory, one panel
 //!   per processor count, one colour per algorithm; solid = validated period, dashed =

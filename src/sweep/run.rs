@@ -42,7 +42,8 @@ pub struct Job {
     pub repetition: usize,
 }
 
-/// One row of the results table: MODEL.md section 9's fields plus the context of the run.
+/// One row of the results table: docs/model.md section 9's fields plus the context of the
+/// run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub key: String,

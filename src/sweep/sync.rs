@@ -1,7 +1,9 @@
 //! `pipeopt sync-sweep`: a grid of synchronous and bidirectional pipeline schedules
 //! (GPipe, DAPPLE, GEMS, Chimera, MixPipe, BaPipe's GPU schedules) simulated on real
-//! instances, after mixpipe.txt section IV: bubble ratios, per-worker memory (its Figure 7)
-//! and throughput under a memory budget (its Figures 8-10).
+//! instances, after MixPipe (Zhang et al., *MixPipe: Efficient Bidirectional Pipeline
+//! Parallelism for Training Large-Scale Models*, DAC 2023), section IV: bubble ratios,
+//! per-worker memory (its Figure 7) and throughput under a memory budget (its Figures
+//! 8-10).
 //!
 //! The grid (an experiment file, see `experiments/bidirectional.toml`): for each case (an
 //! instance, a study name, stage counts D and samples per pipeline per iteration S), every
@@ -15,9 +17,9 @@
 //! network is rebuilt at B (`nets::instance`), after checking that the rebuild at the
 //! file's own batch gives the file's layers exactly; so per-sample times fall as B grows
 //! (fixed per-operation overheads: MixPipe's FLOPS(B), its Figure 2(a)). Other instances
-//! are scaled linearly per sample (mixpipe.txt eq. (3)), which gives no device-utilization
-//! effect. The stages are the balanced split (`sim::balanced_partition`) of the file's own
-//! batch, kept at every B.
+//! are scaled linearly per sample (Zhang et al., DAC 2023, eq. (3)), which gives no
+//! device-utilization effect. The stages are the balanced split (`sim::balanced_partition`)
+//! of the file's own batch, kept at every B.
 //!
 //! Recomputation (the paper's baselines use it when they would not fit): a stage keeps only
 //! its input per live micro-batch and reruns its forward before its backward, so backward
@@ -110,7 +112,7 @@ struct RawCase {
     samples_per_stage: Option<usize>,
     /// GPUs of the whole cluster (P = W x D): only to report the mini-batch W x S.
     gpus: Option<usize>,
-    /// Only the micro-batch size that gives N = D (mixpipe.txt's weak scaling, "N = D").
+    /// Only the micro-batch size that gives N = D (MixPipe's weak scaling, "N = D").
     #[serde(default)]
     n_equals_d: bool,
 }

@@ -1,5 +1,5 @@
-//! Figures of a `sync-sweep` (after mixpipe.txt section IV), SVG through plotters and PNG
-//! through resvg, as `sweep::figures` draws its own:
+//! Figures of a `sync-sweep` (after Zhang et al., DAC 2023, section IV), SVG through
+//! plotters and PNG through resvg, as `sweep::figures` draws its own:
 //!
 //! - `bubble-ratio.svg`: per instance, the simulated bubble ratio against D at N = D (study
 //!   `weak`, no recomputation), one colour per schedule, solid; the papers' closed forms
@@ -307,7 +307,7 @@ pub fn write_figures(
         let path = dir.join("memory.svg");
         draw(
             &path,
-            "Per-worker peak memory, no recomputation (mixpipe.txt Figure 7)",
+            "Per-worker peak memory, no recomputation (Zhang et al., DAC 2023, Figure 7)",
             &panels,
         )?;
         files.push(path);
@@ -322,9 +322,11 @@ pub fn write_figures(
         let study = study.as_str();
         let file = format!("throughput-{study}.svg");
         let what = match study {
-            "weak" => "Weak scaling, any N (mixpipe.txt Figures 8, 9)".to_string(),
-            "weak-nd" => "Weak scaling with N = D (mixpipe.txt Figures 8, 9)".to_string(),
-            "large" => "Large mini-batches (mixpipe.txt Figure 10)".to_string(),
+            "weak" => "Weak scaling, any N (Zhang et al., DAC 2023, Figures 8, 9)".to_string(),
+            "weak-nd" => {
+                "Weak scaling with N = D (Zhang et al., DAC 2023, Figures 8, 9)".to_string()
+            }
+            "large" => "Large mini-batches (Zhang et al., DAC 2023, Figure 10)".to_string(),
             other => format!("Study {other}"),
         };
         let mut panels = Vec::new();

@@ -344,7 +344,8 @@ fn shard_of(path: &Path) -> Option<(usize, usize)> {
 /// A summary table: per group (`by` columns and algorithm), how many runs, how many valid and
 /// infeasible, the mean speedup, and with `ratio_to`, the geometric mean over the other
 /// coordinates of `period / period of ratio_to` on the same instance, processors, memory,
-/// bandwidth and repetition (madpipe.txt Figure 7), over the cases both solved.
+/// bandwidth and repetition (Beaumont et al., ScaDL 2022, Figure 7), over the cases both
+/// solved.
 pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsResult<DataFrame> {
     // Sizes and bandwidths grouped in units people read.
     let df = &df

@@ -1,5 +1,5 @@
 //! BaPipe (Zhao et al., "BaPipe: Exploration of Balanced Pipeline Parallelism for DNN
-//! Training"; bapipe.txt section 3.2): four schedules of one pipeline and their automatic
+//! Training", arXiv 2020, section 3.2): four schedules of one pipeline and their automatic
 //! choice. In the paper N is the number of accelerators and M of micro-batches; here
 //! D = N stages and N = M micro-batches as everywhere else in this crate.
 //!
@@ -59,7 +59,8 @@ pub fn fbp_as(d: usize, n: usize) -> Schedule {
         .collect()
 }
 
-/// Which kind of accelerator the exploration plans for (bapipe.txt 3.2).
+/// Which kind of accelerator the exploration plans for (Zhao et al., arXiv 2020, section
+/// 3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Accelerator {

@@ -1,15 +1,17 @@
-//! Chimera (Li and Hoefler, SC 2021), as mixpipe.txt section II-B, Figure 1 and Table I
-//! describe it: two pipelines in opposite directions, each worker holding stage s of the
-//! down pipeline and stage D-1-s of the up pipeline; K = D micro-batches injected at once
-//! (D/2 into each pipeline), backwards as early as possible.
+//! Chimera (Li and Hoefler, SC 2021), as MixPipe (Zhang et al., *MixPipe: Efficient
+//! Bidirectional Pipeline Parallelism for Training Large-Scale Models*, DAC 2023), section
+//! II-B, Figure 1 and Table I describe it: two pipelines in opposite directions, each
+//! worker holding stage s of the down pipeline and stage D-1-s of the up pipeline; K = D
+//! micro-batches injected at once (D/2 into each pipeline), backwards as early as possible.
 //!
 //! Our streams come from `list` with K = D (D/2 per pipeline before the first backward,
 //! at most D live per worker) and the oldest-micro-batch-first priority of Chimera's
 //! drawings. With backward = 2 x forward and equal stages they take exactly 5D - 4 forward
 //! times for N = D: D/2 - 1 bubbles of F + B plus D/2 - 1 forward times, i.e. MixPipe's
-//! N_bubbles = (5D - 3K - 4)/3 at K = D, Gamma = 0 (mixpipe.txt eq. (1)), exactly. Table I's
-//! bubble ratio (D-2)/(3D-2) is Chimera's own closed form for forward = backward: with equal
-//! forward and backward times our streams take exactly 3D - 2 and match it exactly.
+//! N_bubbles = (5D - 3K - 4)/3 at K = D, Gamma = 0 (Zhang et al., DAC 2023, eq. (1)),
+//! exactly. Table I's bubble ratio (D-2)/(3D-2) is Chimera's own closed form for forward =
+//! backward: with equal forward and backward times our streams take exactly 3D - 2 and
+//! match it exactly.
 //!
 //! Exactness (`milp::sync_schedule`, proven by the MILP on Chimera's placement with at most
 //! D live micro-batches per worker, equal stages, N = D): the minimum iteration is exactly
@@ -22,9 +24,9 @@
 //!
 //! For N > D, `chimera` simply continues with the same rules (D/2 injected per pipeline, at
 //! most D live per worker) over N/2 micro-batches per pipeline, which is close to the direct
-//! concatenation of basic units of mixpipe.txt Figure 6(b). `forward_doubling` is Chimera's
+//! concatenation of basic units of MixPipe's Figure 6(b). `forward_doubling` is Chimera's
 //! own scaling method, "forward doubling" (Li and Hoefler, SC 2021, section 3.5), as
-//! mixpipe.txt section III-C describes it when it compares K maximizing with it: the basic
+//! MixPipe's section III-C describes it when it compares K maximizing with it: the basic
 //! unit holds 2D micro-batches instead of D, the forwards are doubled (two micro-batches'
 //! forwards run together, so that a doubled forward costs about one backward and units
 //! concatenate without the intermediate bubbles that direct concatenation leaves when
@@ -35,7 +37,8 @@
 //! forward runs the pair back to back as one operation of two forward times whose outputs
 //! leave together, backwards are single, and the oldest micro-batch goes first (Chimera's
 //! drawings). With H = N / D odd, the last D micro-batches form a plain unit (no doubling):
-//! that is where mixpipe.txt says K maximizing has "fewer bubbles than forward doubling".
+//! that is where MixPipe (DAC 2023) says K maximizing has "fewer bubbles than forward
+//! doubling".
 
 use super::list::{self, Priority, Rules};
 use super::sim::{simulate, Execution, StageCosts};

@@ -1,4 +1,6 @@
-//! GEMS (Jain et al., SC 2020), as mixpipe.txt section II-B and Table I describe it: two
+//! GEMS (Jain et al., SC 2020), as MixPipe (Zhang et al., *MixPipe: Efficient Bidirectional
+//! Pipeline Parallelism for Training Large-Scale Models*, DAC 2023), section II-B and Table
+//! I describe it: two
 //! model replicas in opposite directions, K = 1 (one micro-batch injected before the first
 //! backward), at most one live micro-batch per worker ("activations memory M_a"), so at most
 //! two micro-batches run at the same time.

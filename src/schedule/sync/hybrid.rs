@@ -1,4 +1,6 @@
-//! MixPipe's hybrid of pipeline and data parallelism (mixpipe.txt section III-B): P GPUs as
+//! MixPipe's hybrid of pipeline and data parallelism (Zhang et al., *MixPipe: Efficient
+//! Bidirectional Pipeline Parallelism for Training Large-Scale Models*, DAC 2023, section
+//! III-B): P GPUs as
 //! W replicas of a D-stage (bidirectional) pipeline, P = W x D, chosen by the performance
 //! model of its eq. (6), T = B^ / (t_comp + t_p2p + t_a2a), with B^ = B x N x W.
 //!

@@ -1,12 +1,14 @@
 //! The list scheduler behind the bidirectional generators (GEMS, Chimera, MixPipe).
 //!
-//! The papers draw their schedules (mixpipe.txt Figures 1, 3, 6) rather than give an
-//! algorithm, so we build them the way such timelines are drawn: time runs in ticks with
-//! nominal durations (forward 1, backward 2: "a backward pass is about 2 times workload of a
-//! forward pass", mixpipe.txt II-B); at each tick every free worker starts one ready
-//! operation chosen by `Rules`. The order each worker ran its operations in is the stream;
-//! `sim` replays streams with real stage times, so only the order comes from this nominal
-//! run. Everything here is deterministic (ties break by micro-batch, pipeline, kind).
+//! The papers draw their schedules (MixPipe, Zhang et al., *MixPipe: Efficient
+//! Bidirectional Pipeline Parallelism for Training Large-Scale Models*, DAC 2023, Figures
+//! 1, 3, 6) rather than give an algorithm, so we build them the way such timelines are
+//! drawn: time runs in ticks with nominal durations (forward 1, backward 2: "a backward
+//! pass is about 2 times workload of a forward pass", MixPipe section II-B); at each tick
+//! every free worker starts one ready operation chosen by `Rules`. The order each worker
+//! ran its operations in is the stream; `sim` replays streams with real stage times, so
+//! only the order comes from this nominal run. Everything here is deterministic (ties break
+//! by micro-batch, pipeline, kind).
 
 use super::{Instr, Pipeline, Schedule, SyncError};
 

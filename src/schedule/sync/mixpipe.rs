@@ -1,5 +1,5 @@
 //! MixPipe (Zhang et al., "MixPipe: Efficient Bidirectional Pipeline Parallelism for
-//! Training Large-Scale Models"; mixpipe.txt section III): bidirectional pipelines with a
+//! Training Large-Scale Models", DAC 2023, section III): bidirectional pipelines with a
 //! tunable K (micro-batches injected into the first stages before the first backward),
 //! Gamma early forwards (the 2F1B schedule), "K maximizing" for N > D (III-C), and the
 //! search of eq. (1)-(5) for K, Gamma and the largest micro-batch size.
@@ -108,8 +108,8 @@ pub fn k_maximizing_live_cap(d: usize) -> usize {
     (3 * d / 2).saturating_sub(1).max(2)
 }
 
-/// mixpipe.txt eq. (1): N_bubbles = (5D - 3K - 4)/3 - Gamma, in units of one stage's
-/// forward + backward.
+/// Zhang et al., DAC 2023, eq. (1): N_bubbles = (5D - 3K - 4)/3 - Gamma, in units of one
+/// stage's forward + backward.
 pub fn paper_bubbles(d: usize, k: usize, gamma: usize) -> f64 {
     (5.0 * d as f64 - 3.0 * k as f64 - 4.0) / 3.0 - gamma as f64
 }

@@ -1,4 +1,4 @@
-//! MODEL.md section 7: synchronous pipeline schedules as data, one ordered instruction
+//! docs/model.md section 7: synchronous pipeline schedules as data, one ordered instruction
 //! stream per worker, and their simulator (`sim`).
 //!
 //! Generators are pure functions of the pipeline shape: `gpipe`, `dapple` (1F1B with a
@@ -79,7 +79,7 @@ impl Instr {
         matches!(self, Instr::Forward { .. })
     }
 
-    /// The operation whose output this one consumes (MODEL.md section 4), if any.
+    /// The operation whose output this one consumes (docs/model.md section 4), if any.
     pub fn input(self, d: usize) -> Option<Instr> {
         match self {
             Instr::Forward { stage: 0, .. } => None,
@@ -183,7 +183,7 @@ pub enum ScheduleKind {
         k: usize,
         gamma: usize,
     },
-    /// MixPipe's "K maximizing" for N > D (mixpipe.txt section III-C).
+    /// MixPipe's "K maximizing" for N > D (Zhang et al., DAC 2023, section III-C).
     MixpipeKMax,
     Bapipe1f1bSno,
     Bapipe1f1bSo,

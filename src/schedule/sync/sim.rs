@@ -1,16 +1,17 @@
-//! The simulator of MODEL.md section 7: replays one instruction stream per worker. Each
-//! operation starts when its worker is free (in stream order) and its input is there: the
-//! producing operation's end, plus the transfer time of the cut when it ran on another
-//! worker (transfers overlap computation and each other; MODEL.md section 2's one-resource
-//! link is not modelled here, the synchronous papers' closed forms assume none).
+//! The simulator of docs/model.md section 7: replays one instruction stream per worker.
+//! Each operation starts when its worker is free (in stream order) and its input is there:
+//! the producing operation's end, plus the transfer time of the cut when it ran on another
+//! worker (transfers overlap computation and each other; docs/model.md section 2's
+//! one-resource link is not modelled here, the synchronous papers' closed forms assume
+//! none).
 //!
 //! Reported: makespan (iteration time), bubble ratio (idle time over D x makespan, idle
 //! being the makespan minus the forward and backward work of the worker), and per worker
-//! the memory of MODEL.md section 6 with section 7's weights: every stage replica the worker
-//! holds counts 2 W (one weight version and its gradient accumulator; two replicas, hence
-//! two copies, for bidirectional pipelines), buffers 2 a(in) / 2 a(out) for inputs and
-//! outputs crossing workers, and activations `stash(s) x live_s(tau)` at the peak instant,
-//! live meaning forward started and backward not finished.
+//! the memory of docs/model.md section 6 with section 7's weights: every stage replica the
+//! worker holds counts 2 W (one weight version and its gradient accumulator; two replicas,
+//! hence two copies, for bidirectional pipelines), buffers 2 a(in) / 2 a(out) for inputs
+//! and outputs crossing workers, and activations `stash(s) x live_s(tau)` at the peak
+//! instant, live meaning forward started and backward not finished.
 //!
 //! Streams that can never finish are rejected naming the worker and the operation it waits
 //! at; streams that miss or repeat an operation are rejected naming it.
@@ -26,16 +27,18 @@ use crate::model::{ChainSums, Instance};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Execution {
-    /// GPUs (bapipe.txt 3.2.2): one operation at a time; a transfer starts when the
-    /// producing operation has finished, so the consumer waits its full time.
+    /// GPUs (Zhao et al., arXiv 2020, section 3.2.2): one operation at a time; a transfer
+    /// starts when the producing operation has finished, so the consumer waits its full
+    /// time.
     Serial,
-    /// Asynchronous execution (bapipe.txt 3.2.1, FPGAs): outputs stream out while they are
-    /// computed, so transfers are completely overlapped and cost no waiting.
+    /// Asynchronous execution (Zhao et al., arXiv 2020, section 3.2.1, FPGAs): outputs
+    /// stream out while they are computed, so transfers are completely overlapped and cost
+    /// no waiting.
     StreamedCommunication,
-    /// FBP (FPDeep; bapipe.txt 3.2.1): forwards and backwards run in parallel on two halves
-    /// of the accelerator, each taking the stage's forward + backward time (the split that
-    /// gives one forward and one backward per F + B in the steady state); communication
-    /// streamed as in `StreamedCommunication`.
+    /// FBP (FPDeep; Zhao et al., arXiv 2020, section 3.2.1): forwards and backwards run in
+    /// parallel on two halves of the accelerator, each taking the stage's forward +
+    /// backward time (the split that gives one forward and one backward per F + B in the
+    /// steady state); communication streamed as in `StreamedCommunication`.
     ForwardBackwardParallel,
 }
 
