@@ -136,7 +136,9 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
-/// The entries of a legend: every line of `panels`, each (label, colour, style) once.
+/// The entries of a legend: every line of `panels`, each (label, colour, style) once, in
+/// colour order (solid before dashed), so a shared legend lists the series in the order
+/// their colours were given.
 fn entries<'a>(panels: impl Iterator<Item = &'a Panel>) -> Vec<&'a Line> {
     let mut seen = Vec::<&Line>::new();
     for l in panels.flat_map(|p| p.lines.iter()) {
@@ -147,6 +149,7 @@ fn entries<'a>(panels: impl Iterator<Item = &'a Panel>) -> Vec<&'a Line> {
             seen.push(l);
         }
     }
+    seen.sort_by_key(|l| (l.colour, l.dashed));
     seen
 }
 
@@ -158,6 +161,22 @@ fn draw_chart<DB: DrawingBackend>(
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let pts: Vec<(f64, f64)> = p.lines.iter().flat_map(|l| l.points.clone()).collect();
     if pts.is_empty() {
+        // Say so rather than leave a blank hole in the grid.
+        let (w, h) = area.dim_in_pixel();
+        let centre = plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        );
+        area.draw(&Text::new(
+            p.title.clone(),
+            (w as i32 / 2, 18),
+            font(CAPTION).into_text_style(area).pos(centre),
+        ))?;
+        area.draw(&Text::new(
+            "no data (nothing valid to draw)".to_string(),
+            (w as i32 / 2, h as i32 / 2),
+            font(LABEL).color(&RGBColor(120, 120, 120)).pos(centre),
+        ))?;
         return Ok(());
     }
     let (mut x0, mut x1) = pts

@@ -307,7 +307,7 @@ pub fn write_figures(
         let path = dir.join("memory.svg");
         draw(
             &path,
-            "Per-worker peak memory, no recomputation (Zhang et al., DAC 2023, Figure 7)",
+            "Per-worker peak memory, no recomputation (MixPipe, DAC 2023, Figure 7)",
             &panels,
         )?;
         files.push(path);
@@ -322,11 +322,9 @@ pub fn write_figures(
         let study = study.as_str();
         let file = format!("throughput-{study}.svg");
         let what = match study {
-            "weak" => "Weak scaling, any N (Zhang et al., DAC 2023, Figures 8, 9)".to_string(),
-            "weak-nd" => {
-                "Weak scaling with N = D (Zhang et al., DAC 2023, Figures 8, 9)".to_string()
-            }
-            "large" => "Large mini-batches (Zhang et al., DAC 2023, Figure 10)".to_string(),
+            "weak" => "Weak scaling, any N (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
+            "weak-nd" => "Weak scaling with N = D (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
+            "large" => "Large mini-batches (MixPipe, DAC 2023, Figure 10)".to_string(),
             other => format!("Study {other}"),
         };
         let mut panels = Vec::new();
