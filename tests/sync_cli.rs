@@ -34,6 +34,36 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 /// Exit status 2 (bad input), the message names `what`, and nothing panicked.
+/// Writes an experiment file (`head`, then one weak-scaling case of a uniform chain) in
+/// `dir`, runs `sync-sweep --json` on it into `dir/out`, and returns the file, the output
+/// folder and the JSON summary.
+fn sweep_in(dir: &Path, head: &str) -> (PathBuf, PathBuf, serde_json::Value) {
+    let inst = chain(dir);
+    let exp = dir.join("exp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "{head}[[case]]\ninstance = {:?}\nstudy = \"weak\"\nstages = [2, 4]\nsamples_per_stage = 2\n",
+            inst.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = pipeopt()
+        .args([
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    (exp, out_dir, v)
+}
+
 fn refused(out: &std::process::Output, what: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -215,32 +245,12 @@ fn missing_instance_file_is_refused_naming_it() {
 #[test]
 fn sync_sweep_writes_tables_and_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let inst = chain(dir.path());
-    let exp = dir.path().join("exp.toml");
-    std::fs::write(
-        &exp,
-        format!(
-            "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
+    let (exp, out_dir, v) = sweep_in(
+        dir.path(),
+        "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
              schedules = [\"gpipe\", \"dapple\", \"gems\", \"chimera\", \"mixpipe\"]\n\
-             workers = 1\n[memory_figure]\nstages = 4\nmicro_batches = [4]\n\
-             [[case]]\ninstance = {:?}\nstudy = \"weak\"\nstages = [2, 4]\nsamples_per_stage = 2\n",
-            inst.to_str().unwrap()
-        ),
-    )
-    .unwrap();
-    let out_dir = dir.path().join("out");
-    let out = pipeopt()
-        .args([
-            "sync-sweep",
-            exp.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+             workers = 1\n[memory_figure]\nstages = 4\nmicro_batches = [4]\n",
+    );
     assert!(v["runs"].as_u64().unwrap() > 10);
     for f in [
         "runs.csv",
@@ -469,32 +479,12 @@ fn optimal_schedule_refuses_bad_flags() {
 #[test]
 fn sync_sweep_with_optimum_compares_every_run_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let inst = chain(dir.path());
-    let exp = dir.path().join("exp.toml");
-    std::fs::write(
-        &exp,
-        format!(
-            "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\nrecompute = [false]\n\
+    let (exp, out_dir, v) = sweep_in(
+        dir.path(),
+        "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\nrecompute = [false]\n\
              schedules = [\"gpipe\", \"dapple\", \"chimera\", \"mixpipe\"]\n\
-             workers = 1\n[optimum]\ntime_limit = \"10s\"\nmax_micro_batches = 4\n\
-             [[case]]\ninstance = {:?}\nstudy = \"weak\"\nstages = [2, 4]\nsamples_per_stage = 2\n",
-            inst.to_str().unwrap()
-        ),
-    )
-    .unwrap();
-    let out_dir = dir.path().join("out");
-    let out = pipeopt()
-        .args([
-            "sync-sweep",
-            exp.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+             workers = 1\n[optimum]\ntime_limit = \"10s\"\nmax_micro_batches = 4\n",
+    );
     // (D, N) = (2, 4), (2, 2), (4, 8: too many), (4, 4): two placements each, B fixed by N.
     assert_eq!(v["optimum_solves"], 6, "{v}");
     assert_eq!(v["optimum_proven"], 6, "{v}");

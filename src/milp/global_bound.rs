@@ -1091,6 +1091,84 @@ mod tests {
         assert!((total - whole).abs() <= 1e-6 * whole, "{total} vs {whole}");
     }
 
+    /// Whether `assignment` obeys the rows of `premise` at `period` (every processor label).
+    fn obeys(relax: &Relaxation, premise: &Premise, assignment: &[usize], period: f64) -> bool {
+        let crosses = |c: usize| assignment[c] != assignment[c + 1];
+        let h = match premise {
+            Premise::Exact(h) | Premise::Limited(h) => h,
+        };
+        let holds_on = |q: usize| {
+            h.runs
+                .iter()
+                .all(|&(f, l)| (f..=l).all(|k| assignment[k] == q))
+                && h.cuts.iter().all(|&c| crosses(c))
+        };
+        (0..relax.processors)
+            .filter(|&q| holds_on(q))
+            .all(|_| match premise {
+                Premise::Exact(_) => false,
+                Premise::Limited(h) => match relax.transfer_limit(h, period) {
+                    None => true,
+                    Some(r) if r < 0.0 => false,
+                    Some(r) => {
+                        let x: f64 = relax
+                            .free_cuts(h)
+                            .iter()
+                            .filter(|&&c| crosses(c))
+                            .map(|&c| relax.comm[c])
+                            .sum();
+                        x <= r + relax.slack * period
+                    }
+                },
+            })
+    }
+
+    #[test]
+    fn premises_never_exclude_an_assignment_that_fits() {
+        // Every premise learnt from an assignment that cannot fit, at several periods, is
+        // obeyed by every assignment that fits, and excludes the one it was learnt from.
+        use crate::milp::general::for_each_allocation;
+        use crate::nets::random::{one_processor_memory, random_chain};
+        let mut learnt = 0;
+        for seed in 40..46u64 {
+            let l = 5 + (seed as usize % 2);
+            let inst = random_chain(seed, l);
+            let full = one_processor_memory(&inst);
+            for (processors, share, bandwidth) in [(2, 0.6, 2.0), (3, 0.4, 4.0), (3, 0.8, 1.0)] {
+                let relax =
+                    Relaxation::new(&inst, &Platform::new(processors, share * full, bandwidth));
+                let base = crate::model::bounds::period_lower_bound(
+                    &inst,
+                    &Platform::new(processors, share * full, bandwidth),
+                );
+                for factor in [f64::INFINITY, 1.2, 1.6, 2.2, 3.0] {
+                    let period = base * factor;
+                    let mut fits = Vec::new();
+                    let mut premises = Vec::new();
+                    for_each_allocation(l, processors, |a| {
+                        if relaxation_fits(&relax, a, period) {
+                            fits.push(a.to_vec());
+                        }
+                        for p in relax.violated(a, period) {
+                            assert!(!obeys(&relax, &p, a, period), "{p:?} lets {a:?} through");
+                            premises.push(p);
+                        }
+                    });
+                    learnt += premises.len();
+                    for a in &fits {
+                        for p in &premises {
+                            assert!(
+                                obeys(&relax, p, a, period),
+                                "seed {seed}, P = {processors}, T = {period}: {p:?} excludes {a:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(learnt > 0);
+    }
+
     #[test]
     fn one_processor_holds_one_batch_of_everything() {
         // Stashes default to the inputs: 4 + 7 + 8 = 19 bytes, weights 3 * 15 = 45.

@@ -172,14 +172,7 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"))
     {
-        let png = super::svg_to_png(&svg).map_err(|e| {
-            InputError::new(
-                path.display().to_string(),
-                "",
-                format!("rasterising failed: {e}"),
-            )
-        })?;
-        return crate::error::write_atomic(path, &png);
+        return super::write_png(path, &svg);
     }
     crate::error::write_atomic(path, svg.as_bytes())
 }

@@ -29,6 +29,18 @@ fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
     .clone()
 }
 
+/// Writes `svg` rasterised to PNG at `path` (atomically); a failure names the file.
+pub fn write_png(path: &std::path::Path, svg: &str) -> Result<(), crate::error::InputError> {
+    let png = svg_to_png(svg).map_err(|e| {
+        crate::error::InputError::new(
+            path.display().to_string(),
+            "",
+            format!("rasterising failed: {e}"),
+        )
+    })?;
+    crate::error::write_atomic(path, &png)
+}
+
 /// Rasterises an SVG document to PNG at twice its nominal size.
 pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
     use resvg::{tiny_skia, usvg};

@@ -299,12 +299,5 @@ pub fn draw_panels(
         root.present().map_err(|e| fail(e.to_string()))?;
     }
     crate::error::write_atomic(path, svg.as_bytes())?;
-    let png = super::svg_to_png(&svg).map_err(|e| {
-        InputError::new(
-            path.display().to_string(),
-            "",
-            format!("rasterising failed: {e}"),
-        )
-    })?;
-    crate::error::write_atomic(&path.with_extension("png"), &png)
+    super::write_png(&path.with_extension("png"), &svg)
 }
