@@ -63,8 +63,11 @@
 //! (the batch's chain from that forward to `j`'s backward carries the forward transfers
 //! after `i` and the backward transfers after `j`), `floor((S(j) + 2 down(j)) / T)` of each
 //! later one, and on average `(S(j) + 2 down(j)) / T` ([`Relaxation::holding_fits`]). These
-//! hold whatever stages the processor's runs are cut into (every layer is charged its
-//! marginal stash over its own window).
+//! hold whatever stages the processor's runs are cut into: the first layer of a run starts
+//! a stage and is charged its whole stash; any other layer is charged the smaller of its
+//! marginal over the window of the layer before it (same stage) and its whole stash over
+//! its own window (a stage of its own, keeping the tensor it shares with the layer before
+//! a second time).
 //!
 //! The MILP does not carry them for every assignment; instead each solve's assignment is
 //! checked, and every processor that cannot fit yields a [`Premise`]: its runs of layers
@@ -179,6 +182,9 @@ pub struct Relaxation {
     weights: Vec<f64>,
     /// `e_j`: a layer's stash less what it shares with the next layer.
     stash: Vec<f64>,
+    /// What a stage starting at the layer keeps of it: its whole stash (with stash overlaps
+    /// only; `stash` where tensors are shared further, or where `stash` is zero).
+    own: Vec<f64>,
     /// `SF(i)`, `SB(j)`, `S(j)` (suffix sums from layer `i` to `L`).
     suffix_f: Vec<f64>,
     suffix_b: Vec<f64>,
@@ -203,6 +209,7 @@ impl Relaxation {
             suffix_b[l] = suffix_b[l + 1] + instance.layers[l].bwd;
         }
         let out: Vec<f64> = (1..n).map(|c| instance.a(c)).collect();
+        let stash = layer_stashes(instance);
         Relaxation {
             layers: n,
             processors: platform.processors,
@@ -210,7 +217,14 @@ impl Relaxation {
             link_factor: if platform.full_duplex { 1.0 } else { 2.0 },
             u: instance.layers.iter().map(|l| l.fwd + l.bwd).collect(),
             weights: instance.layers.iter().map(|l| l.weights).collect(),
-            stash: layer_stashes(instance),
+            stash: stash.clone(),
+            own: if instance.stash_shared.is_empty() && stash.iter().any(|&e| e > 0.0) {
+                (1..=n)
+                    .map(|l| instance.stash(l).max(stash[l - 1]))
+                    .collect()
+            } else {
+                stash
+            },
             suffix_f,
             suffix_b,
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
@@ -404,19 +418,37 @@ impl Relaxation {
         if fixed > cap_mem || (period.is_finite() && load > cap_time) {
             return false;
         }
-        // Every layer is an item: its marginal stash over its own window (a stage keeps at
-        // least the marginals of its layers, over a window at least theirs).
+        // Every layer is an item. The first layer of a run starts a stage, which keeps its
+        // whole stash; any other layer either shares a stage with the layer before it (its
+        // marginal, held at least over that layer's window) or starts one (its whole stash,
+        // the tensor it shares with the layer before then kept twice, over its own window):
+        // the smaller of the two. A stage keeps the whole stash of its first layer and the
+        // marginals of the others over its own window, which contains theirs.
+        let first: Vec<bool> = {
+            let mut v = vec![false; n];
+            h.runs.iter().for_each(|&(f, _)| v[f] = true);
+            v
+        };
         let layers: Vec<usize> = h
             .runs
             .iter()
             .flat_map(|&(f, l)| f..=l)
-            .filter(|&j| self.stash[j] > 0.0)
+            .filter(|&j| self.own[j] > 0.0)
             .collect();
+        // Layer j's least charge, with `held(x)` the batches held by a window from layer x.
+        let charge = |j: usize, held: &dyn Fn(usize) -> f64| {
+            let whole = self.own[j] * held(j);
+            if first[j] {
+                whole
+            } else {
+                whole.min(self.stash[j] * held(j - 1))
+            }
+        };
         let window = |j: usize| self.suffix(j) + 2.0 * down[j];
         if period.is_finite() {
             let average: f64 = layers
                 .iter()
-                .map(|&j| self.stash[j] * window(j) / period)
+                .map(|&j| charge(j, &|x| window(x) / period))
                 .sum();
             if fixed + average > cap_mem {
                 return false;
@@ -425,13 +457,14 @@ impl Relaxation {
         for &i in &layers {
             let mut need = fixed;
             for &j in &layers {
-                let copies = if j <= i {
-                    let d = self.suffix_f[i] + down[i] + self.suffix_b[j] + down[j];
-                    ceil_copies(d, period, self.slack)
+                need += if j <= i {
+                    charge(j, &|x| {
+                        let d = self.suffix_f[i] + down[i] + self.suffix_b[x] + down[x];
+                        ceil_copies(d, period, self.slack)
+                    })
                 } else {
-                    floor_copies(window(j), period, self.slack)
+                    charge(j, &|x| floor_copies(window(x), period, self.slack))
                 };
-                need += copies * self.stash[j];
             }
             if need > cap_mem {
                 return false;
@@ -966,14 +999,16 @@ pub fn global_lower_bound(
         out.solve_seconds = started.elapsed().as_secs_f64();
         Ok(out)
     };
-    // Infinite period: does any assignment hold one batch of each of its layers?
+    // Infinite period: does any assignment hold one batch of each of its layers? (At most
+    // half of the time: undecided, the bisection below still proves what it can.)
     let mut pool: Vec<Premise> = Vec::new();
+    let mut undecided = false;
     out.solves += 1;
     match probe(
         &relax,
         f64::INFINITY,
         &milp,
-        time_left(),
+        time_left().map(|t| t / 2),
         &mut out.nodes,
         &mut pool,
     )? {
@@ -984,7 +1019,7 @@ pub fn global_lower_bound(
             out.method = "relaxation infeasible at every period: no allocation holds one batch of its layers".into();
             return finish(out);
         }
-        Probe::Undecided => return finish(out),
+        Probe::Undecided => undecided = true,
         Probe::Feasible(a) => {
             out.candidates.push(a.clone());
             out.assignment = Some(a);
@@ -1000,7 +1035,6 @@ pub fn global_lower_bound(
             hi = tighten(&relax, a, lo, hi, options.precision);
         }
     }
-    let mut undecided = false;
     out.method =
         "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
     while hi > lo * (1.0 + options.precision) {
@@ -1028,7 +1062,7 @@ pub fn global_lower_bound(
         }
     }
     out.lower_bound = lo;
-    out.relaxed_period = Some(hi);
+    out.relaxed_period = out.assignment.as_ref().map(|_| hi);
     out.complete = !undecided;
     finish(out)
 }
