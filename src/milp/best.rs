@@ -99,12 +99,13 @@ fn canonical(assignment: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// One stage per maximal run of consecutive layers on one processor.
-fn allocation_of(assignment: &[usize]) -> Allocation {
+/// Stages of an assignment: layer `l + 1` joins the stage of layer `l` when both are on one
+/// processor and `join(l)` says so (`l` 1-based, the layer before).
+fn stages_of(assignment: &[usize], join: impl Fn(usize) -> bool) -> Allocation {
     let mut stages: Vec<Stage> = Vec::new();
     for (i, &p) in assignment.iter().enumerate() {
         match stages.last_mut() {
-            Some(s) if s.processor == p => s.last = i + 1,
+            Some(s) if s.processor == p && join(i) => s.last = i + 1,
             _ => stages.push(Stage {
                 first: i + 1,
                 last: i + 1,
@@ -113,6 +114,11 @@ fn allocation_of(assignment: &[usize]) -> Allocation {
         }
     }
     Allocation::new(stages)
+}
+
+/// One stage per maximal run of consecutive layers on one processor.
+fn allocation_of(assignment: &[usize]) -> Allocation {
+    stages_of(assignment, |_| true)
 }
 
 /// The allocation of an assignment with a stage per layer wherever two layers of one
@@ -124,18 +130,7 @@ fn split_allocation(instance: &Instance, assignment: &[usize]) -> Allocation {
     if !instance.stash_shared.is_empty() {
         return allocation_of(assignment);
     }
-    let mut stages: Vec<Stage> = Vec::new();
-    for (i, &p) in assignment.iter().enumerate() {
-        match stages.last_mut() {
-            Some(s) if s.processor == p && instance.stash_overlap(i) > 0.0 => s.last = i + 1,
-            _ => stages.push(Stage {
-                first: i + 1,
-                last: i + 1,
-                processor: p,
-            }),
-        }
-    }
-    Allocation::new(stages)
+    stages_of(assignment, |l| instance.stash_overlap(l) > 0.0)
 }
 
 /// The neighbours of an assignment (module docs), canonical, without repeats.
@@ -324,22 +319,7 @@ impl Planner for BestPlanner {
         let mut seeds: Vec<(f64, Allocation)> = Vec::new();
         if let Some(i) = &incumbent {
             if instance.stash_shared.is_empty() {
-                let finest = Allocation::new(
-                    (1..=layers)
-                        .map(|l| {
-                            let s = i
-                                .allocation
-                                .stages
-                                .iter()
-                                .find(|s| s.first <= l && l <= s.last);
-                            Stage {
-                                first: l,
-                                last: l,
-                                processor: s.map_or(0, |s| s.processor),
-                            }
-                        })
-                        .collect(),
-                );
+                let finest = stages_of(&assignment_of(&i.allocation, layers), |_| false);
                 if finest.stages.len() > i.allocation.stages.len() {
                     seeds.push(bounded(finest));
                 }
@@ -370,26 +350,25 @@ impl Planner for BestPlanner {
             }
             tried.insert(current.clone());
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-            let mut candidates: Vec<(f64, Vec<usize>)> = neighbours(&current, platform.processors)
-                .into_iter()
-                .filter(|a| !tried.contains(a))
-                .filter_map(|a| {
-                    let g = BatchGraph::new(instance, platform, &split_allocation(instance, &a));
-                    let b = allocation_lower_bound(&g, platform.memory);
-                    (b < cutoff * (1.0 - precision)).then_some((b, a))
-                })
-                .collect();
+            let mut candidates: Vec<(f64, Allocation, Vec<usize>)> =
+                neighbours(&current, platform.processors)
+                    .into_iter()
+                    .filter(|a| !tried.contains(a))
+                    .filter_map(|a| {
+                        let (b, allocation) = bounded(split_allocation(instance, &a));
+                        (b < cutoff * (1.0 - precision)).then_some((b, allocation, a))
+                    })
+                    .collect();
             candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
             let mut improved = false;
-            for (_, a) in candidates {
+            for (_, allocation, a) in candidates {
                 if left().is_zero() {
                     stopped_by_clock = true;
                     break 'search;
                 }
                 // The incumbent (hence the cutoff the candidates were bounded against)
                 // changes only on an improvement, which ends this pass.
-                tried.insert(a.clone());
-                let allocation = split_allocation(instance, &a);
+                tried.insert(a);
                 if attempt(&mut incumbent, allocation, "local search", &mut schedules)? {
                     improved = true;
                     break;

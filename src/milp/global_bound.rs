@@ -112,7 +112,7 @@ use std::time::{Duration, Instant};
 
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::bounds::period_lower_bound;
-use crate::model::{ChainSums, Instance, Platform};
+use crate::model::{Instance, Platform};
 use crate::units::Seconds;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
@@ -194,9 +194,6 @@ pub struct Relaxation {
     comm: Vec<f64>,
     /// Relative slack on capacities and copy counts (module docs, "Safety margins").
     slack: f64,
-    /// The chain's sums: what a stage keeps per batch (`stash(k..m)`, overlaps and shared
-    /// tensors counted once), for the exact windows of a [`Holding`].
-    sums: ChainSums,
 }
 
 impl Relaxation {
@@ -230,7 +227,6 @@ impl Relaxation {
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
             out,
             slack: 1e-6 * (n as f64 / 100.0).max(1.0),
-            sums: instance.sums(),
         }
     }
 
@@ -406,8 +402,8 @@ impl Relaxation {
         let mut fixed = 0.0;
         let mut load = 0.0;
         for &(f, l) in &h.runs {
-            fixed += 3.0 * self.sums.weights(f + 1, l + 1);
-            load += self.sums.u(f + 1, l + 1);
+            fixed += 3.0 * self.weights[f..=l].iter().sum::<f64>();
+            load += self.u[f..=l].iter().sum::<f64>();
             if f > 0 && crossing[f - 1] {
                 fixed += 2.0 * self.out[f - 1];
             }
