@@ -221,15 +221,36 @@ fn the_milp_decides_the_relaxation_exactly() {
 
 #[test]
 fn a_plan_of_the_case_always_satisfies_the_relaxation() {
+    plans_satisfy_the_relaxation(30..34);
+}
+
+/// The same on more chains: `cargo test -- --ignored`.
+#[test]
+#[ignore]
+fn a_plan_of_the_case_always_satisfies_the_relaxation_on_more_chains() {
+    plans_satisfy_the_relaxation(34..46);
+}
+
+fn plans_satisfy_the_relaxation(seeds: std::ops::Range<u64>) {
     // The relaxation's facts hold for every judged plan: here, the best plan of each
-    // allocation of small chains, at its own period, for its own assignment.
+    // allocation of small chains, at its own period and stretched to longer ones, for its
+    // own assignment.
+    // Slow links make the waits of the relaxation bite: the test counts the plans whose
+    // windows they lengthen, so that it can fail if they are wrong.
     let options = MilpOptions::default();
-    for seed in 30..33u64 {
+    let mut waited = 0;
+    let configs = seeds.map(|seed| {
+        let processors = 2 + (seed as usize % 2);
+        let share = [0.6, 0.7, 0.9, 1.2][seed as usize % 4];
+        let bandwidth = [3.0, 1.0, 0.5][seed as usize % 3];
+        (seed, processors, share, bandwidth)
+    });
+    for (seed, processors, share, bandwidth) in configs {
         let inst = with_overlaps(random_chain(seed, 4));
         let full = one_processor_memory(&inst);
-        let platform = Platform::new(2, 0.7 * full, 3.0);
+        let platform = Platform::new(processors, share * full, bandwidth);
         let relax = Relaxation::new(&inst, &platform);
-        for alloc in all_allocations(4, 2, true) {
+        for alloc in all_allocations(4, processors, true) {
             let out = schedule_allocation(&inst, &platform, &alloc, &options).unwrap();
             if let Some(pattern) = out.pattern {
                 let assignment: Vec<usize> = (1..=4)
@@ -242,12 +263,23 @@ fn a_plan_of_the_case_always_satisfies_the_relaxation() {
                             .processor
                     })
                     .collect();
-                assert!(
-                    relaxation_fits(&relax, &assignment, pattern.period),
-                    "seed {seed}: {alloc:?} at {}",
-                    pattern.period
-                );
+                // The plan stretched to a longer period is a plan too.
+                let crossing: Vec<bool> = (0..4)
+                    .map(|c| c + 1 < 4 && assignment[c] != assignment[c + 1])
+                    .collect();
+                for stretch in [1.0, 1.07, 1.19, 1.33, 1.61, 2.3] {
+                    let period = pattern.period * stretch;
+                    assert!(
+                        relaxation_fits(&relax, &assignment, period),
+                        "seed {seed}: {alloc:?} at {period} ({stretch} x its period)"
+                    );
+                    if relax.waits(&crossing, period)[0] > 0.0 {
+                        waited += 1;
+                    }
+                }
             }
         }
     }
+    assert!(waited > 0, "no plan's windows had waits");
+    eprintln!("{waited} plans with waits");
 }

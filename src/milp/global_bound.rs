@@ -6,9 +6,9 @@
 //! it decides only which processor holds each layer, and replaces the pattern by facts
 //! about one batch's chain of operations that hold whatever the pattern. It is solved
 //! exactly by a MILP (HiGHS) at fixed periods, with bisection on the period. Every plan the
-//! judge accepts at period `T*` makes the relaxation feasible at `T*`, and feasibility is
-//! monotone in `T`, so every period proven relaxation-infeasible is strictly below every
-//! valid plan's period.
+//! judge accepts at period `T*` makes the relaxation feasible at `T*`, and a plan stretched
+//! to a longer period stays valid, so every period proven relaxation-infeasible is strictly
+//! below every valid plan's period.
 //!
 //! The model is the one of `docs/model.md` (operations of one batch, periodic patterns, the
 //! memory rule with stash overlaps); the facts below follow from it alone.
@@ -87,6 +87,21 @@
 //! subproblem is a closed form. A premise that cannot fit at `T` cannot fit below `T`, and
 //! the pool of premises is kept across the bisection's probes.
 //!
+//! # Waits
+//! Two operations on one resource do not overlap modulo `T`. On a half-duplex link, the
+//! forward and backward transfers of one cut (`d = comm_c` each): from the forward's start,
+//! the same batch's backward transfer starts at some `y` with `y mod T` in `[d, T - d]`. On
+//! a processor, layer `l`'s forward and backward (parts of their stages' operations,
+//! whatever the stages): `y mod T` in `[f_l, T - b_l]`. Up the chain from the last layer,
+//! the least time to each such start (computation, transfers, the waits below it) is
+//! rounded up to the next admissible value ([`clear_of`], monotone), and the waits lengthen
+//! every window above ([`Relaxation::waits`]). They grow with the crossing cuts (a cut only
+//! lengthens what is rounded), so exact premises stay valid; they do not grow with every
+//! added transfer, so transfer limits are computed without them. The relaxation is then
+//! not monotone in `T`, but a plan at `T' < T` stretched by `T / T'` is a plan at `T` with
+//! the same allocation and live batches: a period where the relaxation (or a premise)
+//! fails still has no plan at or below it.
+//!
 //! # Infeasibility of a case
 //! As `T` grows, fact 3 tends to one copy of every layer `j <= i` (a processor keeps one
 //! batch of each of its layers at the forward start of its last one) and facts 1 and 4
@@ -117,6 +132,10 @@ use crate::units::Seconds;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
 pub const MAX_TRANSFER_PERIODS: usize = 1;
+
+/// A plan within this relative gap of the bound counts as closing its case; with a known
+/// plan, the bisection first probes the period that decides it.
+pub const CLOSING_GAP: f64 = 0.05;
 
 /// Levels per period of fact 3's transfer term.
 const LEVELS_PER_PERIOD: usize = 1;
@@ -179,6 +198,8 @@ pub struct Relaxation {
     /// units of `comm`.
     link_factor: f64,
     u: Vec<f64>,
+    fwd: Vec<f64>,
+    bwd: Vec<f64>,
     weights: Vec<f64>,
     /// `e_j`: a layer's stash less what it shares with the next layer.
     stash: Vec<f64>,
@@ -213,6 +234,8 @@ impl Relaxation {
             memory: platform.memory,
             link_factor: if platform.full_duplex { 1.0 } else { 2.0 },
             u: instance.layers.iter().map(|l| l.fwd + l.bwd).collect(),
+            fwd: instance.layers.iter().map(|l| l.fwd).collect(),
+            bwd: instance.layers.iter().map(|l| l.bwd).collect(),
             weights: instance.layers.iter().map(|l| l.weights).collect(),
             stash: stash.clone(),
             own: if instance.stash_shared.is_empty() && stash.iter().any(|&e| e > 0.0) {
@@ -365,20 +388,96 @@ impl Holding {
     }
 }
 
+/// How [`Relaxation::holding_fits_with`] counts a layer's windows.
+#[derive(Debug, Clone, Copy)]
+enum Windows {
+    /// With the waits that the period forces between operations sharing a resource
+    /// ([`Relaxation::waits`]). Monotone in the runs and the crossing cuts, not in where
+    /// further transfers lie.
+    Waited,
+    /// Chain sums and transfers only, with `extra` seconds of one-way transfers more
+    /// downstream of the first run only: where further crossing cuts would weigh least.
+    Plain { extra: f64 },
+}
+
+/// The smallest `y >= x` at which an operation of length `after` may start, `y` after the
+/// start of one of length `before` on the same resource, both repeating every `period`:
+/// `y mod T` in `[before, T - after]` (module docs, "Waits"). The zone is widened by `tol`
+/// on both sides; `x` itself when the two cannot share the resource at all (a load fact
+/// excludes that case).
+fn clear_of(x: f64, before: f64, after: f64, period: f64, tol: f64) -> f64 {
+    let (lo, hi) = (before - tol, period - after + tol);
+    if !period.is_finite() || hi < lo {
+        return x;
+    }
+    let k = (x / period).floor();
+    let r = x - k * period;
+    if r < lo {
+        k * period + lo
+    } else if r <= hi {
+        x
+    } else {
+        (k + 1.0) * period + lo
+    }
+}
+
 impl Relaxation {
+    /// `waits[l]`: a lower bound on the time that layer `l`'s window (from its forward's
+    /// start to its backward's end) spends waiting at `period`, with the cuts `crossing`
+    /// crossing and no other (`crossing[c]`: between layers `c` and `c + 1`, 0-based; one
+    /// entry per layer, the last unused); zeros at an infinite period (module docs, "Waits").
+    pub fn waits(&self, crossing: &[bool], period: f64) -> Vec<f64> {
+        let n = self.layers;
+        let mut waits = vec![0.0; n + 1];
+        if !period.is_finite() {
+            return waits;
+        }
+        let tol = self.slack * period;
+        let half_duplex = self.link_factor > 1.5;
+        // span: the least time from F_l's start to B_l's end, from the last layer up.
+        let mut span_next = 0.0;
+        let mut down = 0.0;
+        for l in (0..n).rev() {
+            let (f, b) = (self.fwd[l], self.bwd[l]);
+            let to_backward = if l + 1 == n {
+                f
+            } else if crossing[l] {
+                let d = self.comm[l];
+                down += d;
+                // From the forward transfer's start to the backward transfer's start.
+                let mut gap = d + span_next;
+                if half_duplex {
+                    gap = clear_of(gap, d, d, period, tol);
+                }
+                f + gap + d
+            } else {
+                f + span_next
+            };
+            // F_l and B_l are parts of their stage's forward and backward: they share the
+            // processor.
+            let span = clear_of(to_backward, f, b, period, tol) + b;
+            waits[l] = (span - self.suffix(l) - 2.0 * down).max(0.0);
+            span_next = span;
+        }
+        waits
+    }
+
     /// Whether a processor holding `h` can meet the memory and load facts at `period`, its
     /// windows counted with the transfers of `h.cuts` in both directions: facts 1-4 of the
     /// module docs for one processor, with every cut outside `h.cuts` taken as not crossing
     /// (fewer transfers, shorter windows: a relaxation of every assignment that satisfies
     /// the premise, whatever stages its runs are cut into).
     pub fn holding_fits(&self, h: &Holding, period: f64) -> bool {
-        self.holding_fits_with(h, period, 0.0)
+        self.holding_fits_with(h, period, Windows::Waited)
     }
 
-    /// [`Relaxation::holding_fits`] with `extra` seconds of transfers (one direction) more
-    /// downstream of the first run only: where further crossing cuts would weigh least.
-    fn holding_fits_with(&self, h: &Holding, period: f64, extra: f64) -> bool {
+    /// [`Relaxation::holding_fits`] with windows counted as `windows` says.
+    fn holding_fits_with(&self, h: &Holding, period: f64, windows: Windows) -> bool {
         let n = self.layers;
+        let extra = match windows {
+            Windows::Waited => 0.0,
+            Windows::Plain { extra } => extra,
+        };
         let cap_time = period * (1.0 + self.slack);
         let cap_mem = self.memory * (1.0 + self.slack);
         let mut crossing = vec![false; n];
@@ -440,7 +539,11 @@ impl Relaxation {
                 whole.min(self.stash[j] * held(j - 1))
             }
         };
-        let window = |j: usize| self.suffix(j) + 2.0 * down[j];
+        let waits = match windows {
+            Windows::Waited => self.waits(&crossing, period),
+            Windows::Plain { .. } => vec![0.0; n],
+        };
+        let window = |j: usize| self.suffix(j) + 2.0 * down[j] + waits[j];
         if period.is_finite() {
             let average: f64 = layers
                 .iter()
@@ -455,7 +558,7 @@ impl Relaxation {
             for &j in &layers {
                 need += if j <= i {
                     charge(j, &|x| {
-                        let d = self.suffix_f[i] + down[i] + self.suffix_b[x] + down[x];
+                        let d = self.suffix_f[i] + down[i] + waits[i] + self.suffix_b[x] + down[x];
                         ceil_copies(d, period, self.slack)
                     })
                 } else {
@@ -519,16 +622,16 @@ impl Relaxation {
     /// `Some(negative)` when it cannot fit even with none.
     fn transfer_limit(&self, h: &Holding, period: f64) -> Option<f64> {
         let most: f64 = self.free_cuts(h).iter().map(|&c| self.comm[c]).sum();
-        if self.holding_fits_with(h, period, most) {
+        if self.holding_fits_with(h, period, Windows::Plain { extra: most }) {
             return None;
         }
-        if !self.holding_fits_with(h, period, 0.0) {
+        if !self.holding_fits_with(h, period, Windows::Plain { extra: 0.0 }) {
             return Some(-1.0);
         }
         let (mut lo, mut hi) = (0.0, most);
         for _ in 0..40 {
             let mid = 0.5 * (lo + hi);
-            if self.holding_fits_with(h, period, mid) {
+            if self.holding_fits_with(h, period, Windows::Plain { extra: mid }) {
                 lo = mid;
             } else {
                 hi = mid;
@@ -1033,12 +1136,23 @@ pub fn global_lower_bound(
     }
     out.method =
         "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
+    // With a known plan, the first probe is the one that decides whether that plan is
+    // within `CLOSING_GAP` of optimal; the bisection then goes on from what it proved.
+    let mut probes: Vec<f64> = options
+        .known_period
+        .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
+        .filter(|&t| t > lo * (1.0 + options.precision) && t < hi)
+        .into_iter()
+        .collect();
     while hi > lo * (1.0 + options.precision) {
         if time_left().is_some_and(|t| t.is_zero()) {
             undecided = true;
             break;
         }
-        let mid = 0.5 * (lo + hi);
+        let mid = match probes.pop() {
+            Some(t) if t > lo && t < hi => t,
+            _ => 0.5 * (lo + hi),
+        };
         out.solves += 1;
         // A probe gets at most half of what is left (but a second at least), so that one
         // hard period near the threshold leaves time for easier ones below it.
@@ -1079,6 +1193,39 @@ mod tests {
         assert_eq!(floor_copies(2.0, 1.0, s), 1.0);
         assert_eq!(floor_copies(2.5, 1.0, s), 2.0);
         assert_eq!(floor_copies(2.5, f64::INFINITY, s), 0.0);
+    }
+
+    #[test]
+    fn a_start_is_rounded_up_to_where_the_resource_is_free() {
+        // After an operation of 0.3 (started at 0), one of 0.2 fits from 0.3 to 0.8 mod 1.
+        assert_eq!(clear_of(0.5, 0.3, 0.2, 1.0, 0.0), 0.5);
+        assert_eq!(clear_of(0.9, 0.3, 0.2, 1.0, 0.0), 1.3);
+        assert_eq!(clear_of(1.1, 0.3, 0.2, 1.0, 0.0), 1.3);
+        assert_eq!(clear_of(0.8, 0.3, 0.2, 1.0, 0.0), 0.8);
+        assert_eq!(clear_of(0.9, 0.3, 0.2, f64::INFINITY, 0.0), 0.9);
+        // The tolerance widens the zone.
+        assert_eq!(clear_of(0.81, 0.3, 0.2, 1.0, 0.02), 0.81);
+    }
+
+    #[test]
+    fn a_half_duplex_link_makes_the_upstream_window_wait() {
+        // Layer 1 on one processor, layer 2 on another, a transfer of 0.3 s each way. From
+        // the forward transfer's start, the backward one can start 0.3 + 0.25 + 0.25 = 0.8 s
+        // later, when the link is busy (modulo T = 1) with the next forward transfer (it
+        // starts at 1.0 and lasts 0.3): it waits until 1.3, and layer 1's window with it.
+        let inst = chain(&[0.1, 0.25], &[0.1, 0.25], &[0.0; 2], &[0.3, 0.1], 0.0);
+        let half = Relaxation::new(&inst, &Platform::new(2, 1e9, 1.0));
+        let w = half.waits(&[true, false], 1.0);
+        assert!((w[0] - 0.5).abs() < 1e-5, "{w:?}");
+        assert!(w[1].abs() < 1e-12);
+        // No wait without the cut, at a period where the chain fits, or in full duplex.
+        assert!(half.waits(&[false, false], 1.0)[0].abs() < 1e-12);
+        assert!(half.waits(&[true, false], 1.6)[0].abs() < 1e-12);
+        assert!(half.waits(&[true, false], f64::INFINITY)[0].abs() < 1e-12);
+        let mut duplex = Platform::new(2, 1e9, 1.0);
+        duplex.full_duplex = true;
+        let full = Relaxation::new(&inst, &duplex);
+        assert!(full.waits(&[true, false], 1.0)[0].abs() < 1e-12);
     }
 
     /// Every stage keeps at least what the relaxation charges its layers.
