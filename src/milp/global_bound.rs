@@ -100,7 +100,8 @@
 //! added transfer, so transfer limits are computed without them. The relaxation is then
 //! not monotone in `T`, but a plan at `T' < T` stretched by `T / T'` is a plan at `T` with
 //! the same allocation and live batches: a period where the relaxation (or a premise)
-//! fails still has no plan at or below it.
+//! fails still has no plan at or below it. A probe runs the loop with plain windows first
+//! (their premises are more general) and checks the waits on the assignment that passes.
 //!
 //! # Infeasibility of a case
 //! As `T` grows, fact 3 tends to one copy of every layer `j <= i` (a processor keeps one
@@ -134,8 +135,12 @@ use crate::units::Seconds;
 pub const MAX_TRANSFER_PERIODS: usize = 1;
 
 /// A plan within this relative gap of the bound counts as closing its case; with a known
-/// plan, the bisection first probes the period that decides it.
+/// plan, the bisection probes the period that decides it early.
 pub const CLOSING_GAP: f64 = 0.05;
+
+/// Probes of the bisection (after the infinite period's) before the one at the closing
+/// gap: the first ones are far from the threshold, cheap, and teach the loop its premises.
+const CLOSING_PROBE_AFTER: usize = 3;
 
 /// Levels per period of fact 3's transfer term.
 const LEVELS_PER_PERIOD: usize = 1;
@@ -573,12 +578,12 @@ impl Relaxation {
     }
 
     /// Drops whole runs of `h` while it still cannot fit at `period` (`h` must not fit).
-    fn fewer_runs(&self, mut h: Holding, period: f64) -> Holding {
+    fn fewer_runs(&self, mut h: Holding, period: f64, windows: Windows) -> Holding {
         let mut k = 0;
         while h.runs.len() > 1 && k < h.runs.len() {
             let mut t = h.clone();
             t.runs.remove(k);
-            if self.holding_fits(&t, period) {
+            if self.holding_fits_with(&t, period, windows) {
                 k += 1;
             } else {
                 h = t;
@@ -590,7 +595,7 @@ impl Relaxation {
     }
 
     /// Drops the cuts of `h` that bound no run while it still cannot fit at `period`.
-    fn fewer_cuts(&self, mut h: Holding, period: f64) -> Holding {
+    fn fewer_cuts(&self, mut h: Holding, period: f64, windows: Windows) -> Holding {
         // Cheapest transfers first: dropping them is the likeliest to keep the proof.
         let mut order = h.cuts.clone();
         order.sort_by(|&a, &b| self.comm[a].total_cmp(&self.comm[b]));
@@ -600,7 +605,7 @@ impl Relaxation {
             }
             let mut t = h.clone();
             t.cuts.retain(|&x| x != c);
-            if !self.holding_fits(&t, period) {
+            if !self.holding_fits_with(&t, period, windows) {
                 h = t;
             }
         }
@@ -644,16 +649,16 @@ impl Relaxation {
     /// The premises that `assignment` violates at `period`, one per processor that cannot
     /// fit: a transfer limit on its runs when that alone excludes the assignment, else the
     /// runs with the crossing cuts that matter.
-    fn violated(&self, assignment: &[usize], period: f64) -> Vec<Premise> {
+    fn violated(&self, assignment: &[usize], period: f64, windows: Windows) -> Vec<Premise> {
         let mut out = Vec::new();
         for p in 0..self.processors {
             let Some(h) = Holding::of(assignment, p) else {
                 continue;
             };
-            if self.holding_fits(&h, period) {
+            if self.holding_fits_with(&h, period, windows) {
                 continue;
             }
-            let h = self.fewer_runs(h, period);
+            let h = self.fewer_runs(h, period, windows);
             let bounded = Holding {
                 runs: h.runs.clone(),
                 cuts: h
@@ -671,7 +676,7 @@ impl Relaxation {
                 .sum();
             match self.transfer_limit(&bounded, period) {
                 Some(limit) if crossing > limit => out.push(Premise::Limited(bounded)),
-                _ => out.push(Premise::Exact(self.fewer_cuts(h, period))),
+                _ => out.push(Premise::Exact(self.fewer_cuts(h, period, windows))),
             }
         }
         out
@@ -988,6 +993,14 @@ fn probe(
         })
         .cloned()
         .collect();
+    // Plain windows first: their premises are general and the loop converges fast; the
+    // waits only once an assignment passes them.
+    let mut waited = !period.is_finite();
+    let mut windows = if waited {
+        Windows::Waited
+    } else {
+        Windows::Plain { extra: 0.0 }
+    };
     loop {
         let left = time_left.map(|t| t.saturating_sub(started.elapsed()));
         if left.is_some_and(|t| t.is_zero()) {
@@ -1011,7 +1024,14 @@ fn probe(
                 })
                 .collect(),
         };
-        let violated = relax.violated(&assignment, period);
+        let mut violated = relax.violated(&assignment, period, windows);
+        if violated.is_empty() && !waited {
+            // The plain windows hold: now the waits (module docs, "Waits"), with every
+            // premise learnt so far.
+            waited = true;
+            windows = Windows::Waited;
+            violated = relax.violated(&assignment, period, windows);
+        }
         if violated.is_empty() {
             return Ok(Probe::Feasible(assignment));
         }
@@ -1136,8 +1156,9 @@ pub fn global_lower_bound(
     }
     out.method =
         "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
-    // With a known plan, the first probe is the one that decides whether that plan is
-    // within `CLOSING_GAP` of optimal; the bisection then goes on from what it proved.
+    // With a known plan, once the first probes have taught the loop its premises, the
+    // next one decides whether that plan is within `CLOSING_GAP` of optimal; the bisection
+    // then goes on from what it proved.
     let mut probes: Vec<f64> = options
         .known_period
         .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
@@ -1149,7 +1170,10 @@ pub fn global_lower_bound(
             undecided = true;
             break;
         }
-        let mid = match probes.pop() {
+        let mid = match (out.solves > CLOSING_PROBE_AFTER)
+            .then(|| probes.pop())
+            .flatten()
+        {
             Some(t) if t > lo && t < hi => t,
             _ => 0.5 * (lo + hi),
         };
@@ -1326,9 +1350,11 @@ mod tests {
                         if relaxation_fits(&relax, a, period) {
                             fits.push(a.to_vec());
                         }
-                        for p in relax.violated(a, period) {
-                            assert!(!obeys(&relax, &p, a, period), "{p:?} lets {a:?} through");
-                            premises.push(p);
+                        for windows in [Windows::Plain { extra: 0.0 }, Windows::Waited] {
+                            for p in relax.violated(a, period, windows) {
+                                assert!(!obeys(&relax, &p, a, period), "{p:?} lets {a:?} through");
+                                premises.push(p);
+                            }
                         }
                     });
                     learnt += premises.len();
