@@ -412,13 +412,9 @@ struct PlanArgs {
     instance: PathBuf,
     #[command(flatten)]
     platform: PlatformArgs,
-    /// The algorithm: 1f1b* (a given --partition scheduled by 1F1B*), pipedream (PipeDream's
-    /// straight DP + 1F1B*), madpipe-dp (MadPipe's first phase, planned only), madpipe (+ its
-    /// scheduling MILP), milp-schedule (a given --partition, MILP pattern), contiguous-opt
-    /// (the best contiguous allocation), ilp (the general MILP: any allocation, with its
-    /// pattern; see --coarsen), bipartition (separate forward/backward cuts).
-    #[arg(long, short = 'a')]
-    algorithm: String,
+    /// The algorithm.
+    #[arg(long, short = 'a', value_enum)]
+    algorithm: algorithm::Algorithm,
     /// For 1f1b*: the 0-based index of each stage's first layer, e.g. 0,60,120,180; stage i
     /// goes on processor i.
     #[arg(long, value_delimiter = ',')]
@@ -1141,7 +1137,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         ilp_search: args.ilp_search,
         ..Options::default()
     };
-    let planner = algorithm::planner(&args.algorithm, &options)?;
+    let planner = args.algorithm.planner(&options)?;
     let (plan, report) = algorithm::run(
         planner.as_ref(),
         &Problem {

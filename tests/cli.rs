@@ -206,7 +206,9 @@ fn bad_flags_are_explained() {
         .args(&args)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown algorithm"));
+        .stderr(predicate::str::contains(
+            "invalid value 'magic' for '--algorithm",
+        ));
 }
 
 #[test]

@@ -46,7 +46,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::model::{Allocation, ChainSums, Instance, Pattern, Platform};
 use crate::schedule::one_f_one_b_star::{

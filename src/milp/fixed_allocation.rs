@@ -46,7 +46,7 @@
 
 use std::time::Instant;
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
@@ -481,6 +481,14 @@ pub fn outcome_of(allocation: Allocation, mut out: MilpOutcome) -> Outcome {
             sol.solver = Some(summary);
             Outcome::Found(sol)
         }
+    }
+}
+
+impl MilpSchedulePlanner {
+    /// The planner of `milp-schedule`: `partition` as `--partition` gives it (each stage's
+    /// first layer, 0-based), checked against the instance when it plans.
+    pub fn new(partition: Vec<usize>, options: MilpOptions) -> Self {
+        MilpSchedulePlanner { partition, options }
     }
 }
 

@@ -113,7 +113,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
 use crate::milp::ensure_judged_valid;
@@ -1066,12 +1066,45 @@ pub struct GeneralMilpPlanner {
     pub options: MilpOptions,
 }
 
+/// The general MILP's time limit when the registry builds `ilp` without one: it can run for
+/// hours, and the plan found by then is reported with status "timeout".
+pub const DEFAULT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl GeneralMilpPlanner {
+    /// The planner of `ilp`; `coarsen`, when given, must be at least one group.
+    pub fn new(
+        coarsen: Option<usize>,
+        search: IlpSearch,
+        options: MilpOptions,
+    ) -> Result<Self, crate::InputError> {
+        let planner = GeneralMilpPlanner {
+            coarsen,
+            search,
+            options,
+        };
+        planner.check()?;
+        Ok(planner)
+    }
+
+    fn check(&self) -> Result<(), crate::InputError> {
+        if self.coarsen == Some(0) {
+            return Err(crate::InputError::new(
+                "--coarsen",
+                "",
+                "must be 1 or more groups",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Planner for GeneralMilpPlanner {
     fn name(&self) -> String {
         "ilp".into()
     }
 
     fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+        self.check()?;
         general_optimum_by(
             problem.instance,
             problem.platform,

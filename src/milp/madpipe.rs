@@ -17,7 +17,7 @@
 //! allocation's pattern. Its period is never worse than the fixed allocation's, and it may
 //! fit where the first phase's allocation does not.
 
-use crate::algorithm::{Outcome, Planner, Problem};
+use crate::algorithm::api::{Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
 use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
@@ -31,6 +31,22 @@ pub struct MadPipePlanner {
     pub milp: MilpOptions,
     /// Let the MILP move the stages between processors (module docs).
     pub remap_stages: bool,
+}
+
+impl MadPipePlanner {
+    /// The planner of `madpipe`, with `config` checked.
+    pub fn new(
+        config: MadPipeConfig,
+        milp: MilpOptions,
+        remap_stages: bool,
+    ) -> Result<Self, crate::InputError> {
+        config.check()?;
+        Ok(MadPipePlanner {
+            config,
+            milp,
+            remap_stages,
+        })
+    }
 }
 
 impl Planner for MadPipePlanner {

@@ -29,7 +29,7 @@
 // Index-heavy dynamic programs read better with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
 use crate::model::{Allocation, BatchGraph, Instance, Pattern, PatternOp, Platform, Stage};

@@ -71,7 +71,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::model::{Allocation, ChainSums, Instance, Platform, Stage};
 use crate::units::{Bytes, Seconds};
 
@@ -648,6 +648,14 @@ pub fn algorithm1(
 #[derive(Debug, Clone, Default)]
 pub struct MadPipeDpPlanner {
     pub config: MadPipeConfig,
+}
+
+impl MadPipeDpPlanner {
+    /// The planner of `madpipe-dp`, with `config` checked.
+    pub fn new(config: MadPipeConfig) -> Result<Self, crate::InputError> {
+        config.check()?;
+        Ok(MadPipeDpPlanner { config })
+    }
 }
 
 impl Planner for MadPipeDpPlanner {

@@ -47,7 +47,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
 use crate::model::{Allocation, Instance, Stage};
 use crate::schedule::one_f_one_b_star;

@@ -78,8 +78,12 @@ fn panel(title: String, x: &str, y: String, lines: Vec<Line>) -> Panel {
     }
 }
 
-/// Algorithms whose `lower_bound` holds for every plan of a case (see the module docs).
-pub const GLOBAL_BOUND_ALGORITHMS: &[&str] = &["ilp", "best"];
+/// True when the row's algorithm has a `lower_bound` that holds for every plan of a case
+/// (see the module docs).
+fn bound_covers_every_plan(r: &Row) -> bool {
+    crate::algorithm::Algorithm::parse(&r.algorithm_name)
+        .is_ok_and(|a| a.descriptor().bound_covers_every_plan)
+}
 
 /// Per memory limit (GiB), the geometric mean of `period / denominator(row)` over the rows
 /// that have both.
@@ -241,7 +245,7 @@ pub fn write_figures(
             let mut bound: BTreeMap<Case, f64> = BTreeMap::new();
             for r in &sel {
                 let mut b = r.sequential / r.processors as f64; // U(1,L) / P
-                let global = GLOBAL_BOUND_ALGORITHMS.contains(&r.algorithm_name.as_str());
+                let global = bound_covers_every_plan(r);
                 if let (true, Some(lb)) = (global, r.lower_bound) {
                     b = b.max(lb);
                 }
