@@ -1,8 +1,10 @@
 //! The `pipeopt` command line: parse, call the library, print JSON or a table. Nothing else.
 //!
-//! Exit status (README, "Guarantees"): 0 when a result was produced, "infeasible" included,
-//! 1 when a plan is invalid (`validate`) or an algorithm failed, 2 on bad input (the message
-//! names the file and the field).
+//! Exit status (README, "Exit status"): 0 when a result was produced, "infeasible"
+//! included; 1 when a plan is invalid (`validate`), an algorithm or solver failed, or a
+//! file (stdout included) could not be written; 2 on bad input (the message names the file
+//! and the field). The library says which ([`pipeopt::Error::exit_code`]); `anyhow` only
+//! carries its errors, and those of serde, up to here.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -459,7 +461,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `println!` panics when stdout is closed (`| head -3`) or full (`> /dev/full`). Such a
     // panic is not a bug: a closed pipe ends the command quietly (the reader has what it
-    // wanted, as in ripgrep), a full disk is an error with exit status 2.
+    // wanted, as in ripgrep), a full disk is a failed write (exit status 1).
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if stdout_failure(info.payload()).is_none() {
@@ -470,20 +472,28 @@ fn main() -> ExitCode {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<InputError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(exit_code(&e))
         }
         Err(payload) => match stdout_failure(payload.as_ref()) {
             Some(m) if m.contains("Broken pipe") => ExitCode::SUCCESS,
             Some(m) => {
                 eprintln!("error: stdout: {m}");
-                ExitCode::from(2)
+                ExitCode::from(1)
             }
             None => std::panic::resume_unwind(payload),
         },
+    }
+}
+
+/// The exit status for an error: the library's kind ([`pipeopt::Error::exit_code`]: 2 for
+/// bad input, 1 otherwise), 2 for bad input found here, 1 for anything else.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(e) = e.downcast_ref::<pipeopt::Error>() {
+        e.exit_code()
+    } else if e.downcast_ref::<InputError>().is_some() {
+        2
+    } else {
+        1
     }
 }
 

@@ -670,7 +670,7 @@ pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
     let outcome = run_grid(&exp, &out)?;
     let best_path = out.join("best.json");
     let best: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&best_path).map_err(|e| InputError::file(&best_path, e))?,
+        &std::fs::read(&best_path).map_err(|e| pipeopt::Error::io(&best_path, e))?,
     )?;
     if args.json {
         println!(

@@ -81,7 +81,7 @@ pub trait Planner {
     fn name(&self) -> String;
     /// Proposes a plan. Errors are for failures (bad options, solver crash), not for
     /// infeasibility, which is an [`Outcome`].
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome>;
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome>;
     /// True when the planner's `lower_bound` holds for every plan of the case (any
     /// allocation, any pattern) and its "infeasible" is a proof that no plan of any
     /// allocation fits: the report then carries them as `global_lower_bound` and

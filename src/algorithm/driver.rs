@@ -14,9 +14,10 @@ use crate::model::{Plan, PlanReport, Status};
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
 ///
-/// An algorithm's failure is a report with status "error"; only bad input (an
-/// [`InputError`](crate::InputError) from the planner, such as a malformed `--partition`) is
-/// returned as an error.
+/// An algorithm's failure ([`Error::Solver`](crate::Error::Solver),
+/// [`Error::Internal`](crate::Error::Internal)) is a report with status "error"; only bad
+/// input ([`Error::Input`](crate::Error::Input) from the planner, such as a malformed
+/// `--partition`) is returned as an error.
 pub fn run(
     planner: &dyn Planner,
     problem: &Problem,
@@ -45,13 +46,11 @@ pub fn run(
     };
     let global = planner.bound_is_global();
     Ok(match outcome {
-        Err(e) => match e.downcast::<crate::InputError>() {
-            Ok(input) => return Err(input),
-            Err(e) => {
-                report.messages.push(format!("{e:#}"));
-                (None, report)
-            }
-        },
+        Err(crate::Error::Input(input)) => return Err(input),
+        Err(e) => {
+            report.messages.push(e.to_string());
+            (None, report)
+        }
         Ok(Outcome::Infeasible {
             reason,
             lower_bound,
@@ -128,7 +127,7 @@ pub fn run(
                                     peak_at: vec![],
                                     loads: vec![],
                                     violations: vec![crate::judge::Violation::Structure {
-                                        message: e,
+                                        message: e.to_string(),
                                     }],
                                 },
                             }

@@ -90,7 +90,7 @@ pub fn schedule_allocation(
     platform: &Platform,
     allocation: &Allocation,
     options: &MilpOptions,
-) -> anyhow::Result<MilpOutcome> {
+) -> crate::error::Result<MilpOutcome> {
     schedule_allocation_below(instance, platform, allocation, options, None)
 }
 
@@ -105,7 +105,7 @@ pub fn schedule_allocation_below(
     allocation: &Allocation,
     options: &MilpOptions,
     cutoff: Option<Seconds>,
-) -> anyhow::Result<MilpOutcome> {
+) -> crate::error::Result<MilpOutcome> {
     let started = Instant::now();
     instance.check()?;
     platform.check()?;
@@ -113,7 +113,7 @@ pub fn schedule_allocation_below(
     let graph = BatchGraph::new(instance, platform, allocation);
     let order = graph
         .chain_order()
-        .ok_or_else(|| anyhow::anyhow!("internal error: the batch graph is not a single chain"))?;
+        .ok_or_else(|| crate::Error::internal("the batch graph is not a single chain"))?;
     let mut out = MilpOutcome {
         pattern: None,
         period: None,
@@ -128,7 +128,12 @@ pub fn schedule_allocation_below(
     // Lower bound: the largest resource load.
     let load_bound = resource_load_bound(&graph);
     if load_bound <= 0.0 {
-        anyhow::bail!("every operation of the allocation has zero duration: no finite optimum");
+        return Err(crate::InputError::new(
+            "instance",
+            "",
+            "every operation of the allocation has zero duration: no finite optimum",
+        )
+        .into());
     }
     out.lower_bound = load_bound;
     // With memory (windows and averages, `model::bounds`): often much tighter.
@@ -419,7 +424,10 @@ fn to_pattern(graph: &BatchGraph, values: &[f64], period: f64) -> Pattern {
 /// The best pattern for a plan's allocation (`pipeopt schedule PLAN.json`): the plan with
 /// its pattern replaced by the MILP's (when one fits), its `lower_bound` set to the
 /// search's bound, and the search's outcome. The plan's algorithm name gets `+milp`.
-pub fn schedule_plan(plan: &Plan, options: &MilpOptions) -> anyhow::Result<(Plan, MilpOutcome)> {
+pub fn schedule_plan(
+    plan: &Plan,
+    options: &MilpOptions,
+) -> crate::error::Result<(Plan, MilpOutcome)> {
     let allocation = plan.allocation();
     let out = schedule_allocation(&plan.instance, &plan.platform, &allocation, options)?;
     let mut new = plan.clone();
@@ -447,7 +455,7 @@ impl Planner for FixedAllocationPlanner {
         self.name.clone()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let out = schedule_allocation(
             problem.instance,
             problem.platform,
@@ -497,14 +505,19 @@ impl Planner for MilpSchedulePlanner {
         "milp-schedule".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
         if allocation.len() > problem.platform.processors {
-            anyhow::bail!(
-                "--partition has {} stages but the platform has {} processors",
-                allocation.len(),
-                problem.platform.processors
-            );
+            return Err(crate::InputError::new(
+                "--partition",
+                "",
+                format!(
+                    "{} stages but the platform has {} processors",
+                    allocation.len(),
+                    problem.platform.processors
+                ),
+            )
+            .into());
         }
         let out = schedule_allocation(
             problem.instance,

@@ -54,7 +54,7 @@ impl Planner for MadPipePlanner {
         "madpipe".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let first = match algorithm1(problem.instance, problem.platform, &self.config) {
             Ok(r) => r,
             Err(e @ MadPipeError::NoAllocation { .. }) => {
@@ -109,7 +109,7 @@ fn remap(
     fixed: crate::milp::MilpOutcome,
     planned_period: f64,
     options: &MilpOptions,
-) -> anyhow::Result<Outcome> {
+) -> crate::error::Result<Outcome> {
     let mut order: Vec<usize> = (0..allocation.len()).collect();
     order.sort_by_key(|&s| allocation.stages[s].first);
     let groups: Vec<(usize, usize)> = order

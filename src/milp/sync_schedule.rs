@@ -60,6 +60,13 @@
 //! worker D-1-s), micro-batches `0..N/2` down and `N/2..N` up; `Gems` is that placement
 //! under GEMS's rule of one live micro-batch per worker. Recomputation is not modelled.
 
+use crate::Error;
+
+/// Bad input to the schedule MILP (its problem or options).
+fn bad(reason: String) -> Error {
+    crate::InputError::new("sync --schedule optimal", "", reason).into()
+}
+
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -236,27 +243,29 @@ pub fn optimal_schedule(
     problem: &SyncProblem,
     proposals: &[(String, Schedule)],
     options: &MilpOptions,
-) -> anyhow::Result<SyncOptimum> {
+) -> crate::error::Result<SyncOptimum> {
     let started = Instant::now();
     let costs = problem.costs;
     let d = costs.stages();
     let n = problem.micro_batches;
     let placement = problem.placement;
     if d == 0 || n == 0 {
-        anyhow::bail!(
+        return Err(bad(format!(
             "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
-        );
+        )));
     }
     if placement != Placement::OneDirection && n % 2 != 0 {
-        anyhow::bail!(
+        return Err(bad(format!(
             "the {} placement needs an even number of micro-batches (half per pipeline), got N = {n}",
             placement.name()
-        );
+        )));
     }
     let mut caps = problem.live_cap.clone();
     if let Some(c) = &caps {
         if c.len() != d || c.contains(&0) {
-            anyhow::bail!("the live-micro-batch cap needs one positive entry per worker ({d})");
+            return Err(bad(format!(
+                "the live-micro-batch cap needs one positive entry per worker ({d})"
+            )));
         }
     }
     if placement == Placement::Gems {
@@ -306,12 +315,14 @@ pub fn optimal_schedule(
     let index: HashMap<Instr, usize> = ops.iter().enumerate().map(|(i, o)| (o.instr, i)).collect();
     let unit = ops.iter().map(|o| o.dur).fold(0.0, f64::max);
     if !(unit > 0.0 && unit.is_finite()) {
-        anyhow::bail!("every operation has zero (or non-finite) duration: no optimum to search");
+        return Err(bad(
+            "every operation has zero (or non-finite) duration: no optimum to search".into(),
+        ));
     }
 
     // The sequential streams: memory-minimal, so the feasibility test and the base memory.
     let sequential = sequential_streams(d, n, placement);
-    let seq = simulate(&sequential, costs, Execution::Serial)?;
+    let seq = simulate(&sequential, costs, Execution::Serial).map_err(Error::internal)?;
     if !fits(problem, &caps, &seq) {
         out.seconds = started.elapsed().as_secs_f64();
         return Ok(out);
@@ -462,9 +473,9 @@ pub fn optimal_schedule(
             let g = common_grid(dur.iter().copied().chain(lags));
             let slots = g.map(|g| (ub / g).round());
             match (problem.formulation, g, slots) {
-                (Formulation::TimeIndexed, None, _) => anyhow::bail!(
-                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)"
-                ),
+                (Formulation::TimeIndexed, None, _) => return Err(bad(
+                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)".into()
+                )),
                 (Formulation::TimeIndexed, Some(g), _) => Some(g),
                 (_, Some(g), Some(t)) if t * ops.len() as f64 <= AUTO_TIME_INDEXED_CELLS => Some(g),
                 _ => None,
@@ -492,9 +503,11 @@ pub fn optimal_schedule(
             .iter()
             .map(|ks| ks.iter().map(|&k| ops[k].instr).collect())
             .collect();
-        let r = simulate(&streams, costs, Execution::Serial)?;
+        let r = simulate(&streams, costs, Execution::Serial).map_err(Error::internal)?;
         if !fits(problem, &caps, &r) {
-            anyhow::bail!("internal error: the MILP's streams exceed the memory budget or the live cap in simulation");
+            return Err(Error::internal(
+                "the MILP's streams exceed the memory budget or the live cap in simulation",
+            ));
         }
         if r.makespan_seconds < best.2.makespan_seconds {
             best = ("milp".into(), streams, r);
@@ -504,10 +517,10 @@ pub fn optimal_schedule(
         status = SolveStatus::LimitWithIncumbent;
     }
     if status == SolveStatus::Infeasible {
-        anyhow::bail!(
-            "internal error: HiGHS calls the model infeasible although the {} streams fit",
+        return Err(Error::internal(format!(
+            "HiGHS calls the model infeasible although the {} streams fit",
             best.0
-        );
+        )));
     }
     let makespan = best.2.makespan_seconds;
     out.lower_bound = out.lower_bound.min(makespan);
@@ -548,7 +561,7 @@ struct Ctx<'a> {
 type Solved = (SolveResult, Option<Vec<Vec<usize>>>, usize);
 
 /// The disjunctive formulation (module docs).
-fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
+fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved> {
     let (ops, preds, dur, head, tail, latest) =
         (ctx.ops, ctx.preds, ctx.dur, ctx.head, ctx.tail, ctx.latest);
     let (by_worker, rmin, qmin, base) = (ctx.by_worker, ctx.rmin, ctx.qmin, ctx.base);
@@ -746,7 +759,7 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
 }
 
 /// The time-indexed formulation on a grid of `g` units (module docs).
-fn time_indexed(ctx: &Ctx, g: f64, options: &MilpOptions) -> anyhow::Result<Solved> {
+fn time_indexed(ctx: &Ctx, g: f64, options: &MilpOptions) -> crate::error::Result<Solved> {
     let ops = ctx.ops;
     let slot = |x: f64| (x / g).round() as i64;
     let horizon = slot(ctx.ub);

@@ -663,7 +663,7 @@ impl Planner for MadPipeDpPlanner {
         "madpipe-dp".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         match algorithm1(problem.instance, problem.platform, &self.config) {
             Ok(r) => {
                 let mut sol = Solution::new(r.allocation, None);

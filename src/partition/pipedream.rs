@@ -486,7 +486,7 @@ impl Planner for PipeDreamPlanner {
         "pipedream".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         problem.platform.check()?;
         let budget = problem.platform.processors;
         let mut best: Option<PipeDreamPartition> = None;
@@ -519,8 +519,10 @@ impl Planner for PipeDreamPlanner {
                 }
             }
         }
-        if let Some(e) = config_error {
-            return Err(e.into());
+        match config_error {
+            Some(PipeDreamError::Config(e)) => return Err(e.into()),
+            Some(e @ PipeDreamError::NoPartition(_)) => return Err(crate::Error::internal(e)),
+            None => {}
         }
         let Some(part) = best else {
             return Ok(Outcome::Infeasible {
@@ -533,9 +535,9 @@ impl Planner for PipeDreamPlanner {
                 lower_bound: None,
             });
         };
-        let allocation = part
-            .allocation()
-            .ok_or_else(|| anyhow::anyhow!("a straight PipeDream partition has a replica"))?;
+        let allocation = part.allocation().ok_or_else(|| {
+            crate::Error::internal("a straight PipeDream partition has a replica")
+        })?;
         let scheduled = one_f_one_b_star::schedule(
             problem.instance,
             problem.platform,

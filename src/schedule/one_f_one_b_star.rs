@@ -318,7 +318,7 @@ impl Planner for OneFOneBStarPlanner {
         "1f1b*".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
         if allocation.len() > problem.platform.processors {
             return Err(crate::InputError::new(
@@ -339,7 +339,7 @@ impl Planner for OneFOneBStarPlanner {
                 sol.planned_period = None;
                 Ok(Outcome::Found(sol))
             }
-            Err(e @ OneFOneBStarError::NotContiguous(_)) => Err(e.into()),
+            Err(e @ OneFOneBStarError::NotContiguous(_)) => Err(crate::Error::internal(e)),
             Err(e) => Ok(Outcome::Infeasible {
                 reason: e.to_string(),
                 lower_bound: None,

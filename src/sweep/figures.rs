@@ -26,7 +26,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::error::InputError;
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel};
 use crate::sweep::run::Row;
 
@@ -109,8 +108,8 @@ pub fn write_figures(
     rows: &[Row],
     dir: &Path,
     reference: Option<&str>,
-) -> Result<Vec<PathBuf>, InputError> {
-    std::fs::create_dir_all(dir).map_err(|e| InputError::file(dir, e))?;
+) -> Result<Vec<PathBuf>, crate::Error> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
     let algorithms: Vec<String> = {
         let mut seen = BTreeSet::new();
         rows.iter()

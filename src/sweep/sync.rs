@@ -974,11 +974,11 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
     out
 }
 
-fn polars_err(path: &Path, e: PolarsError) -> InputError {
-    InputError::file(path, e)
+fn polars_err(path: &Path, e: PolarsError) -> crate::Error {
+    crate::Error::io(path, e)
 }
 
-fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), InputError> {
+fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), crate::Error> {
     let mut buf = Vec::new();
     CsvWriter::new(&mut buf)
         .finish(&mut df)
@@ -1150,11 +1150,11 @@ fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
 }
 
 /// Runs the experiment and writes its tables and figures into `out_dir`.
-pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputError> {
+pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
     let (rows, skipped, optimum) = run_grid(exp)?;
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
-    std::fs::create_dir_all(out_dir).map_err(|e| InputError::file(out_dir, e))?;
+    std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
     let mut files = Vec::new();
     let runs_csv = out_dir.join("runs.csv");
     write_csv(
@@ -1169,11 +1169,11 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputErr
     )?;
     files.push(best_csv);
     let runs_json = out_dir.join("runs.json");
-    let text = serde_json::to_vec(&rows).map_err(|e| InputError::file(&runs_json, e))?;
+    let text = serde_json::to_vec(&rows).map_err(|e| crate::Error::io(&runs_json, e))?;
     crate::error::write_atomic(&runs_json, &text)?;
     files.push(runs_json);
     let best_json = out_dir.join("best.json");
-    let text = serde_json::to_vec_pretty(&best).map_err(|e| InputError::file(&best_json, e))?;
+    let text = serde_json::to_vec_pretty(&best).map_err(|e| crate::Error::io(&best_json, e))?;
     crate::error::write_atomic(&best_json, &text)?;
     files.push(best_json);
     if exp.optimum.is_some() {
@@ -1185,7 +1185,7 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputErr
         files.push(optimum_csv);
         let optimum_json = out_dir.join("optimum.json");
         let text =
-            serde_json::to_vec_pretty(&optimum).map_err(|e| InputError::file(&optimum_json, e))?;
+            serde_json::to_vec_pretty(&optimum).map_err(|e| crate::Error::io(&optimum_json, e))?;
         crate::error::write_atomic(&optimum_json, &text)?;
         files.push(optimum_json);
     }

@@ -20,7 +20,6 @@
 use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
-use crate::error::InputError;
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel, BLACK};
 
 const GIB: f64 = 1073741824.0;
@@ -30,7 +29,7 @@ pub const BLACK_LINE: usize = BLACK;
 
 /// Draws panels of line charts, two a row, each with its own legend right of it (panels
 /// differ in their lines: the optimum's label names the D it could not prove).
-fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError> {
+fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), crate::Error> {
     draw_panels(
         path,
         title,
@@ -176,7 +175,7 @@ pub fn write_figures(
     best: &[BestRow],
     optimum: &[OptimumRow],
     dir: &Path,
-) -> Result<Vec<PathBuf>, InputError> {
+) -> Result<Vec<PathBuf>, crate::Error> {
     let mut files = Vec::new();
     let insts = instances(rows);
     if !optimum.is_empty() {
