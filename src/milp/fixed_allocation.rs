@@ -450,6 +450,36 @@ pub struct FixedAllocationPlanner {
     pub name: String,
 }
 
+impl FixedAllocationPlanner {
+    /// The planner of `pipeopt schedule`: the allocation of `plan` (read from `path`), its
+    /// new plan named after the old one's algorithm with `+milp` (once). A Bi-Partition
+    /// plan is refused: the MILP schedules allocations (one range of layers per stage).
+    pub fn for_plan(
+        plan: &Plan,
+        path: &std::path::Path,
+        options: MilpOptions,
+    ) -> Result<Self, crate::InputError> {
+        if plan.bipartition.is_some() {
+            return Err(crate::InputError::new(
+                path.display().to_string(),
+                "bipartition",
+                "the scheduling MILP schedules allocations (one range of layers per stage); \
+                 a Bi-Partition plan splits a layer's forward and backward",
+            ));
+        }
+        let name = if plan.algorithm.ends_with("+milp") {
+            plan.algorithm.clone()
+        } else {
+            format!("{}+milp", plan.algorithm)
+        };
+        Ok(FixedAllocationPlanner {
+            allocation: plan.allocation(),
+            options,
+            name,
+        })
+    }
+}
+
 impl Planner for FixedAllocationPlanner {
     fn name(&self) -> String {
         self.name.clone()

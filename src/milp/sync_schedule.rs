@@ -105,6 +105,38 @@ impl Placement {
         }
     }
 
+    /// The known schedules of this placement drawn for D = `d` and N = `n` (those that
+    /// exist at that shape), named: the schedule MILP starts from the best that fits.
+    pub fn known_schedules(self, d: usize, n: usize) -> Vec<(String, Schedule)> {
+        use crate::schedule::sync::ScheduleKind;
+        let kinds: &[ScheduleKind] = match self {
+            Placement::OneDirection => &[
+                ScheduleKind::Dapple,
+                ScheduleKind::Gpipe,
+                ScheduleKind::Bapipe1f1bSno,
+                ScheduleKind::Bapipe1f1bSo,
+            ],
+            Placement::Bidirectional => &[
+                ScheduleKind::Chimera,
+                ScheduleKind::ChimeraDoubling,
+                ScheduleKind::Mixpipe { k: d, gamma: 0 },
+                ScheduleKind::MixpipeKMax,
+                ScheduleKind::Gems,
+            ],
+            Placement::Gems => &[ScheduleKind::Gems],
+        };
+        let mut out: Vec<(String, Schedule)> = kinds
+            .iter()
+            .filter_map(|kind| kind.generate(d, n).ok().map(|s| (kind.name(), s)))
+            .collect();
+        if self == Placement::Bidirectional && n >= d && d % 2 == 0 {
+            if let Ok(s) = crate::schedule::sync::chimera::chimera_drawn_for(d, n, 1) {
+                out.push(("chimera (drawn for B = F)".into(), s));
+            }
+        }
+        out
+    }
+
     /// The pipelines with their micro-batches (numbered as `schedule::sync` does).
     pub fn pipelines(self, n: usize) -> Vec<(Pipeline, std::ops::Range<usize>)> {
         match self {
@@ -128,6 +160,18 @@ pub enum Formulation {
     Disjunctive,
     /// One binary per operation and grid slot: durations on a common grid only.
     TimeIndexed,
+}
+
+impl Formulation {
+    /// Parses `auto`, `disjunctive` or `time-indexed`.
+    pub fn parse(text: &str) -> Option<Formulation> {
+        match text {
+            "auto" => Some(Formulation::Auto),
+            "disjunctive" => Some(Formulation::Disjunctive),
+            "time-indexed" => Some(Formulation::TimeIndexed),
+            _ => None,
+        }
+    }
 }
 
 /// The largest time-indexed model `Formulation::Auto` builds: operations x slots. Measured

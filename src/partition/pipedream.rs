@@ -60,6 +60,49 @@ pub struct Level {
     pub bandwidth: BytesPerSecond,
 }
 
+/// The levels of a hierarchical machine from one processor count and one bandwidth per
+/// level, innermost first (`partition pipedream --processors 4 4 --bandwidth 24GB/s 3GB/s`).
+pub fn levels(
+    processors: &[usize],
+    bandwidth: &[BytesPerSecond],
+) -> Result<Vec<Level>, InputError> {
+    if processors.len() != bandwidth.len() {
+        return Err(InputError::new(
+            "--bandwidth",
+            "",
+            format!(
+                "{} levels of --processors but {} bandwidths; give one per level",
+                processors.len(),
+                bandwidth.len()
+            ),
+        ));
+    }
+    Ok(processors
+        .iter()
+        .zip(bandwidth)
+        .map(|(&processors, &bandwidth)| Level {
+            processors,
+            bandwidth,
+        })
+        .collect())
+}
+
+/// PipeDream's activation compression ratio as its optimizer takes it
+/// (`--activation_compression_ratio`): a number, or `none` to leave activation transfers
+/// out (PipeDream's default when the flag is absent).
+pub fn parse_compression_ratio(text: &str) -> Result<Option<f64>, InputError> {
+    match text {
+        "none" => Ok(None),
+        r => r.parse::<f64>().map(Some).map_err(|_| {
+            InputError::new(
+                "--activation-compression-ratio",
+                "",
+                format!("{r:?} is neither a number nor `none`"),
+            )
+        }),
+    }
+}
+
 /// The options of PipeDream's optimizer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PipeDreamConfig {

@@ -478,19 +478,6 @@ pub fn analytic_rebuild(
     Ok(Some(if b as u64 == batch { own } else { build(b)? }))
 }
 
-fn scale_linear(c: &StageCosts, factor: f64) -> StageCosts {
-    let m = |v: &Vec<f64>| v.iter().map(|x| x * factor).collect();
-    StageCosts {
-        forward_seconds: m(&c.forward_seconds),
-        backward_seconds: m(&c.backward_seconds),
-        transfer_seconds: m(&c.transfer_seconds),
-        weight_bytes: c.weight_bytes.clone(),
-        stash_bytes: m(&c.stash_bytes),
-        input_bytes: m(&c.input_bytes),
-        output_bytes: m(&c.output_bytes),
-    }
-}
-
 /// The papers' closed-form bubble ratio of `kind` at (D, N), where they give one.
 pub fn paper_bubble_ratio(kind: ScheduleKind, d: usize, n: usize) -> Option<f64> {
     let (df, nf) = (d as f64, n as f64);
@@ -667,7 +654,10 @@ pub fn run_grid(
                             .map_err(|e| InputError::file(&case.instance, e))?,
                         "analytic",
                     ),
-                    None => (scale_linear(&base, b as f64 / own_batch), "linear"),
+                    None => (
+                        crate::schedule::sync::costs::scaled_by(&base, b as f64 / own_batch),
+                        "linear",
+                    ),
                 };
                 for &recompute in &exp.recompute {
                     let key = (ci, d, b, recompute);

@@ -269,6 +269,25 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
     Ok(rows)
 }
 
+/// Where `merge` writes when no output is given: `results/<dir>.parquet` for tables in
+/// `results/<dir>/` (the shards of one grid), beside that directory.
+pub fn default_merge_output(
+    tables: &[std::path::PathBuf],
+) -> Result<std::path::PathBuf, InputError> {
+    let first = tables
+        .first()
+        .ok_or_else(|| InputError::new("merge", "", "no table to merge"))?;
+    let dir = first
+        .parent()
+        .and_then(|d| d.file_name())
+        .ok_or_else(|| InputError::new("--out", "", "cannot guess the output name; give --out"))?;
+    let base = first
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap_or(Path::new("."));
+    Ok(base.join(format!("{}.parquet", dir.to_string_lossy())))
+}
+
 /// Merges Parquet tables (shards of one grid) into one, keeping one row per job key (the
 /// last file wins), and writes it as Parquet and CSV beside `out`.
 pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, crate::Error> {

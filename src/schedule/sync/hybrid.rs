@@ -61,6 +61,28 @@ pub fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
     }
 }
 
+/// The costs of D = `d` stages (a balanced partition, [`super::sim::balanced_partition`])
+/// at micro-batch size `b`: from `rebuilt`, the network rebuilt at `b`, when there is one;
+/// else from `instance` scaled from its own micro-batch size by eq. (3)
+/// ([`super::costs`]). `None` when the partition or the costs cannot be built.
+pub fn stage_costs_at(
+    instance: &crate::model::Instance,
+    rebuilt: Option<&crate::model::Instance>,
+    d: usize,
+    b: usize,
+    bandwidth: f64,
+) -> Option<StageCosts> {
+    let starts = super::sim::balanced_partition(instance, d).ok()?;
+    match rebuilt {
+        Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
+        None => {
+            let c = StageCosts::from_instance(instance, &starts, bandwidth).ok()?;
+            let own = super::costs::micro_batch_size(instance);
+            Some(super::costs::interpolated(&[(own, c)], b as f64))
+        }
+    }
+}
+
 /// Recomputation's costs: keep the input only, rerun the forward before the backward.
 pub fn with_recompute(c: &StageCosts) -> StageCosts {
     let mut r = c.clone();

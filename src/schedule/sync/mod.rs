@@ -13,6 +13,7 @@
 
 pub mod bapipe;
 pub mod chimera;
+pub mod costs;
 pub mod dapple;
 pub mod gems;
 pub mod gpipe;
@@ -192,6 +193,43 @@ pub enum ScheduleKind {
 }
 
 impl ScheduleKind {
+    /// The schedule named `name` for D = `d` stages and N = `n` micro-batches: gpipe,
+    /// dapple (or 1f1b), gems, chimera, chimera-doubling, mixpipe (with K, D by default, and
+    /// Gamma checked by [`mixpipe::check_k_gamma`]), mixpipe-kmax, 1f1b-sno, 1f1b-so,
+    /// 1f1b-as, fbp-as.
+    pub fn named(
+        name: &str,
+        d: usize,
+        n: usize,
+        k: Option<usize>,
+        gamma: usize,
+    ) -> Result<ScheduleKind, crate::InputError> {
+        Ok(match name {
+            "gpipe" => ScheduleKind::Gpipe,
+            "dapple" | "1f1b" => ScheduleKind::Dapple,
+            "gems" => ScheduleKind::Gems,
+            "chimera" => ScheduleKind::Chimera,
+            "chimera-doubling" => ScheduleKind::ChimeraDoubling,
+            "mixpipe" => {
+                let k = k.unwrap_or(d);
+                mixpipe::check_k_gamma(d, n, k, gamma)?;
+                ScheduleKind::Mixpipe { k, gamma }
+            }
+            "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
+            "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
+            "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
+            "1f1b-as" => ScheduleKind::Bapipe1f1bAs,
+            "fbp-as" => ScheduleKind::BapipeFbpAs,
+            other => {
+                return Err(crate::InputError::new(
+                    "--schedule",
+                    "",
+                    format!("unknown schedule {other:?}"),
+                ))
+            }
+        })
+    }
+
     pub fn name(self) -> String {
         match self {
             ScheduleKind::Gpipe => "gpipe".into(),
