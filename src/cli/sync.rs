@@ -14,7 +14,7 @@ use pipeopt::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
 use pipeopt::schedule::sync::costs::{interpolated, micro_batch_size};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
 use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
-use pipeopt::schedule::sync::ScheduleKind;
+use pipeopt::schedule::sync::{ScheduleKind, ScheduleName};
 use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 use serde_json::json;
@@ -353,7 +353,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     if args.schedule == "optimal" {
         return run_optimal(&args, &instance, &starts, &costs, n, base_batch);
     }
-    let kind = ScheduleKind::named(&args.schedule, d, n, args.k, args.gamma)?;
+    let kind = ScheduleName::parse(&args.schedule)?.kind(d, n, args.k, args.gamma)?;
     let schedule = kind
         .generate_for(d, n, &costs)
         .map_err(|e| bad("--schedule", e.to_string()))?;
@@ -548,7 +548,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
             format!("entry {i} is 0; sizes are at least 1"),
         ));
     }
-    if pipeopt::schedule::sync::hybrid::approach_kinds(&args.schedule, 2, 4).is_empty() {
+    let Some(approach) = ScheduleName::approach(&args.schedule) else {
         return Err(bad(
             "--schedule",
             format!(
@@ -556,7 +556,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                 args.schedule
             ),
         ));
-    }
+    };
     let server_gpus = args.server_gpus.unwrap_or(gpus);
     if server_gpus == 0 {
         return Err(bad("--server-gpus", "must be at least 1"));
@@ -617,7 +617,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
         allreduce_bytes_per_second: allreduce,
         server_gpus,
         inter_server_bytes_per_second: inter,
-        approach: &args.schedule,
+        approach,
         max_stages,
     };
     let rows = hybrid_search(&input, &costs_at)?;

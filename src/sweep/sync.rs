@@ -44,10 +44,10 @@ use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncP
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
-use crate::schedule::sync::hybrid::{approach_kinds, with_recompute};
+use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::mixpipe::paper_bubbles;
 use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
-use crate::schedule::sync::{Schedule, ScheduleKind};
+use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
 use crate::units::{parse_bandwidth, parse_bytes};
 
 #[derive(Debug, Deserialize)]
@@ -171,11 +171,6 @@ pub struct SyncExperiment {
     pub optimum: Option<OptimumSettings>,
 }
 
-/// The approaches a `schedules` entry may name.
-pub const APPROACHES: &[&str] = &[
-    "gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so",
-];
-
 impl SyncExperiment {
     pub fn load(path: &Path) -> Result<SyncExperiment, InputError> {
         let text = std::fs::read_to_string(path).map_err(|e| InputError::file(path, e))?;
@@ -211,10 +206,13 @@ impl SyncExperiment {
             ));
         }
         for (i, s) in raw.schedules.iter().enumerate() {
-            if !APPROACHES.contains(&s.as_str()) {
+            if ScheduleName::approach(s).is_none() {
                 return Err(bad(
                     &format!("schedules[{i}]"),
-                    format!("unknown schedule {s:?} (one of {})", APPROACHES.join(", ")),
+                    format!(
+                        "unknown schedule {s:?} (one of {})",
+                        ScheduleName::approach_names().join(", ")
+                    ),
                 ));
             }
         }
@@ -894,6 +892,11 @@ pub fn run_grid(
             .then(a.schedule.cmp(&b.schedule))
     });
     Ok((out, skipped, optimum_rows))
+}
+
+/// The schedules the approach `approach` (checked when the file loads) stands for at (D, N).
+fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
+    ScheduleName::approach(approach).map_or_else(Vec::new, |a| a.kinds(d, n))
 }
 
 /// The schedule kind a row's `schedule` names, among the approaches' kinds at (D, N).

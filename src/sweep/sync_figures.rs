@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel, BLACK};
+use crate::schedule::sync::ScheduleName;
 
 const GIB: f64 = 1073741824.0;
 
@@ -71,17 +72,9 @@ fn instances(rows: &[SyncRow]) -> Vec<String> {
     v
 }
 
+/// An approach's name in figures ([`ScheduleName::info`]).
 fn label(approach: &str) -> &str {
-    match approach {
-        "gpipe" => "GPipe",
-        "dapple" => "DAPPLE",
-        "gems" => "GEMS",
-        "chimera" => "Chimera",
-        "mixpipe" => "MixPipe",
-        "1f1b-sno" => "BaPipe 1F1B-SNO",
-        "1f1b-so" => "BaPipe 1F1B-SO",
-        other => other,
-    }
+    ScheduleName::approach(approach).map_or(approach, |s| s.info().label)
 }
 
 /// The panels of `bubble-ratio-optimum.svg`: per instance, the schedules of `series` at
