@@ -69,6 +69,36 @@ pub fn remove_stale(path: &std::path::Path) -> Result<(), InputError> {
     }
 }
 
+/// A table for people (no borders, like the rest of the text output): `header`, then the
+/// rows; the columns listed in `right` (numbers) aligned right.
+pub fn table<R: Into<comfy_table::Row>>(
+    header: &[&str],
+    right: &[usize],
+    rows: impl IntoIterator<Item = R>,
+) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    for &c in right {
+        if let Some(column) = t.column_mut(c) {
+            column.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// `yes`, `no` or nothing, for an optional flag in a table.
+pub fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "",
+    }
+}
+
 /// A plan report for people (`plan` and `schedule` without `--json`).
 pub struct Human<'a>(pub &'a PlanReport);
 

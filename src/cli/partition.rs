@@ -106,10 +106,17 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
             result.stages.len(),
             ShowSeconds(seconds)
         );
-        println!("{:>6} {:>6} {:>8}", "first", "last", "replicas");
-        for st in &result.stages {
-            println!("{:>6} {:>6} {:>8}", st.first, st.last, st.replicas);
-        }
+        let rows = result.stages.iter().map(|st| {
+            vec![
+                st.first.to_string(),
+                st.last.to_string(),
+                st.replicas.to_string(),
+            ]
+        });
+        println!(
+            "{}",
+            super::table(&["first", "last", "replicas"], &[0, 1, 2], rows)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,8 @@ use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 use serde_json::json;
 
+use super::{table, yes_no};
+
 #[derive(Debug, Args)]
 pub struct SyncArgs {
     /// The instance (one micro-batch's costs; its meta.batch, if any, is the micro-batch size).
@@ -149,18 +151,27 @@ fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
         ShowSeconds(r.makespan_seconds),
         r.bubble_ratio
     );
-    println!("worker  replicas  live  weights     buffers     activations  peak");
-    for (w, m) in r.memory.iter().enumerate() {
-        println!(
-            "{w:>6}  {:>8}  {:>4}  {:>10}  {:>10}  {:>11}  {}",
-            m.replicas,
-            m.peak_live,
+    let rows = r.memory.iter().enumerate().map(|(w, m)| {
+        vec![
+            w.to_string(),
+            m.replicas.to_string(),
+            m.peak_live.to_string(),
             ShowBytes(m.weight_bytes).to_string(),
             ShowBytes(m.buffer_bytes).to_string(),
             ShowBytes(m.activation_peak_bytes).to_string(),
-            ShowBytes(m.peak_bytes)
-        );
-    }
+            ShowBytes(m.peak_bytes).to_string(),
+        ]
+    });
+    let header = [
+        "worker",
+        "replicas",
+        "live",
+        "weights",
+        "buffers",
+        "activations",
+        "peak",
+    ];
+    println!("{}", table(&header, &[0, 1, 2, 3, 4, 5, 6], rows));
 }
 
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
@@ -262,19 +273,27 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
                        "accelerator": accelerator, "exploration": e})
             );
         } else {
-            println!("schedule   M     iteration     samples/s   bubble   peak        fits");
-            for r in &e.rows {
-                println!(
-                    "{:<9} {:>4}  {:>12}  {:>10.2}  {:>6.4}  {:>10}  {}",
-                    r.schedule,
-                    r.micro_batches,
+            let rows = e.rows.iter().map(|r| {
+                vec![
+                    r.schedule.to_string(),
+                    r.micro_batches.to_string(),
                     ShowSeconds(r.makespan_seconds).to_string(),
-                    r.samples_per_second,
-                    r.bubble_ratio,
+                    format!("{:.2}", r.samples_per_second),
+                    format!("{:.4}", r.bubble_ratio),
                     ShowBytes(r.peak_bytes).to_string(),
-                    r.fits
-                );
-            }
+                    r.fits.to_string(),
+                ]
+            });
+            let header = [
+                "schedule",
+                "M",
+                "iteration",
+                "samples/s",
+                "bubble",
+                "peak",
+                "fits",
+            ];
+            println!("{}", table(&header, &[1, 2, 3, 4, 5], rows));
             match &e.best {
                 Some(b) => println!("best: {} with M = {}", b.schedule, b.micro_batches),
                 None => println!("best: nothing fits"),
@@ -329,18 +348,25 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
                        "candidates": candidates})
             );
         } else {
-            println!("K  Gamma  B     N_bubbles  t_stage       samples/s (eq. 1)");
-            for c in &candidates {
-                println!(
-                    "{:<2} {:<6} {:<5} {:<10.3} {:<13} {:.2}",
-                    c.k,
-                    c.gamma,
-                    c.micro_batch,
-                    c.bubbles,
+            let rows = candidates.iter().map(|c| {
+                vec![
+                    c.k.to_string(),
+                    c.gamma.to_string(),
+                    c.micro_batch.to_string(),
+                    format!("{:.3}", c.bubbles),
                     ShowSeconds(c.stage_seconds).to_string(),
-                    c.samples_per_second
-                );
-            }
+                    format!("{:.2}", c.samples_per_second),
+                ]
+            });
+            let header = [
+                "K",
+                "Gamma",
+                "B",
+                "N_bubbles",
+                "t_stage",
+                "samples/s (eq. 1)",
+            ];
+            println!("{}", table(&header, &[0, 1, 2, 3, 4, 5], rows));
             println!(
                 "best K = {}, Gamma = {}, B = {}: eq. (1) {:.2} samples/s, simulated {:.2}",
                 best.k, best.gamma, best.micro_batch, best.samples_per_second, simulated_throughput
@@ -640,23 +666,20 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                    "best": best, "candidates": rows})
         );
     } else {
-        println!("D    W    S      best schedule              B    N     rc   iteration     all-reduce    samples/s");
-        for r in &rows {
-            println!(
-                "{:<4} {:<4} {:<6} {:<26} {:<4} {:<5} {:<4} {:<13} {:<13} {}",
-                r.stages,
-                r.replicas,
-                r.samples_per_pipeline,
-                r.schedule.as_deref().unwrap_or("(nothing fits)"),
+        let lines = rows.iter().map(|r| {
+            vec![
+                r.stages.to_string(),
+                r.replicas.to_string(),
+                r.samples_per_pipeline.to_string(),
+                r.schedule
+                    .as_deref()
+                    .unwrap_or("(nothing fits)")
+                    .to_string(),
                 r.micro_batch_size
                     .map(|x| x.to_string())
                     .unwrap_or_default(),
                 r.micro_batches.map(|x| x.to_string()).unwrap_or_default(),
-                match r.recompute {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "",
-                },
+                yes_no(r.recompute).to_string(),
                 r.iteration_seconds
                     .map(|x| ShowSeconds(x).to_string())
                     .unwrap_or_default(),
@@ -665,9 +688,22 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                     .unwrap_or_default(),
                 r.samples_per_second
                     .map(|x| format!("{x:.2}"))
-                    .unwrap_or_default()
-            );
-        }
+                    .unwrap_or_default(),
+            ]
+        });
+        let header = [
+            "D",
+            "W",
+            "S",
+            "best schedule",
+            "B",
+            "N",
+            "rc",
+            "iteration",
+            "all-reduce",
+            "samples/s",
+        ];
+        println!("{}", table(&header, &[0, 1, 2, 4, 5, 7, 8, 9], lines));
         match &best {
             Some(b) => println!(
                 "best: D = {}, W = {}, {} (eq. (6): {:.2} samples/s)",

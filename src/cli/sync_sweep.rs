@@ -7,6 +7,8 @@ use clap::Args;
 use pipeopt::units::ShowBytes;
 use serde_json::json;
 
+use super::{table, yes_no};
+
 #[derive(Debug, Args)]
 pub struct SyncSweepArgs {
     /// The experiment file (see experiments/bidirectional.toml).
@@ -59,42 +61,50 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
                 outcome.optimum_solves, outcome.optimum_proven
             );
         }
-        println!(
-            "instance      study    D   S     budget     approach  best schedule              B   N    rc  samples/s/GPU  MixPipe x"
-        );
-        if let Some(rows) = best.as_array() {
-            for r in rows {
-                let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
-                let num = |k: &str| f(k).as_f64();
-                println!(
-                    "{:<13} {:<8} {:<3} {:<5} {:<10} {:<9} {:<26} {:<3} {:<4} {:<3} {:<14} {}",
-                    f("instance").as_str().unwrap_or(""),
-                    f("study").as_str().unwrap_or(""),
-                    f("stages").to_string(),
-                    f("samples").to_string(),
-                    ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
-                    f("approach").as_str().unwrap_or(""),
-                    f("schedule").as_str().unwrap_or("(nothing fits)"),
-                    num("micro_batch_size")
-                        .map(|x| x.to_string())
-                        .unwrap_or_default(),
-                    num("micro_batches")
-                        .map(|x| x.to_string())
-                        .unwrap_or_default(),
-                    match f("recompute").as_bool() {
-                        Some(true) => "yes",
-                        Some(false) => "no",
-                        None => "",
-                    },
-                    num("samples_per_second_per_gpu")
-                        .map(|x| format!("{x:.2}"))
-                        .unwrap_or_default(),
-                    num("mixpipe_speedup")
-                        .map(|x| format!("{x:.2}"))
-                        .unwrap_or_default(),
-                );
-            }
-        }
+        let lines = best.as_array().into_iter().flatten().map(|r| {
+            let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
+            let num = |k: &str| f(k).as_f64();
+            vec![
+                f("instance").as_str().unwrap_or("").to_string(),
+                f("study").as_str().unwrap_or("").to_string(),
+                f("stages").to_string(),
+                f("samples").to_string(),
+                ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
+                f("approach").as_str().unwrap_or("").to_string(),
+                f("schedule")
+                    .as_str()
+                    .unwrap_or("(nothing fits)")
+                    .to_string(),
+                num("micro_batch_size")
+                    .map(|x| x.to_string())
+                    .unwrap_or_default(),
+                num("micro_batches")
+                    .map(|x| x.to_string())
+                    .unwrap_or_default(),
+                yes_no(f("recompute").as_bool()).to_string(),
+                num("samples_per_second_per_gpu")
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_default(),
+                num("mixpipe_speedup")
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_default(),
+            ]
+        });
+        let header = [
+            "instance",
+            "study",
+            "D",
+            "S",
+            "budget",
+            "approach",
+            "best schedule",
+            "B",
+            "N",
+            "rc",
+            "samples/s/GPU",
+            "MixPipe x",
+        ];
+        println!("{}", table(&header, &[2, 3, 4, 7, 8, 10, 11], lines));
         for f in &outcome.files {
             println!("wrote {}", f.display());
         }
