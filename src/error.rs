@@ -1,7 +1,71 @@
-//! Errors about input: each names the file and the field at fault.
+//! Errors as values: [`Error`], what every fallible step of the library returns (bad
+//! input, a failed write, a solver failure, a bug), and [`InputError`], the bad input kind,
+//! which names the file (or flag) and the field at fault.
+//!
+//! The command line exits 2 on [`Error::Input`] and 1 on every other kind
+//! ([`Error::exit_code`]; README, "Exit status").
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// The library's result: an [`Error`] unless said otherwise.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a step of the library failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// Bad input: a file, a field in it, a flag (exit status 2).
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// Writing (or reading back) a file failed for a reason other than its content: a full
+    /// disk, a directory that cannot be created, permissions; also a table or a drawing that
+    /// could not be encoded for that file.
+    #[error("{}: {reason}", path.display())]
+    Io { path: PathBuf, reason: String },
+    /// A solver failed: it rejected a model or ended in a status it should not have.
+    #[error("{0}")]
+    Solver(String),
+    /// What should not happen (a bug): an algorithm that breaks its own invariants.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// An [`Error::Io`] at `path`.
+    pub fn io(path: &Path, reason: impl fmt::Display) -> Self {
+        Error::Io {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// An [`Error::Internal`].
+    pub fn internal(reason: impl fmt::Display) -> Self {
+        Error::Internal(reason.to_string())
+    }
+
+    /// The exit status of the command line for it: 2 for bad input, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Input(_) => 2,
+            Error::Io { .. } | Error::Solver(_) | Error::Internal(_) => 1,
+        }
+    }
+}
+
+/// For the steps that still report through `anyhow` (the global bound's search): an
+/// [`Error`] inside keeps its kind, anything else is internal.
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        match e.downcast::<Error>() {
+            Ok(e) => e,
+            Err(e) => match e.downcast::<InputError>() {
+                Ok(e) => Error::Input(e),
+                Err(e) => Error::Internal(format!("{e:#}")),
+            },
+        }
+    }
+}
 
 /// A problem with something the user gave us: a file, a field in it, a flag.
 ///
@@ -85,15 +149,16 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Input
 }
 
 /// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a
-/// reader never sees half a file and a failure leaves any older file as it was.
-pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), InputError> {
+/// reader never sees half a file and a failure leaves any older file as it was. A failure
+/// is an [`Error::Io`] naming the file.
+pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), Error> {
     let dir: PathBuf = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| InputError::file(&dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| InputError::file(path, e))?;
-    std::io::Write::write_all(&mut tmp, text).map_err(|e| InputError::file(path, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| Error::io(path, e))?;
+    std::io::Write::write_all(&mut tmp, text).map_err(|e| Error::io(path, e))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -102,7 +167,6 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), InputError> {
             .as_file()
             .set_permissions(std::fs::Permissions::from_mode(0o644));
     }
-    tmp.persist(path)
-        .map_err(|e| InputError::file(path, e.error))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }

@@ -137,13 +137,15 @@ pub fn judge_plan(plan: &Plan) -> Judgement {
         }
         Some(p) => match plan.batch_graph() {
             Ok(g) => judge_graph(&g, plan.platform.memory, p),
-            Err(message) => Judgement {
+            Err(e) => Judgement {
                 valid: false,
                 period: p.period,
                 peak_memory: vec![],
                 peak_at: vec![],
                 loads: vec![],
-                violations: vec![Violation::Structure { message }],
+                violations: vec![Violation::Structure {
+                    message: e.to_string(),
+                }],
             },
         },
         None => Judgement {

@@ -18,5 +18,5 @@ pub mod schedule;
 pub mod sweep;
 pub mod units;
 
-pub use error::InputError;
+pub use error::{Error, InputError};
 pub mod milp;

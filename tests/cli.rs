@@ -206,7 +206,9 @@ fn bad_flags_are_explained() {
         .args(&args)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown algorithm"));
+        .stderr(predicate::str::contains(
+            "invalid value 'magic' for '--algorithm",
+        ));
 }
 
 #[test]
@@ -384,4 +386,31 @@ fn coarsen_is_refused_until_an_algorithm_uses_it() {
         .code(2)
         .stderr(predicate::str::contains("--coarsen"));
     assert!(!plan.exists());
+}
+
+/// The exit codes README promises: 2 for bad input, 1 for a failure (here a plan that
+/// cannot be written), 0 when the command did its work.
+#[test]
+fn exit_codes_follow_the_readme() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    // A valid run: 0.
+    pipeopt().args(plan_args(&inst, &plan)).assert().code(0);
+    // A malformed instance file: 2, naming the file.
+    let malformed = dir.path().join("malformed.json");
+    std::fs::write(&malformed, "{\"name\": \"x\", \"input\": 1, \"layers\": [").unwrap();
+    pipeopt()
+        .args(plan_args(&malformed, &plan))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("malformed.json"));
+    // A plan that cannot be written (its directory would be inside a file): a failed write,
+    // not bad input: 1, naming the path.
+    let blocked = dir.path().join("plan.json").join("plan.json");
+    pipeopt()
+        .args(plan_args(&inst, &blocked))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("plan.json"));
 }

@@ -208,3 +208,41 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
     let (a, b) = (milp.period.unwrap(), heuristic.period.unwrap());
     assert!((a - b).abs() <= 2e-4 * b, "{a} vs {b}");
 }
+
+/// Every committed experiment file still parses (grid or synchronous), and an algorithm's
+/// options serialize as they did: the job keys hash them, so a change here would rerun
+/// every grid instead of resuming it.
+#[test]
+fn committed_experiments_parse_and_options_keep_their_form() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut grids, mut sync) = (0, 0);
+    for entry in std::fs::read_dir(root.join("experiments")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("[[algorithm]]") {
+            // Instance paths in the files are relative to the repository.
+            Experiment::parse(&text, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            grids += 1;
+        } else {
+            pipeopt::sweep::sync::SyncExperiment::parse(&text, &path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            sync += 1;
+        }
+    }
+    assert!(grids > 0 && sync > 0);
+    let spec: pipeopt::sweep::config::AlgorithmSpec = toml::from_str(
+        r#"
+        name = "madpipe"
+        label = "madpipe-remap"
+        options = { time_limit = "60s", remap_stages = true }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        serde_json::to_string(&spec).unwrap(),
+        r#"{"name":"madpipe","label":"madpipe-remap","options":{"madpipe":{"levels_memory":11,"levels_delay":51,"levels_time":101,"iterations":10,"special_full_batches":false},"time_limit":60.0,"remap_stages":true}}"#
+    );
+}

@@ -25,12 +25,17 @@ extern "C" {
     ) -> i32;
 }
 
+/// libtorch's `autograd::grad` threw (the shim caught the C++ exception).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("libtorch autograd::grad failed (does the output require grad?)")]
+pub struct GradFailed;
+
 fn grad_impl(
     y: &Tensor,
     g: &Tensor,
     inputs: &[&Tensor],
     keep: bool,
-) -> Result<Vec<Tensor>, String> {
+) -> Result<Vec<Tensor>, GradFailed> {
     let ptrs: Vec<*const c_void> = inputs.iter().map(|t| t.as_ptr() as *const c_void).collect();
     let mut outs: Vec<*mut c_void> = vec![std::ptr::null_mut(); inputs.len()];
     let out_ptr = if keep {
@@ -51,7 +56,7 @@ fn grad_impl(
         )
     };
     if rc != 0 {
-        return Err("libtorch autograd::grad failed (does the output require grad?)".into());
+        return Err(GradFailed);
     }
     if !keep {
         return Ok(Vec::new());
@@ -66,13 +71,13 @@ fn grad_impl(
 /// Backward of `y` with upstream gradient `g` to `inputs`, like `torch.autograd.grad(y,
 /// inputs, g)`: frees the graph, accumulates nothing, drops the gradients. tch has backward
 /// only from a scalar; the profiler needs it from a layer's output without an extra op.
-pub fn backward_with(y: &Tensor, g: &Tensor, inputs: &[&Tensor]) -> Result<(), String> {
+pub fn backward_with(y: &Tensor, g: &Tensor, inputs: &[&Tensor]) -> Result<(), GradFailed> {
     grad_impl(y, g, inputs, false).map(|_| ())
 }
 
 /// Like [`backward_with`], returning the gradients of `inputs` (in order; an undefined
 /// tensor for an input the output does not depend on).
-pub fn grad(y: &Tensor, g: &Tensor, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+pub fn grad(y: &Tensor, g: &Tensor, inputs: &[&Tensor]) -> Result<Vec<Tensor>, GradFailed> {
     grad_impl(y, g, inputs, true)
 }
 

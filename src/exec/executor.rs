@@ -374,7 +374,8 @@ pub fn execute(
                     })?;
                     // The stage's output with its upstream gradient, as a real pipeline does
                     // (no extra op in the graph, unlike backward from `(y * g).sum()`).
-                    alloc::grad(&k.y, &g, &inputs).map_err(|e| ExecError::Schedule(name(&e)))?
+                    alloc::grad(&k.y, &g, &inputs)
+                        .map_err(|e| ExecError::Schedule(name(&e.to_string())))?
                 };
                 let n_w = inputs.len() - k.x.is_some() as usize;
                 if s > 0 {

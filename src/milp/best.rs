@@ -194,7 +194,7 @@ impl Planner for BestPlanner {
         "best".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let started = Instant::now();
         let deadline = started + self.time_limit;
         let left = || deadline.saturating_duration_since(Instant::now());

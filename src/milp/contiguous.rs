@@ -46,7 +46,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::model::{Allocation, ChainSums, Instance, Pattern, Platform};
 use crate::schedule::one_f_one_b_star::{
@@ -74,7 +74,7 @@ pub fn contiguous_optimum(
     instance: &Instance,
     platform: &Platform,
     time_limit: Option<Duration>,
-) -> anyhow::Result<ContiguousOutcome> {
+) -> crate::error::Result<ContiguousOutcome> {
     instance.check()?;
     platform.check()?;
     let sums = instance.sums();
@@ -368,7 +368,7 @@ impl Planner for ContiguousOptPlanner {
         "contiguous-opt".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let r = contiguous_optimum(problem.instance, problem.platform, self.time_limit)?;
         match r.best {
             None if r.complete => Ok(Outcome::Infeasible {

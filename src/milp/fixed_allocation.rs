@@ -46,7 +46,7 @@
 
 use std::time::Instant;
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::ensure_judged_valid;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
@@ -90,7 +90,7 @@ pub fn schedule_allocation(
     platform: &Platform,
     allocation: &Allocation,
     options: &MilpOptions,
-) -> anyhow::Result<MilpOutcome> {
+) -> crate::error::Result<MilpOutcome> {
     schedule_allocation_below(instance, platform, allocation, options, None)
 }
 
@@ -105,7 +105,7 @@ pub fn schedule_allocation_below(
     allocation: &Allocation,
     options: &MilpOptions,
     cutoff: Option<Seconds>,
-) -> anyhow::Result<MilpOutcome> {
+) -> crate::error::Result<MilpOutcome> {
     let started = Instant::now();
     instance.check()?;
     platform.check()?;
@@ -113,7 +113,7 @@ pub fn schedule_allocation_below(
     let graph = BatchGraph::new(instance, platform, allocation);
     let order = graph
         .chain_order()
-        .ok_or_else(|| anyhow::anyhow!("internal error: the batch graph is not a single chain"))?;
+        .ok_or_else(|| crate::Error::internal("the batch graph is not a single chain"))?;
     let mut out = MilpOutcome {
         pattern: None,
         period: None,
@@ -128,7 +128,12 @@ pub fn schedule_allocation_below(
     // Lower bound: the largest resource load.
     let load_bound = resource_load_bound(&graph);
     if load_bound <= 0.0 {
-        anyhow::bail!("every operation of the allocation has zero duration: no finite optimum");
+        return Err(crate::InputError::new(
+            "instance",
+            "",
+            "every operation of the allocation has zero duration: no finite optimum",
+        )
+        .into());
     }
     out.lower_bound = load_bound;
     // With memory (windows and averages, `model::bounds`): often much tighter.
@@ -419,7 +424,10 @@ fn to_pattern(graph: &BatchGraph, values: &[f64], period: f64) -> Pattern {
 /// The best pattern for a plan's allocation (`pipeopt schedule PLAN.json`): the plan with
 /// its pattern replaced by the MILP's (when one fits), its `lower_bound` set to the
 /// search's bound, and the search's outcome. The plan's algorithm name gets `+milp`.
-pub fn schedule_plan(plan: &Plan, options: &MilpOptions) -> anyhow::Result<(Plan, MilpOutcome)> {
+pub fn schedule_plan(
+    plan: &Plan,
+    options: &MilpOptions,
+) -> crate::error::Result<(Plan, MilpOutcome)> {
     let allocation = plan.allocation();
     let out = schedule_allocation(&plan.instance, &plan.platform, &allocation, options)?;
     let mut new = plan.clone();
@@ -442,12 +450,42 @@ pub struct FixedAllocationPlanner {
     pub name: String,
 }
 
+impl FixedAllocationPlanner {
+    /// The planner of `pipeopt schedule`: the allocation of `plan` (read from `path`), its
+    /// new plan named after the old one's algorithm with `+milp` (once). A Bi-Partition
+    /// plan is refused: the MILP schedules allocations (one range of layers per stage).
+    pub fn for_plan(
+        plan: &Plan,
+        path: &std::path::Path,
+        options: MilpOptions,
+    ) -> Result<Self, crate::InputError> {
+        if plan.bipartition.is_some() {
+            return Err(crate::InputError::new(
+                path.display().to_string(),
+                "bipartition",
+                "the scheduling MILP schedules allocations (one range of layers per stage); \
+                 a Bi-Partition plan splits a layer's forward and backward",
+            ));
+        }
+        let name = if plan.algorithm.ends_with("+milp") {
+            plan.algorithm.clone()
+        } else {
+            format!("{}+milp", plan.algorithm)
+        };
+        Ok(FixedAllocationPlanner {
+            allocation: plan.allocation(),
+            options,
+            name,
+        })
+    }
+}
+
 impl Planner for FixedAllocationPlanner {
     fn name(&self) -> String {
         self.name.clone()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let out = schedule_allocation(
             problem.instance,
             problem.platform,
@@ -484,19 +522,32 @@ pub fn outcome_of(allocation: Allocation, mut out: MilpOutcome) -> Outcome {
     }
 }
 
+impl MilpSchedulePlanner {
+    /// The planner of `milp-schedule`: `partition` as `--partition` gives it (each stage's
+    /// first layer, 0-based), checked against the instance when it plans.
+    pub fn new(partition: Vec<usize>, options: MilpOptions) -> Self {
+        MilpSchedulePlanner { partition, options }
+    }
+}
+
 impl Planner for MilpSchedulePlanner {
     fn name(&self) -> String {
         "milp-schedule".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
         if allocation.len() > problem.platform.processors {
-            anyhow::bail!(
-                "--partition has {} stages but the platform has {} processors",
-                allocation.len(),
-                problem.platform.processors
-            );
+            return Err(crate::InputError::new(
+                "--partition",
+                "",
+                format!(
+                    "{} stages but the platform has {} processors",
+                    allocation.len(),
+                    problem.platform.processors
+                ),
+            )
+            .into());
         }
         let out = schedule_allocation(
             problem.instance,

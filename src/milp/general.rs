@@ -113,7 +113,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
 use crate::milp::ensure_judged_valid;
@@ -657,7 +657,7 @@ pub fn general_optimum(
     platform: &Platform,
     coarsen_to: Option<usize>,
     options: &MilpOptions,
-) -> anyhow::Result<GeneralOutcome> {
+) -> crate::error::Result<GeneralOutcome> {
     general_optimum_by(instance, platform, coarsen_to, IlpSearch::Auto, options)
 }
 
@@ -668,7 +668,7 @@ pub fn general_optimum_by(
     coarsen_to: Option<usize>,
     search: IlpSearch,
     options: &MilpOptions,
-) -> anyhow::Result<GeneralOutcome> {
+) -> crate::error::Result<GeneralOutcome> {
     instance.check()?;
     platform.check()?;
     let groups = coarsen(instance, coarsen_to.unwrap_or(instance.len()));
@@ -686,7 +686,7 @@ pub fn optimum_over_groups(
     incumbent: Option<(Allocation, Pattern)>,
     search: IlpSearch,
     options: &MilpOptions,
-) -> anyhow::Result<GeneralOutcome> {
+) -> crate::error::Result<GeneralOutcome> {
     let started = Instant::now();
     let grouped = group_instance(instance, &groups);
     let exact_for_chain = groups.len() == instance.len();
@@ -770,7 +770,7 @@ pub fn optimum_over_groups(
     let solve_at = |period: Seconds,
                     left: Option<Duration>,
                     out: &mut GeneralOutcome|
-     -> anyhow::Result<Option<Option<(Allocation, Pattern)>>> {
+     -> crate::error::Result<Probe> {
         let (model, layout) = feasibility(&grouped, platform, period);
         let r = model.solve(options, left)?;
         out.solves += 1;
@@ -781,10 +781,10 @@ pub fn optimum_over_groups(
                     read_solution(&grouped, platform, &layout, &r.values, period);
                 let original = ungroup(&alloc, &groups);
                 ensure_judged_valid(instance, platform, &original, &pattern, "the general MILP")?;
-                Some(Some((alloc, pattern)))
+                Probe::Fits(alloc, pattern)
             }
-            SolveStatus::Infeasible => Some(None),
-            SolveStatus::NoSolutionWithinLimit => None,
+            SolveStatus::Infeasible => Probe::Infeasible,
+            SolveStatus::NoSolutionWithinLimit => Probe::Undecided,
         })
     };
 
@@ -798,13 +798,13 @@ pub fn optimum_over_groups(
                 .sum::<f64>();
         let t_max = (all * (1.0 + 1e-6)).max(lo);
         match solve_at(t_max, time_left(), &mut out)? {
-            Some(Some(found)) => best = Some(found),
-            Some(None) => {
+            Probe::Fits(alloc, pattern) => best = Some((alloc, pattern)),
+            Probe::Infeasible => {
                 out.group_lower_bound = f64::INFINITY;
                 out.seconds = started.elapsed().as_secs_f64();
                 return Ok(out);
             }
-            None => {
+            Probe::Undecided => {
                 out.status = SolveStatus::NoSolutionWithinLimit;
                 out.seconds = started.elapsed().as_secs_f64();
                 return Ok(out);
@@ -831,12 +831,12 @@ pub fn optimum_over_groups(
             break;
         }
         match solve_at(t, left.map(|d| d / 3), &mut out)? {
-            Some(Some(found)) => best = found,
-            Some(None) => {
+            Probe::Fits(alloc, pattern) => best = (alloc, pattern),
+            Probe::Infeasible => {
                 lo = t;
                 floor = floor.max(t);
             }
-            None => floor = t,
+            Probe::Undecided => floor = t,
         }
     }
     let period = best.1.period;
@@ -856,6 +856,16 @@ pub fn optimum_over_groups(
     out.best = Some((ungroup(&best.0, &groups), best.1));
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// What the monolithic MILP says at one period.
+enum Probe {
+    /// A plan of the groups fits at that period: its grouped allocation and pattern.
+    Fits(Allocation, Pattern),
+    /// Proven: no plan fits at that period.
+    Infeasible,
+    /// The limit stopped the solve before either.
+    Undecided,
 }
 
 /// How the general MILP searches the allocations of the groups (module docs).
@@ -982,7 +992,7 @@ fn decomposed(
     max_examined: Option<usize>,
     deadline: Option<Instant>,
     out: &mut GeneralOutcome,
-) -> anyhow::Result<Option<Handover>> {
+) -> crate::error::Result<Option<Handover>> {
     let precision = options.period_precision;
     let mut proven = None;
     let mut examined = 0;
@@ -1066,12 +1076,45 @@ pub struct GeneralMilpPlanner {
     pub options: MilpOptions,
 }
 
+/// The general MILP's time limit when the registry builds `ilp` without one: it can run for
+/// hours, and the plan found by then is reported with status "timeout".
+pub const DEFAULT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl GeneralMilpPlanner {
+    /// The planner of `ilp`; `coarsen`, when given, must be at least one group.
+    pub fn new(
+        coarsen: Option<usize>,
+        search: IlpSearch,
+        options: MilpOptions,
+    ) -> Result<Self, crate::InputError> {
+        let planner = GeneralMilpPlanner {
+            coarsen,
+            search,
+            options,
+        };
+        planner.check()?;
+        Ok(planner)
+    }
+
+    fn check(&self) -> Result<(), crate::InputError> {
+        if self.coarsen == Some(0) {
+            return Err(crate::InputError::new(
+                "--coarsen",
+                "",
+                "must be 1 or more groups",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Planner for GeneralMilpPlanner {
     fn name(&self) -> String {
         "ilp".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        self.check()?;
         general_optimum_by(
             problem.instance,
             problem.platform,
@@ -1092,7 +1135,7 @@ impl GeneralOutcome {
     /// The planner's outcome for a chain of `layers` layers: the best plan with its bound
     /// and solver summary, "infeasible" with a reason, or an error when a limit stopped
     /// the search before any plan was found.
-    pub fn into_outcome(self, layers: usize) -> anyhow::Result<Outcome> {
+    pub fn into_outcome(self, layers: usize) -> crate::error::Result<Outcome> {
         let summary = self.summary();
         match self.best {
             None if self.status == SolveStatus::Infeasible => Ok(Outcome::Infeasible {

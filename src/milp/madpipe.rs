@@ -17,7 +17,7 @@
 //! allocation's pattern. Its period is never worse than the fixed allocation's, and it may
 //! fit where the first phase's allocation does not.
 
-use crate::algorithm::{Outcome, Planner, Problem};
+use crate::algorithm::api::{Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
 use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
@@ -33,12 +33,28 @@ pub struct MadPipePlanner {
     pub remap_stages: bool,
 }
 
+impl MadPipePlanner {
+    /// The planner of `madpipe`, with `config` checked.
+    pub fn new(
+        config: MadPipeConfig,
+        milp: MilpOptions,
+        remap_stages: bool,
+    ) -> Result<Self, crate::InputError> {
+        config.check()?;
+        Ok(MadPipePlanner {
+            config,
+            milp,
+            remap_stages,
+        })
+    }
+}
+
 impl Planner for MadPipePlanner {
     fn name(&self) -> String {
         "madpipe".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let first = match algorithm1(problem.instance, problem.platform, &self.config) {
             Ok(r) => r,
             Err(e @ MadPipeError::NoAllocation { .. }) => {
@@ -93,7 +109,7 @@ fn remap(
     fixed: crate::milp::MilpOutcome,
     planned_period: f64,
     options: &MilpOptions,
-) -> anyhow::Result<Outcome> {
+) -> crate::error::Result<Outcome> {
     let mut order: Vec<usize> = (0..allocation.len()).collect();
     order.sort_by_key(|&s| allocation.stages[s].first);
     let groups: Vec<(usize, usize)> = order

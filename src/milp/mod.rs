@@ -25,18 +25,18 @@ pub(crate) fn ensure_judged_valid(
     allocation: &crate::model::Allocation,
     pattern: &crate::model::Pattern,
     what: &str,
-) -> anyhow::Result<()> {
+) -> crate::error::Result<()> {
     let j = crate::judge::judge(instance, platform, allocation, pattern);
     if !j.valid {
-        anyhow::bail!(
-            "internal error: {what}'s pattern at T = {} fails the judge: {}",
+        return Err(crate::Error::internal(format!(
+            "{what}'s pattern at T = {} fails the judge: {}",
             pattern.period,
             j.violations
                 .iter()
                 .map(|v| v.to_string())
                 .collect::<Vec<_>>()
                 .join("; ")
-        );
+        )));
     }
     Ok(())
 }

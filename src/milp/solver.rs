@@ -9,6 +9,7 @@
 //! module is the only place that names HiGHS. HiGHS is kept silent (`output_flag` off):
 //! nothing is written to stdout. One thread by default.
 
+use crate::Error;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -179,32 +180,32 @@ impl Model {
         self,
         options: &MilpOptions,
         time_left: Option<Duration>,
-    ) -> anyhow::Result<SolveResult> {
+    ) -> crate::error::Result<SolveResult> {
         let n = self.cols.len();
         let mut model = self
             .problem
             .try_optimise(Sense::Minimise)
-            .map_err(|e| anyhow::anyhow!("HiGHS rejected the model: {e:?}"))?;
+            .map_err(|e| Error::Solver(format!("HiGHS rejected the model: {e:?}")))?;
         model.make_quiet();
         if let Some(start) = &self.start {
             if start.len() != n {
-                anyhow::bail!(
-                    "internal error: a MIP start of {} values for {n} variables",
+                return Err(Error::internal(format!(
+                    "a MIP start of {} values for {n} variables",
                     start.len()
-                );
+                )));
             }
             model
                 .try_set_solution(Some(start), None, None, None)
-                .map_err(|e| anyhow::anyhow!("HiGHS rejected the MIP start: {e:?}"))?;
+                .map_err(|e| Error::Solver(format!("HiGHS rejected the MIP start: {e:?}")))?;
         }
-        let opt = |m: &mut highs::Model, k: &str, v: OptionValue| -> anyhow::Result<()> {
+        let opt = |m: &mut highs::Model, k: &str, v: OptionValue| -> crate::error::Result<()> {
             let r = match v {
                 OptionValue::F(x) => m.try_set_option(k, x),
                 OptionValue::I(x) => m.try_set_option(k, x),
                 OptionValue::S(x) => m.try_set_option(k, x),
                 OptionValue::B(x) => m.try_set_option(k, x),
             };
-            r.map_err(|e| anyhow::anyhow!("HiGHS option {k}: {e:?}"))
+            r.map_err(|e| Error::Solver(format!("HiGHS option {k}: {e:?}")))
         };
         opt(&mut model, "output_flag", OptionValue::B(false))?;
         opt(&mut model, "log_to_console", OptionValue::B(false))?;
@@ -250,7 +251,7 @@ impl Model {
         }
         let solved = model
             .try_solve()
-            .map_err(|e| anyhow::anyhow!("HiGHS failed: {e:?}"))?;
+            .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
         let model_status = solved.status();
         let has_primal = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
         let status = match model_status {
@@ -271,7 +272,7 @@ impl Model {
                     SolveStatus::NoSolutionWithinLimit
                 }
             }
-            other => anyhow::bail!("HiGHS ended with status {other:?}"),
+            other => return Err(Error::Solver(format!("HiGHS ended with status {other:?}"))),
         };
         let values: Vec<f64> = if status.has_solution() && n > 0 {
             let sol = solved.get_solution();

@@ -60,6 +60,13 @@
 //! worker D-1-s), micro-batches `0..N/2` down and `N/2..N` up; `Gems` is that placement
 //! under GEMS's rule of one live micro-batch per worker. Recomputation is not modelled.
 
+use crate::Error;
+
+/// Bad input to the schedule MILP (its problem or options).
+fn bad(reason: String) -> Error {
+    crate::InputError::new("sync --schedule optimal", "", reason).into()
+}
+
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -98,6 +105,38 @@ impl Placement {
         }
     }
 
+    /// The known schedules of this placement drawn for D = `d` and N = `n` (those that
+    /// exist at that shape), named: the schedule MILP starts from the best that fits.
+    pub fn known_schedules(self, d: usize, n: usize) -> Vec<(String, Schedule)> {
+        use crate::schedule::sync::ScheduleKind;
+        let kinds: &[ScheduleKind] = match self {
+            Placement::OneDirection => &[
+                ScheduleKind::Dapple,
+                ScheduleKind::Gpipe,
+                ScheduleKind::Bapipe1f1bSno,
+                ScheduleKind::Bapipe1f1bSo,
+            ],
+            Placement::Bidirectional => &[
+                ScheduleKind::Chimera,
+                ScheduleKind::ChimeraDoubling,
+                ScheduleKind::Mixpipe { k: d, gamma: 0 },
+                ScheduleKind::MixpipeKMax,
+                ScheduleKind::Gems,
+            ],
+            Placement::Gems => &[ScheduleKind::Gems],
+        };
+        let mut out: Vec<(String, Schedule)> = kinds
+            .iter()
+            .filter_map(|kind| kind.generate(d, n).ok().map(|s| (kind.name(), s)))
+            .collect();
+        if self == Placement::Bidirectional && n >= d && d % 2 == 0 {
+            if let Ok(s) = crate::schedule::sync::chimera::chimera_drawn_for(d, n, 1) {
+                out.push(("chimera (drawn for B = F)".into(), s));
+            }
+        }
+        out
+    }
+
     /// The pipelines with their micro-batches (numbered as `schedule::sync` does).
     pub fn pipelines(self, n: usize) -> Vec<(Pipeline, std::ops::Range<usize>)> {
         match self {
@@ -121,6 +160,18 @@ pub enum Formulation {
     Disjunctive,
     /// One binary per operation and grid slot: durations on a common grid only.
     TimeIndexed,
+}
+
+impl Formulation {
+    /// Parses `auto`, `disjunctive` or `time-indexed`.
+    pub fn parse(text: &str) -> Option<Formulation> {
+        match text {
+            "auto" => Some(Formulation::Auto),
+            "disjunctive" => Some(Formulation::Disjunctive),
+            "time-indexed" => Some(Formulation::TimeIndexed),
+            _ => None,
+        }
+    }
 }
 
 /// The largest time-indexed model `Formulation::Auto` builds: operations x slots. Measured
@@ -236,27 +287,29 @@ pub fn optimal_schedule(
     problem: &SyncProblem,
     proposals: &[(String, Schedule)],
     options: &MilpOptions,
-) -> anyhow::Result<SyncOptimum> {
+) -> crate::error::Result<SyncOptimum> {
     let started = Instant::now();
     let costs = problem.costs;
     let d = costs.stages();
     let n = problem.micro_batches;
     let placement = problem.placement;
     if d == 0 || n == 0 {
-        anyhow::bail!(
+        return Err(bad(format!(
             "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
-        );
+        )));
     }
     if placement != Placement::OneDirection && n % 2 != 0 {
-        anyhow::bail!(
+        return Err(bad(format!(
             "the {} placement needs an even number of micro-batches (half per pipeline), got N = {n}",
             placement.name()
-        );
+        )));
     }
     let mut caps = problem.live_cap.clone();
     if let Some(c) = &caps {
         if c.len() != d || c.contains(&0) {
-            anyhow::bail!("the live-micro-batch cap needs one positive entry per worker ({d})");
+            return Err(bad(format!(
+                "the live-micro-batch cap needs one positive entry per worker ({d})"
+            )));
         }
     }
     if placement == Placement::Gems {
@@ -306,12 +359,14 @@ pub fn optimal_schedule(
     let index: HashMap<Instr, usize> = ops.iter().enumerate().map(|(i, o)| (o.instr, i)).collect();
     let unit = ops.iter().map(|o| o.dur).fold(0.0, f64::max);
     if !(unit > 0.0 && unit.is_finite()) {
-        anyhow::bail!("every operation has zero (or non-finite) duration: no optimum to search");
+        return Err(bad(
+            "every operation has zero (or non-finite) duration: no optimum to search".into(),
+        ));
     }
 
     // The sequential streams: memory-minimal, so the feasibility test and the base memory.
     let sequential = sequential_streams(d, n, placement);
-    let seq = simulate(&sequential, costs, Execution::Serial)?;
+    let seq = simulate(&sequential, costs, Execution::Serial).map_err(Error::internal)?;
     if !fits(problem, &caps, &seq) {
         out.seconds = started.elapsed().as_secs_f64();
         return Ok(out);
@@ -462,9 +517,9 @@ pub fn optimal_schedule(
             let g = common_grid(dur.iter().copied().chain(lags));
             let slots = g.map(|g| (ub / g).round());
             match (problem.formulation, g, slots) {
-                (Formulation::TimeIndexed, None, _) => anyhow::bail!(
-                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)"
-                ),
+                (Formulation::TimeIndexed, None, _) => return Err(bad(
+                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)".into()
+                )),
                 (Formulation::TimeIndexed, Some(g), _) => Some(g),
                 (_, Some(g), Some(t)) if t * ops.len() as f64 <= AUTO_TIME_INDEXED_CELLS => Some(g),
                 _ => None,
@@ -492,9 +547,11 @@ pub fn optimal_schedule(
             .iter()
             .map(|ks| ks.iter().map(|&k| ops[k].instr).collect())
             .collect();
-        let r = simulate(&streams, costs, Execution::Serial)?;
+        let r = simulate(&streams, costs, Execution::Serial).map_err(Error::internal)?;
         if !fits(problem, &caps, &r) {
-            anyhow::bail!("internal error: the MILP's streams exceed the memory budget or the live cap in simulation");
+            return Err(Error::internal(
+                "the MILP's streams exceed the memory budget or the live cap in simulation",
+            ));
         }
         if r.makespan_seconds < best.2.makespan_seconds {
             best = ("milp".into(), streams, r);
@@ -504,10 +561,10 @@ pub fn optimal_schedule(
         status = SolveStatus::LimitWithIncumbent;
     }
     if status == SolveStatus::Infeasible {
-        anyhow::bail!(
-            "internal error: HiGHS calls the model infeasible although the {} streams fit",
+        return Err(Error::internal(format!(
+            "HiGHS calls the model infeasible although the {} streams fit",
             best.0
-        );
+        )));
     }
     let makespan = best.2.makespan_seconds;
     out.lower_bound = out.lower_bound.min(makespan);
@@ -548,7 +605,7 @@ struct Ctx<'a> {
 type Solved = (SolveResult, Option<Vec<Vec<usize>>>, usize);
 
 /// The disjunctive formulation (module docs).
-fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
+fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved> {
     let (ops, preds, dur, head, tail, latest) =
         (ctx.ops, ctx.preds, ctx.dur, ctx.head, ctx.tail, ctx.latest);
     let (by_worker, rmin, qmin, base) = (ctx.by_worker, ctx.rmin, ctx.qmin, ctx.base);
@@ -746,7 +803,7 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> anyhow::Result<Solved> {
 }
 
 /// The time-indexed formulation on a grid of `g` units (module docs).
-fn time_indexed(ctx: &Ctx, g: f64, options: &MilpOptions) -> anyhow::Result<Solved> {
+fn time_indexed(ctx: &Ctx, g: f64, options: &MilpOptions) -> crate::error::Result<Solved> {
     let ops = ctx.ops;
     let slot = |x: f64| (x / g).round() as i64;
     let horizon = slot(ctx.ub);

@@ -47,13 +47,45 @@ pub struct BiPlan {
     pub stages: Vec<BiStage>,
 }
 
+/// What is wrong with a Bi-Partition plan's workers ([`check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BiPlanError {
+    #[error("a Bi-Partition plan needs at least one worker")]
+    NoWorker,
+    #[error("stages[{worker}].{direction} = ({first}, {last}) does not continue the chain at layer {next}")]
+    Gap {
+        worker: usize,
+        /// `forward` or `backward`.
+        direction: &'static str,
+        first: usize,
+        last: usize,
+        next: usize,
+    },
+    #[error("the {direction} ranges end at layer {end} but the instance has {layers} layers")]
+    Short {
+        direction: &'static str,
+        end: usize,
+        layers: usize,
+    },
+    #[error(
+        "stages[{worker}].processor = {processor} but the platform has {processors} processors"
+    )]
+    NoSuchProcessor {
+        worker: usize,
+        processor: usize,
+        processors: usize,
+    },
+    #[error("stages[{worker}].processor = {processor} is used twice")]
+    SharedProcessor { worker: usize, processor: usize },
+}
+
 /// Checks that the forward ranges and the backward ranges each partition `1..=layers` in
 /// worker order, with non-empty ranges and distinct processors below `processors`.
-pub fn check(stages: &[BiStage], layers: usize, processors: usize) -> Result<(), String> {
+pub fn check(stages: &[BiStage], layers: usize, processors: usize) -> Result<(), BiPlanError> {
     if stages.is_empty() {
-        return Err("a Bi-Partition plan needs at least one worker".into());
+        return Err(BiPlanError::NoWorker);
     }
-    for (name, get) in [
+    for (direction, get) in [
         (
             "forward",
             (|s: &BiStage| s.forward) as fn(&BiStage) -> (usize, usize),
@@ -61,34 +93,40 @@ pub fn check(stages: &[BiStage], layers: usize, processors: usize) -> Result<(),
         ("backward", |s: &BiStage| s.backward),
     ] {
         let mut next = 1;
-        for (i, s) in stages.iter().enumerate() {
-            let (a, b) = get(s);
-            if a != next || b < a {
-                return Err(format!(
-                    "stages[{i}].{name} = ({a}, {b}) does not continue the chain at layer {next}"
-                ));
+        for (worker, s) in stages.iter().enumerate() {
+            let (first, last) = get(s);
+            if first != next || last < first {
+                return Err(BiPlanError::Gap {
+                    worker,
+                    direction,
+                    first,
+                    last,
+                    next,
+                });
             }
-            next = b + 1;
+            next = last + 1;
         }
         if next != layers + 1 {
-            return Err(format!(
-                "the {name} ranges end at layer {} but the instance has {layers} layers",
-                next - 1
-            ));
+            return Err(BiPlanError::Short {
+                direction,
+                end: next - 1,
+                layers,
+            });
         }
     }
-    for (i, s) in stages.iter().enumerate() {
+    for (worker, s) in stages.iter().enumerate() {
         if s.processor >= processors {
-            return Err(format!(
-                "stages[{i}].processor = {} but the platform has {processors} processors",
-                s.processor
-            ));
+            return Err(BiPlanError::NoSuchProcessor {
+                worker,
+                processor: s.processor,
+                processors,
+            });
         }
-        if stages[..i].iter().any(|t| t.processor == s.processor) {
-            return Err(format!(
-                "stages[{i}].processor = {} is used twice",
-                s.processor
-            ));
+        if stages[..worker].iter().any(|t| t.processor == s.processor) {
+            return Err(BiPlanError::SharedProcessor {
+                worker,
+                processor: s.processor,
+            });
         }
     }
     Ok(())
@@ -115,7 +153,7 @@ pub fn batch_graph(
     instance: &Instance,
     platform: &Platform,
     stages: &[BiStage],
-) -> Result<BatchGraph, String> {
+) -> Result<BatchGraph, BiPlanError> {
     check(stages, instance.len(), platform.processors)?;
     let sums = instance.sums();
     let n = stages.len();

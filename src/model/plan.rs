@@ -45,16 +45,17 @@ impl Plan {
     }
 
     /// The operations, dependencies and memory items of one batch of this plan: of its
-    /// allocation, or of its Bi-Partition workers when it has them.
-    pub fn batch_graph(&self) -> Result<BatchGraph, String> {
+    /// allocation, or of its Bi-Partition workers when it has them; an error names the
+    /// field of the plan at fault.
+    pub fn batch_graph(&self) -> Result<BatchGraph, InputError> {
         match &self.bipartition {
             Some(workers) => {
                 crate::model::bipartition::batch_graph(&self.instance, &self.platform, workers)
+                    .map_err(|e| InputError::new("plan", "bipartition", e.to_string()))
             }
             None => {
                 self.allocation()
-                    .check(self.instance.len(), self.platform.processors)
-                    .map_err(|e| e.to_string())?;
+                    .check(self.instance.len(), self.platform.processors)?;
                 Ok(BatchGraph::new(
                     &self.instance,
                     &self.platform,
@@ -95,13 +96,15 @@ impl Plan {
                 plan.instance.len(),
                 plan.platform.processors,
             )
-            .map_err(|e| InputError::new(path.display().to_string(), "bipartition", e))?;
+            .map_err(|e| {
+                InputError::new(path.display().to_string(), "bipartition", e.to_string())
+            })?;
         }
         Ok(plan)
     }
 
     /// Writes the plan as pretty JSON, atomically.
-    pub fn save(&self, path: &Path) -> Result<(), InputError> {
+    pub fn save(&self, path: &Path) -> Result<(), crate::Error> {
         let text = serde_json::to_vec_pretty(self).expect("a plan always serializes");
         crate::error::write_atomic(path, &text)
     }

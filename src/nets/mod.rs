@@ -224,7 +224,7 @@ pub fn network(name: &str, image: usize) -> Result<Network, NetError> {
         "gpt24" => Ok(transformer::gpt24()),
         _ => return Err(NetError::Unknown(name.into())),
     };
-    net.map_err(|at| NetError::TooSmall {
+    net.map_err(|EmptyAt(at)| NetError::TooSmall {
         net: name.into(),
         size: image,
         at,
@@ -238,7 +238,11 @@ pub(crate) struct B {
     ops: Vec<Op>,
 }
 
-pub(crate) type R<T> = Result<T, String>;
+/// The op (`block.op`) whose output would be empty: the input is too small for the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EmptyAt(pub String);
+
+pub(crate) type R<T> = Result<T, EmptyAt>;
 
 fn conv_out(h: usize, k: usize, s: usize, p: usize, ceil: bool) -> Option<usize> {
     let n = (h + 2 * p).checked_sub(k)?;
@@ -273,7 +277,7 @@ impl B {
     fn push(&mut self, name: &str, kind: OpKind, inputs: Vec<usize>, shape: Shape) -> R<usize> {
         let id = self.ops.len();
         if shape.contains(&0) {
-            return Err(format!("{}.{}", self.name, name));
+            return Err(EmptyAt(format!("{}.{}", self.name, name)));
         }
         self.ops.push(Op {
             id,
@@ -294,7 +298,7 @@ impl B {
         ceil: bool,
     ) -> R<(usize, usize)> {
         let sh = &self.ops[x].shape;
-        let err = || format!("{}.{}", self.name, name);
+        let err = || EmptyAt(format!("{}.{}", self.name, name));
         let h = conv_out(sh[1], k.0, s.0, p.0, ceil).ok_or_else(err)?;
         let w = conv_out(sh[2], k.1, s.1, p.1, ceil).ok_or_else(err)?;
         Ok((h, w))

@@ -29,7 +29,7 @@
 // Index-heavy dynamic programs read better with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
 use crate::model::{Allocation, BatchGraph, Instance, Pattern, PatternOp, Platform, Stage};
@@ -316,15 +316,37 @@ pub struct BiPlanResult {
     pub judgement: Judgement,
 }
 
+/// Why [`plan`] has no plan to judge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BiPartitionError {
+    #[error("an empty instance or platform has no Bi-Partition plan")]
+    Empty,
+    /// The DP's workers do not form a plan (a bug of the DP).
+    #[error("internal error: the DP's plan is malformed: {0}")]
+    Malformed(#[from] crate::model::bipartition::BiPlanError),
+    #[error("the plan has no work to schedule")]
+    NoWork,
+}
+
+impl From<BiPartitionError> for crate::Error {
+    fn from(e: BiPartitionError) -> Self {
+        match e {
+            BiPartitionError::Malformed(e) => {
+                crate::Error::internal(format!("the DP's plan is malformed: {e}"))
+            }
+            e => crate::InputError::new("instance", "", e.to_string()).into(),
+        }
+    }
+}
+
 /// Plans with [`fast`], builds the batch graph, a [`greedy_pattern`], and judges it.
-pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, String> {
+pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, BiPartitionError> {
     let fwd: Vec<f64> = instance.layers.iter().map(|l| l.fwd).collect();
     let bwd: Vec<f64> = instance.layers.iter().map(|l| l.bwd).collect();
-    let part = fast(&fwd, &bwd, platform.processors)
-        .ok_or("an empty instance or platform has no Bi-Partition plan")?;
+    let part = fast(&fwd, &bwd, platform.processors).ok_or(BiPartitionError::Empty)?;
     let stages = part.stages();
     let graph = batch_graph(instance, platform, &stages)?;
-    let pattern = greedy_pattern(&graph).ok_or("the plan has no work to schedule")?;
+    let pattern = greedy_pattern(&graph).ok_or(BiPartitionError::NoWork)?;
     let judgement = judge_graph(&graph, platform.memory, &pattern);
     Ok(BiPlanResult {
         stages,
@@ -353,8 +375,8 @@ impl Planner for BiPartitionPlanner {
     /// can be far above its bottleneck on slow links or under tight memory; this choice keeps
     /// Bi-Partition never worse than PipeDream under the same platform, as its search space
     /// promises.
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
-        let r = plan(problem.instance, problem.platform).map_err(anyhow::Error::msg)?;
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        let r = plan(problem.instance, problem.platform)?;
         let j = &r.judgement;
         let pipedream = crate::partition::pipedream::PipeDreamPlanner {
             period: None,

@@ -71,7 +71,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::model::{Allocation, ChainSums, Instance, Platform, Stage};
 use crate::units::{Bytes, Seconds};
 
@@ -650,12 +650,20 @@ pub struct MadPipeDpPlanner {
     pub config: MadPipeConfig,
 }
 
+impl MadPipeDpPlanner {
+    /// The planner of `madpipe-dp`, with `config` checked.
+    pub fn new(config: MadPipeConfig) -> Result<Self, crate::InputError> {
+        config.check()?;
+        Ok(MadPipeDpPlanner { config })
+    }
+}
+
 impl Planner for MadPipeDpPlanner {
     fn name(&self) -> String {
         "madpipe-dp".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         match algorithm1(problem.instance, problem.platform, &self.config) {
             Ok(r) => {
                 let mut sol = Solution::new(r.allocation, None);

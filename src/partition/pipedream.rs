@@ -47,7 +47,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
 use crate::model::{Allocation, Instance, Stage};
 use crate::schedule::one_f_one_b_star;
@@ -58,6 +58,49 @@ use crate::units::{Bytes, BytesPerSecond, Seconds};
 pub struct Level {
     pub processors: usize,
     pub bandwidth: BytesPerSecond,
+}
+
+/// The levels of a hierarchical machine from one processor count and one bandwidth per
+/// level, innermost first (`partition pipedream --processors 4 4 --bandwidth 24GB/s 3GB/s`).
+pub fn levels(
+    processors: &[usize],
+    bandwidth: &[BytesPerSecond],
+) -> Result<Vec<Level>, InputError> {
+    if processors.len() != bandwidth.len() {
+        return Err(InputError::new(
+            "--bandwidth",
+            "",
+            format!(
+                "{} levels of --processors but {} bandwidths; give one per level",
+                processors.len(),
+                bandwidth.len()
+            ),
+        ));
+    }
+    Ok(processors
+        .iter()
+        .zip(bandwidth)
+        .map(|(&processors, &bandwidth)| Level {
+            processors,
+            bandwidth,
+        })
+        .collect())
+}
+
+/// PipeDream's activation compression ratio as its optimizer takes it
+/// (`--activation_compression_ratio`): a number, or `none` to leave activation transfers
+/// out (PipeDream's default when the flag is absent).
+pub fn parse_compression_ratio(text: &str) -> Result<Option<f64>, InputError> {
+    match text {
+        "none" => Ok(None),
+        r => r.parse::<f64>().map(Some).map_err(|_| {
+            InputError::new(
+                "--activation-compression-ratio",
+                "",
+                format!("{r:?} is neither a number nor `none`"),
+            )
+        }),
+    }
 }
 
 /// The options of PipeDream's optimizer.
@@ -486,7 +529,7 @@ impl Planner for PipeDreamPlanner {
         "pipedream".into()
     }
 
-    fn plan(&self, problem: &Problem) -> anyhow::Result<Outcome> {
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         problem.platform.check()?;
         let budget = problem.platform.processors;
         let mut best: Option<PipeDreamPartition> = None;
@@ -519,8 +562,10 @@ impl Planner for PipeDreamPlanner {
                 }
             }
         }
-        if let Some(e) = config_error {
-            return Err(e.into());
+        match config_error {
+            Some(PipeDreamError::Config(e)) => return Err(e.into()),
+            Some(e @ PipeDreamError::NoPartition(_)) => return Err(crate::Error::internal(e)),
+            None => {}
         }
         let Some(part) = best else {
             return Ok(Outcome::Infeasible {
@@ -533,9 +578,9 @@ impl Planner for PipeDreamPlanner {
                 lower_bound: None,
             });
         };
-        let allocation = part
-            .allocation()
-            .ok_or_else(|| anyhow::anyhow!("a straight PipeDream partition has a replica"))?;
+        let allocation = part.allocation().ok_or_else(|| {
+            crate::Error::internal("a straight PipeDream partition has a replica")
+        })?;
         let scheduled = one_f_one_b_star::schedule(
             problem.instance,
             problem.platform,

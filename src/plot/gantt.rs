@@ -36,9 +36,7 @@ pub fn layout(
         )
     })?;
     let t = pattern.period;
-    let graph = plan
-        .batch_graph()
-        .map_err(|e| InputError::new("plan", "stages", e))?;
+    let graph = plan.batch_graph()?;
     let mut rows: BTreeMap<Resource, usize> = BTreeMap::new();
     for op in &graph.ops {
         let n = rows.len();
@@ -87,7 +85,7 @@ pub fn layout(
 }
 
 /// Writes the SVG drawing of `periods` periods of the plan to `path`.
-pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputError> {
+pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), crate::Error> {
     let (rows, boxes, span) = layout(plan, periods.max(1))?;
     let period = plan.pattern.as_ref().map(|p| p.period).unwrap_or(1.0);
     let (left, top, row_h, width) = (150i32, 40i32, 34i32, 1200i32);
@@ -97,11 +95,7 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), InputEr
         let root = SVGBackend::with_string(&mut svg, ((left + width + 20) as u32, height as u32))
             .into_drawing_area();
         let draw = |e: DrawingAreaErrorKind<_>| {
-            InputError::new(
-                path.display().to_string(),
-                "",
-                format!("drawing failed: {e}"),
-            )
+            crate::Error::internal(format!("{}: drawing failed: {e}", path.display()))
         };
         root.fill(&WHITE).map_err(draw)?;
         let x = |s: f64| left + ((s / span) * width as f64).round() as i32;

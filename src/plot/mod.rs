@@ -30,13 +30,9 @@ fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
 }
 
 /// Writes `svg` rasterised to PNG at `path` (atomically); a failure names the file.
-pub fn write_png(path: &std::path::Path, svg: &str) -> Result<(), crate::error::InputError> {
+pub fn write_png(path: &std::path::Path, svg: &str) -> Result<(), crate::Error> {
     let png = svg_to_png(svg).map_err(|e| {
-        crate::error::InputError::new(
-            path.display().to_string(),
-            "",
-            format!("rasterising failed: {e}"),
-        )
+        crate::Error::internal(format!("{}: rasterising failed: {e}", path.display()))
     })?;
     crate::error::write_atomic(path, &png)
 }

@@ -11,8 +11,6 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::error::InputError;
-
 /// The font family of every figure ("sans-serif": the rasteriser maps it to a family that
 /// exists on the system, DejaVu Sans first).
 pub const FAMILY: &str = "sans-serif";
@@ -242,14 +240,9 @@ pub fn draw_panels(
     title: &str,
     panels: &[Panel],
     layout: &Layout,
-) -> Result<(), InputError> {
-    let fail = |e: String| {
-        InputError::new(
-            path.display().to_string(),
-            "",
-            format!("drawing failed: {e}"),
-        )
-    };
+) -> Result<(), crate::Error> {
+    let fail =
+        |e: String| crate::Error::internal(format!("{}: drawing failed: {e}", path.display()));
     let cols = panels.len().clamp(1, layout.columns.max(1));
     let rows = panels.len().div_ceil(cols).max(1);
     let (pw, ph) = layout.panel;

@@ -65,26 +65,26 @@ pub fn is_sync_file(path: &Path) -> bool {
 }
 
 /// Draws the sync file at `file` into `path`: SVG, or PNG when `path` ends in `.png`.
-pub fn write_svg(file: &Path, path: &Path) -> Result<(), InputError> {
+pub fn write_svg(file: &Path, path: &Path) -> Result<(), crate::Error> {
     let s: SyncFile = crate::error::read_json(file)?;
     let d = s.stages;
     if s.timeline.intervals.len() != d {
-        return Err(InputError::new(
+        return Err(crate::Error::Input(InputError::new(
             file.display().to_string(),
             "timeline.intervals",
             format!(
                 "has {} workers but the file says {d} stages",
                 s.timeline.intervals.len()
             ),
-        ));
+        )));
     }
     let span = s.timeline.makespan;
     if span.is_nan() || span <= 0.0 {
-        return Err(InputError::new(
+        return Err(crate::Error::Input(InputError::new(
             file.display().to_string(),
             "timeline.makespan",
             "must be positive",
-        ));
+        )));
     }
     let (left, top, row_h, width) = (170i32, 44i32, 34i32, 1200i32);
     let height = top + row_h * d as i32 + 64;

@@ -20,6 +20,7 @@
 //! exactly: the groups (hence the memory) only change at periods equal to the load of a
 //! contiguous run of elements, so the answer is one of those `O(P^2)` values.
 
+use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::static_memory;
 use crate::model::{Allocation, Instance, OpKind, Pattern, PatternOp, Platform};
 use crate::units::{Bytes, Seconds};
@@ -292,6 +293,58 @@ pub fn schedule(
     match period {
         Some(t) => one_f_one_b_star(instance, platform, allocation, t),
         None => min_period_fitting(instance, platform, allocation),
+    }
+}
+
+/// 1F1B* on a given contiguous partitioning (Beaumont et al., ScaDL 2022, section 4.1):
+/// stage `i` on processor `i`, at the given period or at the smallest period that fits
+/// memory.
+#[derive(Debug, Clone)]
+pub struct OneFOneBStarPlanner {
+    pub partition: Vec<usize>,
+    pub period: Option<Seconds>,
+}
+
+impl OneFOneBStarPlanner {
+    /// The planner of `1f1b*`: `partition` as `--partition` gives it (each stage's first
+    /// layer, 0-based), checked against the instance when it plans.
+    pub fn new(partition: Vec<usize>, period: Option<Seconds>) -> Self {
+        OneFOneBStarPlanner { partition, period }
+    }
+}
+
+impl Planner for OneFOneBStarPlanner {
+    fn name(&self) -> String {
+        "1f1b*".into()
+    }
+
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
+        if allocation.len() > problem.platform.processors {
+            return Err(crate::InputError::new(
+                "--partition",
+                "",
+                format!(
+                    "{} stages but the platform has {} processors",
+                    allocation.len(),
+                    problem.platform.processors
+                ),
+            )
+            .into());
+        }
+        let r = schedule(problem.instance, problem.platform, &allocation, self.period);
+        match r {
+            Ok(r) => {
+                let mut sol = Solution::new(allocation, Some(r.pattern));
+                sol.planned_period = None;
+                Ok(Outcome::Found(sol))
+            }
+            Err(e @ OneFOneBStarError::NotContiguous(_)) => Err(crate::Error::internal(e)),
+            Err(e) => Ok(Outcome::Infeasible {
+                reason: e.to_string(),
+                lower_bound: None,
+            }),
+        }
     }
 }
 

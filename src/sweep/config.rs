@@ -253,7 +253,7 @@ impl Experiment {
         }
         let mut labels = std::collections::HashSet::new();
         for (i, a) in raw.algorithms.iter().enumerate() {
-            crate::algorithm::check_name(&a.name)
+            crate::algorithm::Algorithm::parse(&a.name)
                 .map_err(|e| bad(&format!("algorithm[{i}].name"), e.reason))?;
             if !labels.insert(a.label().to_string()) {
                 return Err(bad(

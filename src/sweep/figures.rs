@@ -26,7 +26,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::error::InputError;
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel};
 use crate::sweep::run::Row;
 
@@ -78,8 +77,12 @@ fn panel(title: String, x: &str, y: String, lines: Vec<Line>) -> Panel {
     }
 }
 
-/// Algorithms whose `lower_bound` holds for every plan of a case (see the module docs).
-pub const GLOBAL_BOUND_ALGORITHMS: &[&str] = &["ilp", "best"];
+/// True when the row's algorithm has a `lower_bound` that holds for every plan of a case
+/// (see the module docs).
+fn bound_covers_every_plan(r: &Row) -> bool {
+    crate::algorithm::Algorithm::parse(&r.algorithm_name)
+        .is_ok_and(|a| a.descriptor().bound_covers_every_plan)
+}
 
 /// Per memory limit (GiB), the geometric mean of `period / denominator(row)` over the rows
 /// that have both.
@@ -105,8 +108,8 @@ pub fn write_figures(
     rows: &[Row],
     dir: &Path,
     reference: Option<&str>,
-) -> Result<Vec<PathBuf>, InputError> {
-    std::fs::create_dir_all(dir).map_err(|e| InputError::file(dir, e))?;
+) -> Result<Vec<PathBuf>, crate::Error> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
     let algorithms: Vec<String> = {
         let mut seen = BTreeSet::new();
         rows.iter()
@@ -241,7 +244,7 @@ pub fn write_figures(
             let mut bound: BTreeMap<Case, f64> = BTreeMap::new();
             for r in &sel {
                 let mut b = r.sequential / r.processors as f64; // U(1,L) / P
-                let global = GLOBAL_BOUND_ALGORITHMS.contains(&r.algorithm_name.as_str());
+                let global = bound_covers_every_plan(r);
                 if let (true, Some(lb)) = (global, r.lower_bound) {
                     b = b.max(lb);
                 }

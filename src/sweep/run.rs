@@ -409,17 +409,17 @@ pub struct Journal {
 impl Journal {
     /// Opens (creating) a journal and takes its lock, waiting (with a word on stderr) while
     /// another runner holds it.
-    pub fn open(path: &Path) -> Result<Journal, InputError> {
+    pub fn open(path: &Path) -> Result<Journal, crate::Error> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir).map_err(|e| InputError::file(dir, e))?;
+                std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
             }
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| InputError::file(path, e))?;
+            .map_err(|e| crate::Error::io(path, e))?;
         lock_exclusive(&file, path)?;
         Ok(Journal { file })
     }
@@ -434,7 +434,7 @@ impl Journal {
 
 /// Takes an exclusive `flock` on `file`, waiting for another holder.
 #[cfg(unix)]
-fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), InputError> {
+fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), crate::Error> {
     use std::os::unix::io::AsRawFd;
     let fd = file.as_raw_fd();
     // SAFETY: flock on a descriptor this function borrows; no memory is involved.
@@ -443,7 +443,7 @@ fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), InputError> {
     }
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-        return Err(InputError::file(
+        return Err(crate::Error::io(
             path,
             format!("cannot lock the journal: {e}"),
         ));
@@ -459,7 +459,7 @@ fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), InputError> {
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(InputError::file(
+            return Err(crate::Error::io(
                 path,
                 format!("cannot lock the journal: {e}"),
             ));
@@ -468,7 +468,7 @@ fn lock_exclusive(file: &std::fs::File, path: &Path) -> Result<(), InputError> {
 }
 
 #[cfg(not(unix))]
-fn lock_exclusive(_file: &std::fs::File, _path: &Path) -> Result<(), InputError> {
+fn lock_exclusive(_file: &std::fs::File, _path: &Path) -> Result<(), crate::Error> {
     Ok(())
 }
 
@@ -516,7 +516,7 @@ pub fn git_revision() -> String {
 }
 
 /// Runs (the rest of) an experiment and writes its tables.
-pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, InputError> {
+pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, crate::Error> {
     let started = Instant::now();
     let paths = Paths::new(exp, opts.shard);
     let mut all = jobs(exp)?;
@@ -566,10 +566,10 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
     let exe = match &opts.executable {
         Some(e) => e.clone(),
         None => {
-            std::env::current_exe().map_err(|e| InputError::new("pipeopt", "", e.to_string()))?
+            std::env::current_exe().map_err(|e| crate::Error::internal(format!("pipeopt: {e}")))?
         }
     };
-    std::thread::scope(|scope| -> Result<(), InputError> {
+    std::thread::scope(|scope| -> Result<(), crate::Error> {
         for _ in 0..workers.min(todo.len().max(1)) {
             let queue = Arc::clone(&queue);
             let tx = tx.clone();
@@ -595,7 +595,7 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, Inpu
         for row in rx {
             journal
                 .append(&row)
-                .map_err(|e| InputError::file(&paths.journal, e))?;
+                .map_err(|e| crate::Error::io(&paths.journal, e))?;
             bar.set_message(format!(
                 "{} {} P={} {}",
                 row.algorithm, row.instance, row.processors, row.status

@@ -44,10 +44,10 @@ use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncP
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
-use crate::schedule::sync::hybrid::{approach_kinds, with_recompute};
+use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::mixpipe::paper_bubbles;
 use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
-use crate::schedule::sync::{Schedule, ScheduleKind};
+use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
 use crate::units::{parse_bandwidth, parse_bytes};
 
 #[derive(Debug, Deserialize)]
@@ -171,11 +171,6 @@ pub struct SyncExperiment {
     pub optimum: Option<OptimumSettings>,
 }
 
-/// The approaches a `schedules` entry may name.
-pub const APPROACHES: &[&str] = &[
-    "gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so",
-];
-
 impl SyncExperiment {
     pub fn load(path: &Path) -> Result<SyncExperiment, InputError> {
         let text = std::fs::read_to_string(path).map_err(|e| InputError::file(path, e))?;
@@ -211,10 +206,13 @@ impl SyncExperiment {
             ));
         }
         for (i, s) in raw.schedules.iter().enumerate() {
-            if !APPROACHES.contains(&s.as_str()) {
+            if ScheduleName::approach(s).is_none() {
                 return Err(bad(
                     &format!("schedules[{i}]"),
-                    format!("unknown schedule {s:?} (one of {})", APPROACHES.join(", ")),
+                    format!(
+                        "unknown schedule {s:?} (one of {})",
+                        ScheduleName::approach_names().join(", ")
+                    ),
                 ));
             }
         }
@@ -478,19 +476,6 @@ pub fn analytic_rebuild(
     Ok(Some(if b as u64 == batch { own } else { build(b)? }))
 }
 
-fn scale_linear(c: &StageCosts, factor: f64) -> StageCosts {
-    let m = |v: &Vec<f64>| v.iter().map(|x| x * factor).collect();
-    StageCosts {
-        forward_seconds: m(&c.forward_seconds),
-        backward_seconds: m(&c.backward_seconds),
-        transfer_seconds: m(&c.transfer_seconds),
-        weight_bytes: c.weight_bytes.clone(),
-        stash_bytes: m(&c.stash_bytes),
-        input_bytes: m(&c.input_bytes),
-        output_bytes: m(&c.output_bytes),
-    }
-}
-
 /// The papers' closed-form bubble ratio of `kind` at (D, N), where they give one.
 pub fn paper_bubble_ratio(kind: ScheduleKind, d: usize, n: usize) -> Option<f64> {
     let (df, nf) = (d as f64, n as f64);
@@ -667,7 +652,10 @@ pub fn run_grid(
                             .map_err(|e| InputError::file(&case.instance, e))?,
                         "analytic",
                     ),
-                    None => (scale_linear(&base, b as f64 / own_batch), "linear"),
+                    None => (
+                        crate::schedule::sync::costs::scaled_by(&base, b as f64 / own_batch),
+                        "linear",
+                    ),
                 };
                 for &recompute in &exp.recompute {
                     let key = (ci, d, b, recompute);
@@ -906,6 +894,11 @@ pub fn run_grid(
     Ok((out, skipped, optimum_rows))
 }
 
+/// The schedules the approach `approach` (checked when the file loads) stands for at (D, N).
+fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
+    ScheduleName::approach(approach).map_or_else(Vec::new, |a| a.kinds(d, n))
+}
+
 /// The schedule kind a row's `schedule` names, among the approaches' kinds at (D, N).
 fn kind_of_name(name: &str, approaches: &[String], d: usize, n: usize) -> Option<ScheduleKind> {
     approaches
@@ -974,11 +967,11 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
     out
 }
 
-fn polars_err(path: &Path, e: PolarsError) -> InputError {
-    InputError::file(path, e)
+fn polars_err(path: &Path, e: PolarsError) -> crate::Error {
+    crate::Error::io(path, e)
 }
 
-fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), InputError> {
+fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), crate::Error> {
     let mut buf = Vec::new();
     CsvWriter::new(&mut buf)
         .finish(&mut df)
@@ -1150,11 +1143,11 @@ fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
 }
 
 /// Runs the experiment and writes its tables and figures into `out_dir`.
-pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputError> {
+pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
     let (rows, skipped, optimum) = run_grid(exp)?;
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
-    std::fs::create_dir_all(out_dir).map_err(|e| InputError::file(out_dir, e))?;
+    std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
     let mut files = Vec::new();
     let runs_csv = out_dir.join("runs.csv");
     write_csv(
@@ -1169,11 +1162,11 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputErr
     )?;
     files.push(best_csv);
     let runs_json = out_dir.join("runs.json");
-    let text = serde_json::to_vec(&rows).map_err(|e| InputError::file(&runs_json, e))?;
+    let text = serde_json::to_vec(&rows).map_err(|e| crate::Error::io(&runs_json, e))?;
     crate::error::write_atomic(&runs_json, &text)?;
     files.push(runs_json);
     let best_json = out_dir.join("best.json");
-    let text = serde_json::to_vec_pretty(&best).map_err(|e| InputError::file(&best_json, e))?;
+    let text = serde_json::to_vec_pretty(&best).map_err(|e| crate::Error::io(&best_json, e))?;
     crate::error::write_atomic(&best_json, &text)?;
     files.push(best_json);
     if exp.optimum.is_some() {
@@ -1185,7 +1178,7 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, InputErr
         files.push(optimum_csv);
         let optimum_json = out_dir.join("optimum.json");
         let text =
-            serde_json::to_vec_pretty(&optimum).map_err(|e| InputError::file(&optimum_json, e))?;
+            serde_json::to_vec_pretty(&optimum).map_err(|e| crate::Error::io(&optimum_json, e))?;
         crate::error::write_atomic(&optimum_json, &text)?;
         files.push(optimum_json);
     }

@@ -20,8 +20,8 @@
 use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
-use crate::error::InputError;
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel, BLACK};
+use crate::schedule::sync::ScheduleName;
 
 const GIB: f64 = 1073741824.0;
 
@@ -30,7 +30,7 @@ pub const BLACK_LINE: usize = BLACK;
 
 /// Draws panels of line charts, two a row, each with its own legend right of it (panels
 /// differ in their lines: the optimum's label names the D it could not prove).
-fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), InputError> {
+fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), crate::Error> {
     draw_panels(
         path,
         title,
@@ -72,17 +72,9 @@ fn instances(rows: &[SyncRow]) -> Vec<String> {
     v
 }
 
+/// An approach's name in figures ([`ScheduleName::info`]).
 fn label(approach: &str) -> &str {
-    match approach {
-        "gpipe" => "GPipe",
-        "dapple" => "DAPPLE",
-        "gems" => "GEMS",
-        "chimera" => "Chimera",
-        "mixpipe" => "MixPipe",
-        "1f1b-sno" => "BaPipe 1F1B-SNO",
-        "1f1b-so" => "BaPipe 1F1B-SO",
-        other => other,
-    }
+    ScheduleName::approach(approach).map_or(approach, |s| s.info().label)
 }
 
 /// The panels of `bubble-ratio-optimum.svg`: per instance, the schedules of `series` at
@@ -176,7 +168,7 @@ pub fn write_figures(
     best: &[BestRow],
     optimum: &[OptimumRow],
     dir: &Path,
-) -> Result<Vec<PathBuf>, InputError> {
+) -> Result<Vec<PathBuf>, crate::Error> {
     let mut files = Vec::new();
     let insts = instances(rows);
     if !optimum.is_empty() {

@@ -107,7 +107,8 @@ pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
 
 /// Writes the rows as Parquet and CSV, each atomically (the CSV has the per-processor peaks
 /// as a JSON list in `peak_memory`, since CSV has no list type).
-pub fn write_tables(rows: &[Row], parquet: &Path, csv: &Path) -> Result<(), InputError> {
+pub fn write_tables(rows: &[Row], parquet: &Path, csv: &Path) -> Result<(), crate::Error> {
+    let err = crate::Error::io;
     let mut df = frame(rows).map_err(|e| err(parquet, e))?;
     let mut buf = Vec::new();
     ParquetWriter::new(&mut buf)
@@ -268,9 +269,28 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
     Ok(rows)
 }
 
+/// Where `merge` writes when no output is given: `results/<dir>.parquet` for tables in
+/// `results/<dir>/` (the shards of one grid), beside that directory.
+pub fn default_merge_output(
+    tables: &[std::path::PathBuf],
+) -> Result<std::path::PathBuf, InputError> {
+    let first = tables
+        .first()
+        .ok_or_else(|| InputError::new("merge", "", "no table to merge"))?;
+    let dir = first
+        .parent()
+        .and_then(|d| d.file_name())
+        .ok_or_else(|| InputError::new("--out", "", "cannot guess the output name; give --out"))?;
+    let base = first
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap_or(Path::new("."));
+    Ok(base.join(format!("{}.parquet", dir.to_string_lossy())))
+}
+
 /// Merges Parquet tables (shards of one grid) into one, keeping one row per job key (the
 /// last file wins), and writes it as Parquet and CSV beside `out`.
-pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, InputError> {
+pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, crate::Error> {
     // Shards of one grid (`shard-i-of-n.parquet`): all n must be there, and their rows are
     // interleaved back into grid order (shard i holds jobs i-1, i-1+n, ...).
     let shards: Vec<Option<(usize, usize)>> = inputs.iter().map(|p| shard_of(p)).collect();
@@ -278,14 +298,14 @@ pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, InputEr
     if sharded {
         let n = shards[0].map(|s| s.1).unwrap_or(0);
         if let Some(i) = shards.iter().position(|s| s.map(|s| s.1) != Some(n)) {
-            return Err(InputError::new(
+            return Err(crate::Error::Input(InputError::new(
                 inputs[i].display().to_string(),
                 "",
                 format!(
                     "is a shard of {} but the first table is a shard of {n}",
                     shards[i].map_or(0, |s| s.1)
                 ),
-            ));
+            )));
         }
         let have: std::collections::HashSet<usize> = shards.iter().flatten().map(|s| s.0).collect();
         let missing: Vec<String> = (1..=n)
@@ -293,7 +313,7 @@ pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, InputEr
             .map(|i| format!("shard-{i}-of-{n}"))
             .collect();
         if !missing.is_empty() {
-            return Err(InputError::new(
+            return Err(crate::Error::Input(InputError::new(
                 "merge",
                 "",
                 format!(
@@ -301,7 +321,7 @@ pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, InputEr
                     missing.len(),
                     missing.join(", ")
                 ),
-            ));
+            )));
         }
     }
     let mut all: Vec<(usize, usize, Row)> = Vec::new();

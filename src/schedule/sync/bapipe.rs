@@ -89,6 +89,15 @@ pub struct Exploration {
     pub best: Option<ExploreRow>,
 }
 
+/// The micro-batch counts BaPipe's exploration tries for D = `d` stages and a mini-batch
+/// of `mini_batch` samples: D, 2D, 4D, ... up to 128 D, those not above the mini-batch.
+pub fn micro_batch_counts(d: usize, mini_batch: usize) -> Vec<usize> {
+    (0..8)
+        .map(|i| d << i)
+        .filter(|&m| m <= mini_batch)
+        .collect()
+}
+
 /// BaPipe's automatic choice of schedule and micro-batch count: for a mini-batch of
 /// `mini_batch` samples, each count M in `micro_batch_counts` (dividing the mini-batch)
 /// gives micro-batches of mini_batch / M samples; `costs_at(size)` gives the stage costs at

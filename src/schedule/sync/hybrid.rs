@@ -29,35 +29,27 @@
 use serde::Serialize;
 
 use super::sim::{simulate, SimError, StageCosts};
-use super::{Schedule, ScheduleKind};
+use super::{Schedule, ScheduleName};
 
-/// The schedules an approach stands for at (D, N): one for gpipe, dapple, gems, chimera,
-/// 1f1b-sno and 1f1b-so; MixPipe's eq. (5) space and K maximizing (N > D) for mixpipe.
-pub fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
-    match approach {
-        "gpipe" => vec![ScheduleKind::Gpipe],
-        "dapple" => vec![ScheduleKind::Dapple],
-        "gems" => vec![ScheduleKind::Gems],
-        // Chimera's own scaling for N > D (forward doubling) when N is a multiple of D.
-        "chimera" if n >= 2 * d && d > 0 && n % d == 0 => {
-            vec![ScheduleKind::Chimera, ScheduleKind::ChimeraDoubling]
+/// The costs of D = `d` stages (a balanced partition, [`super::sim::balanced_partition`])
+/// at micro-batch size `b`: from `rebuilt`, the network rebuilt at `b`, when there is one;
+/// else from `instance` scaled from its own micro-batch size by eq. (3)
+/// ([`super::costs`]). `None` when the partition or the costs cannot be built.
+pub fn stage_costs_at(
+    instance: &crate::model::Instance,
+    rebuilt: Option<&crate::model::Instance>,
+    d: usize,
+    b: usize,
+    bandwidth: f64,
+) -> Option<StageCosts> {
+    let starts = super::sim::balanced_partition(instance, d).ok()?;
+    match rebuilt {
+        Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
+        None => {
+            let c = StageCosts::from_instance(instance, &starts, bandwidth).ok()?;
+            let own = super::costs::micro_batch_size(instance);
+            Some(super::costs::interpolated(&[(own, c)], b as f64))
         }
-        "chimera" => vec![ScheduleKind::Chimera],
-        "1f1b-sno" => vec![ScheduleKind::Bapipe1f1bSno],
-        "1f1b-so" => vec![ScheduleKind::Bapipe1f1bSo],
-        "mixpipe" => {
-            let mut v = Vec::new();
-            for k in (2..=d).step_by(2) {
-                for gamma in 0..=(d - k) / 2 {
-                    v.push(ScheduleKind::Mixpipe { k, gamma });
-                }
-            }
-            if n > d {
-                v.push(ScheduleKind::MixpipeKMax);
-            }
-            v
-        }
-        _ => Vec::new(),
     }
 }
 
@@ -149,7 +141,7 @@ pub struct HybridInput<'a> {
     pub server_gpus: usize,
     pub inter_server_bytes_per_second: f64,
     /// gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno, 1f1b-so.
-    pub approach: &'a str,
+    pub approach: ScheduleName,
     /// The largest D to try (the chain's length).
     pub max_stages: usize,
 }
@@ -180,7 +172,7 @@ pub fn search(
             let Some(plain) = costs_at(d, b) else {
                 continue;
             };
-            for kind in approach_kinds(input.approach, d, n) {
+            for kind in input.approach.kinds(d, n) {
                 let Ok(schedule) = kind.generate(d, n) else {
                     continue;
                 };
@@ -281,7 +273,7 @@ mod tests {
             allreduce_bytes_per_second: 1e9,
             server_gpus: 8,
             inter_server_bytes_per_second: 1e8,
-            approach: "mixpipe",
+            approach: ScheduleName::Mixpipe,
             max_stages: 8,
         };
         let rows = search(&input, &costs_at).unwrap();

@@ -165,19 +165,47 @@ impl SearchInput {
     }
 }
 
+/// Eq. (3): the per-sample `value` at `batch` over the profile points
+/// ([`super::costs::per_sample_at`]).
 fn per_sample(points: &[BatchPoint], batch: f64, value: impl Fn(&BatchPoint) -> f64) -> f64 {
-    let per = |p: &BatchPoint| value(p) / p.batch;
-    let mut sorted: Vec<&BatchPoint> = points.iter().collect();
-    sorted.sort_by(|a, b| a.batch.total_cmp(&b.batch));
-    match sorted.iter().position(|p| p.batch >= batch) {
-        Some(0) => per(sorted[0]),
-        None => per(sorted[sorted.len() - 1]),
-        Some(i) => {
-            let (lo, hi) = (sorted[i - 1], sorted[i]);
-            let x = (batch - lo.batch) / (hi.batch - lo.batch);
-            per(lo) + x * (per(hi) - per(lo))
-        }
+    let per: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.batch, value(p) / p.batch))
+        .collect();
+    super::costs::per_sample_at(&per, batch)
+}
+
+/// Checks MixPipe's K and Gamma for D stages and N micro-batches: K even, at least 2 and at
+/// most D when N = D (eq. (5)), up to 2(D - 1) (K maximizing) when N > D; Gamma at most
+/// (D - K) / 2, the range the paper searches (eq. (1)-(5)): beyond it eq. (1)'s bubble count
+/// would be negative and the extra early forwards have no bubble to fill.
+pub fn check_k_gamma(d: usize, n: usize, k: usize, gamma: usize) -> Result<(), crate::InputError> {
+    let most = if n > d { 2 * d.saturating_sub(1) } else { d };
+    if k < 2 || k % 2 != 0 || k > most {
+        return Err(crate::InputError::new(
+            "--k",
+            "",
+            format!(
+                "K must be even, at least 2 and at most {most} ({}; D = {d}, N = {n}), got {k}",
+                if n > d {
+                    "2(D-1) when N > D"
+                } else {
+                    "D when N = D"
+                }
+            ),
+        ));
     }
+    let max_gamma = d.saturating_sub(k) / 2;
+    if gamma > max_gamma {
+        return Err(crate::InputError::new(
+            "--gamma",
+            "",
+            format!(
+                "Gamma must be at most (D - K) / 2 = {max_gamma} (D = {d}, K = {k}), got {gamma}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Eq. (5): every K = 2, 4, ..., D and Gamma = 0..=(D-K)/2 (the paper writes Gamma >= 1 in

@@ -13,6 +13,7 @@
 
 pub mod bapipe;
 pub mod chimera;
+pub mod costs;
 pub mod dapple;
 pub mod gems;
 pub mod gpipe;
@@ -167,6 +168,204 @@ pub(crate) fn b(stage: usize, micro_batch: usize) -> Instr {
     }
 }
 
+/// A synchronous schedule by name, as `sync --schedule`, the synchronous sweep's
+/// `schedules` and the hybrid's approach name it: one arm of [`ScheduleName::info`] per
+/// schedule (name, aliases, label in figures, whether it is an approach of the sweep and the
+/// hybrid). [`ScheduleName::kind`] gives the schedule with its parameters, and
+/// [`ScheduleName::kinds`] every schedule an approach stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScheduleName {
+    Gpipe,
+    Dapple,
+    Gems,
+    Chimera,
+    ChimeraDoubling,
+    Mixpipe,
+    MixpipeKMax,
+    Bapipe1f1bSno,
+    Bapipe1f1bSo,
+    Bapipe1f1bAs,
+    BapipeFbpAs,
+}
+
+/// What [`ScheduleName::info`] says of one schedule.
+pub struct ScheduleInfo {
+    /// The name on the command line, in experiment files and tables.
+    pub name: &'static str,
+    /// Other names `sync --schedule` accepts.
+    pub aliases: &'static [&'static str],
+    /// The name in figures.
+    pub label: &'static str,
+    /// True for the approaches of the synchronous sweep and of `sync --hybrid`.
+    pub approach: bool,
+}
+
+impl ScheduleName {
+    /// Every schedule, in the order of the tables.
+    pub const ALL: &'static [ScheduleName] = &[
+        ScheduleName::Gpipe,
+        ScheduleName::Dapple,
+        ScheduleName::Gems,
+        ScheduleName::Chimera,
+        ScheduleName::ChimeraDoubling,
+        ScheduleName::Mixpipe,
+        ScheduleName::MixpipeKMax,
+        ScheduleName::Bapipe1f1bSno,
+        ScheduleName::Bapipe1f1bSo,
+        ScheduleName::Bapipe1f1bAs,
+        ScheduleName::BapipeFbpAs,
+    ];
+
+    /// Everything known of the schedule's name: one arm per schedule.
+    pub fn info(self) -> ScheduleInfo {
+        let (name, aliases, label, approach): (_, &'static [&'static str], _, _) = match self {
+            ScheduleName::Gpipe => ("gpipe", &[], "GPipe", true),
+            ScheduleName::Dapple => ("dapple", &["1f1b"], "DAPPLE", true),
+            ScheduleName::Gems => ("gems", &[], "GEMS", true),
+            ScheduleName::Chimera => ("chimera", &[], "Chimera", true),
+            ScheduleName::ChimeraDoubling => {
+                ("chimera-doubling", &[], "Chimera (forward doubling)", false)
+            }
+            ScheduleName::Mixpipe => ("mixpipe", &[], "MixPipe", true),
+            ScheduleName::MixpipeKMax => ("mixpipe-kmax", &[], "MixPipe K maximizing", false),
+            ScheduleName::Bapipe1f1bSno => ("1f1b-sno", &[], "BaPipe 1F1B-SNO", true),
+            ScheduleName::Bapipe1f1bSo => ("1f1b-so", &[], "BaPipe 1F1B-SO", true),
+            ScheduleName::Bapipe1f1bAs => ("1f1b-as", &[], "BaPipe 1F1B-AS", false),
+            ScheduleName::BapipeFbpAs => ("fbp-as", &[], "BaPipe FBP-AS", false),
+        };
+        ScheduleInfo {
+            name,
+            aliases,
+            label,
+            approach,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The schedule `name` (or one of its aliases) names.
+    pub fn parse(name: &str) -> Result<ScheduleName, crate::InputError> {
+        ScheduleName::ALL
+            .iter()
+            .copied()
+            .find(|s| {
+                let i = s.info();
+                i.name == name || i.aliases.contains(&name)
+            })
+            .ok_or_else(|| {
+                crate::InputError::new("--schedule", "", format!("unknown schedule {name:?}"))
+            })
+    }
+
+    /// The approach of the synchronous sweep and the hybrid named `name` (its own name, no
+    /// alias), if it is one.
+    pub fn approach(name: &str) -> Option<ScheduleName> {
+        ScheduleName::ALL
+            .iter()
+            .copied()
+            .find(|s| s.info().approach && s.name() == name)
+    }
+
+    /// The names of the approaches, in order.
+    pub fn approach_names() -> Vec<&'static str> {
+        ScheduleName::ALL
+            .iter()
+            .filter(|s| s.info().approach)
+            .map(|s| s.name())
+            .collect()
+    }
+
+    /// The schedule for D = `d` stages and N = `n` micro-batches: MixPipe's K (D by
+    /// default) and Gamma are checked by [`mixpipe::check_k_gamma`] and ignored by the
+    /// others.
+    pub fn kind(
+        self,
+        d: usize,
+        n: usize,
+        k: Option<usize>,
+        gamma: usize,
+    ) -> Result<ScheduleKind, crate::InputError> {
+        Ok(match self {
+            ScheduleName::Gpipe => ScheduleKind::Gpipe,
+            ScheduleName::Dapple => ScheduleKind::Dapple,
+            ScheduleName::Gems => ScheduleKind::Gems,
+            ScheduleName::Chimera => ScheduleKind::Chimera,
+            ScheduleName::ChimeraDoubling => ScheduleKind::ChimeraDoubling,
+            ScheduleName::Mixpipe => {
+                let k = k.unwrap_or(d);
+                mixpipe::check_k_gamma(d, n, k, gamma)?;
+                ScheduleKind::Mixpipe { k, gamma }
+            }
+            ScheduleName::MixpipeKMax => ScheduleKind::MixpipeKMax,
+            ScheduleName::Bapipe1f1bSno => ScheduleKind::Bapipe1f1bSno,
+            ScheduleName::Bapipe1f1bSo => ScheduleKind::Bapipe1f1bSo,
+            ScheduleName::Bapipe1f1bAs => ScheduleKind::Bapipe1f1bAs,
+            ScheduleName::BapipeFbpAs => ScheduleKind::BapipeFbpAs,
+        })
+    }
+
+    /// The schedules an approach stands for at (D, N): itself for gpipe, dapple, gems,
+    /// 1f1b-sno and 1f1b-so; chimera with its forward doubling when N is a multiple of D
+    /// and N >= 2D; MixPipe's eq. (5) space (every even K <= D, Gamma <= (D - K) / 2) and K
+    /// maximizing when N > D. Empty for a schedule that is not an approach.
+    pub fn kinds(self, d: usize, n: usize) -> Vec<ScheduleKind> {
+        match self {
+            ScheduleName::Gpipe => vec![ScheduleKind::Gpipe],
+            ScheduleName::Dapple => vec![ScheduleKind::Dapple],
+            ScheduleName::Gems => vec![ScheduleKind::Gems],
+            // Chimera's own scaling for N > D (forward doubling) when N is a multiple of D.
+            ScheduleName::Chimera if n >= 2 * d && d > 0 && n % d == 0 => {
+                vec![ScheduleKind::Chimera, ScheduleKind::ChimeraDoubling]
+            }
+            ScheduleName::Chimera => vec![ScheduleKind::Chimera],
+            ScheduleName::Bapipe1f1bSno => vec![ScheduleKind::Bapipe1f1bSno],
+            ScheduleName::Bapipe1f1bSo => vec![ScheduleKind::Bapipe1f1bSo],
+            ScheduleName::Mixpipe => {
+                let mut v = Vec::new();
+                for k in (2..=d).step_by(2) {
+                    for gamma in 0..=(d - k) / 2 {
+                        v.push(ScheduleKind::Mixpipe { k, gamma });
+                    }
+                }
+                if n > d {
+                    v.push(ScheduleKind::MixpipeKMax);
+                }
+                v
+            }
+            ScheduleName::ChimeraDoubling
+            | ScheduleName::MixpipeKMax
+            | ScheduleName::Bapipe1f1bAs
+            | ScheduleName::BapipeFbpAs => Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for ScheduleName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ScheduleName {
+    type Err = crate::InputError;
+    fn from_str(s: &str) -> Result<Self, crate::InputError> {
+        ScheduleName::parse(s)
+    }
+}
+
+impl clap::ValueEnum for ScheduleName {
+    fn value_variants<'a>() -> &'a [Self] {
+        ScheduleName::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let i = self.info();
+        Some(clap::builder::PossibleValue::new(i.name).aliases(i.aliases.iter().copied()))
+    }
+}
+
 /// Every schedule the `sync` command knows, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "kebab-case")]
@@ -192,19 +391,28 @@ pub enum ScheduleKind {
 }
 
 impl ScheduleKind {
+    /// The schedule's name without its parameters.
+    pub fn schedule_name(self) -> ScheduleName {
+        match self {
+            ScheduleKind::Gpipe => ScheduleName::Gpipe,
+            ScheduleKind::Dapple => ScheduleName::Dapple,
+            ScheduleKind::Gems => ScheduleName::Gems,
+            ScheduleKind::Chimera => ScheduleName::Chimera,
+            ScheduleKind::ChimeraDoubling => ScheduleName::ChimeraDoubling,
+            ScheduleKind::Mixpipe { .. } => ScheduleName::Mixpipe,
+            ScheduleKind::MixpipeKMax => ScheduleName::MixpipeKMax,
+            ScheduleKind::Bapipe1f1bSno => ScheduleName::Bapipe1f1bSno,
+            ScheduleKind::Bapipe1f1bSo => ScheduleName::Bapipe1f1bSo,
+            ScheduleKind::Bapipe1f1bAs => ScheduleName::Bapipe1f1bAs,
+            ScheduleKind::BapipeFbpAs => ScheduleName::BapipeFbpAs,
+        }
+    }
+
+    /// The name in reports and tables: the schedule's name, with MixPipe's K and Gamma.
     pub fn name(self) -> String {
         match self {
-            ScheduleKind::Gpipe => "gpipe".into(),
-            ScheduleKind::Dapple => "dapple".into(),
-            ScheduleKind::Gems => "gems".into(),
-            ScheduleKind::Chimera => "chimera".into(),
-            ScheduleKind::ChimeraDoubling => "chimera-doubling".into(),
             ScheduleKind::Mixpipe { k, gamma } => format!("mixpipe(K={k},Gamma={gamma})"),
-            ScheduleKind::MixpipeKMax => "mixpipe-kmax".into(),
-            ScheduleKind::Bapipe1f1bSno => "1f1b-sno".into(),
-            ScheduleKind::Bapipe1f1bSo => "1f1b-so".into(),
-            ScheduleKind::Bapipe1f1bAs => "1f1b-as".into(),
-            ScheduleKind::BapipeFbpAs => "fbp-as".into(),
+            other => other.schedule_name().name().into(),
         }
     }
 
@@ -310,5 +518,48 @@ pub(crate) mod tests {
     fn up_pipeline_maps_stage_zero_to_the_last_worker() {
         assert_eq!(Pipeline::Up.worker(0, 4), 3);
         assert_eq!(Pipeline::Down.worker(0, 4), 0);
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn names_kinds_and_approaches_agree() {
+        let expected = [
+            (ScheduleKind::Gpipe, "gpipe"),
+            (ScheduleKind::Dapple, "dapple"),
+            (ScheduleKind::Gems, "gems"),
+            (ScheduleKind::Chimera, "chimera"),
+            (ScheduleKind::ChimeraDoubling, "chimera-doubling"),
+            (
+                ScheduleKind::Mixpipe { k: 4, gamma: 1 },
+                "mixpipe(K=4,Gamma=1)",
+            ),
+            (ScheduleKind::MixpipeKMax, "mixpipe-kmax"),
+            (ScheduleKind::Bapipe1f1bSno, "1f1b-sno"),
+            (ScheduleKind::Bapipe1f1bSo, "1f1b-so"),
+            (ScheduleKind::Bapipe1f1bAs, "1f1b-as"),
+            (ScheduleKind::BapipeFbpAs, "fbp-as"),
+        ];
+        for (kind, name) in expected {
+            assert_eq!(kind.name(), name);
+        }
+        for &s in ScheduleName::ALL {
+            assert_eq!(ScheduleName::parse(s.name()).unwrap(), s);
+            assert_eq!(s.to_string(), s.name());
+            if s != ScheduleName::Mixpipe {
+                assert_eq!(s.kind(4, 8, None, 0).unwrap().name(), s.name());
+            }
+            assert_eq!(s.info().approach, !s.kinds(4, 8).is_empty());
+        }
+        assert_eq!(ScheduleName::parse("1f1b").unwrap(), ScheduleName::Dapple);
+        assert_eq!(ScheduleName::approach("1f1b"), None);
+        assert_eq!(
+            ScheduleName::approach_names(),
+            ["gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so"]
+        );
+        assert!(ScheduleName::Mixpipe.kind(4, 4, Some(3), 0).is_err());
     }
 }

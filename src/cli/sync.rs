@@ -1,6 +1,8 @@
 //! `pipeopt sync`: synchronous and bidirectional pipeline schedules, simulated by
-//! `pipeopt::schedule::sync::sim` (docs/model.md section 7); MixPipe's search (`--search`)
-//! and BaPipe's exploration (`--explore`). Parsing and printing only.
+//! `pipeopt::schedule::sync::sim` (docs/model.md section 7); MixPipe's search (`--search`),
+//! BaPipe's exploration (`--explore`), MixPipe's hybrid (`--hybrid`) and the exact schedule
+//! MILP (`--schedule optimal`). Costs at other micro-batch sizes come from
+//! `schedule::sync::costs` (eq. (3) of Zhang et al., DAC 2023).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,13 +10,16 @@ use std::process::ExitCode;
 use clap::Args;
 use pipeopt::model::Instance;
 use pipeopt::partition::bapipe_intra::intra_layer_partition;
-use pipeopt::schedule::sync::bapipe::{explore, Accelerator};
+use pipeopt::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
+use pipeopt::schedule::sync::costs::{interpolated, micro_batch_size};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
 use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
-use pipeopt::schedule::sync::ScheduleKind;
+use pipeopt::schedule::sync::{ScheduleKind, ScheduleName};
 use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 use serde_json::json;
+
+use super::{table, yes_no};
 
 #[derive(Debug, Args)]
 pub struct SyncArgs {
@@ -130,94 +135,6 @@ fn bad(flag: &str, reason: impl Into<String>) -> anyhow::Error {
     InputError::new(flag, "", reason).into()
 }
 
-fn batch_of(instance: &Instance) -> f64 {
-    instance
-        .meta
-        .get("batch")
-        .and_then(|v| v.as_f64())
-        .filter(|b| *b > 0.0)
-        .unwrap_or(1.0)
-}
-
-fn kind_of(args: &SyncArgs, d: usize, n: usize) -> anyhow::Result<ScheduleKind> {
-    Ok(match args.schedule.as_str() {
-        "gpipe" => ScheduleKind::Gpipe,
-        "dapple" | "1f1b" => ScheduleKind::Dapple,
-        "gems" => ScheduleKind::Gems,
-        "chimera" => ScheduleKind::Chimera,
-        "chimera-doubling" => ScheduleKind::ChimeraDoubling,
-        "mixpipe" => {
-            let k = args.k.unwrap_or(d);
-            // MixPipe (DAC 2023): K = 2, 4, ..., D for N = D (eq. (5)); up to 2(D - 1) (K
-            // maximizing) when N > D.
-            let most = if n > d { 2 * d.saturating_sub(1) } else { d };
-            if k < 2 || k % 2 != 0 || k > most {
-                return Err(bad(
-                    "--k",
-                    format!(
-                        "K must be even, at least 2 and at most {most} ({}; D = {d}, N = {n}), got {k}",
-                        if n > d { "2(D-1) when N > D" } else { "D when N = D" }
-                    ),
-                ));
-            }
-            // MixPipe (DAC 2023) searches Gamma in 0..=(D - K) / 2 (eq. (1)-(5)); beyond it
-            // eq. (1)'s bubble count would be negative and the extra early forwards have no
-            // bubble to fill.
-            let max_gamma = d.saturating_sub(k) / 2;
-            if args.gamma > max_gamma {
-                return Err(bad(
-                    "--gamma",
-                    format!(
-                        "Gamma must be at most (D - K) / 2 = {max_gamma} (D = {d}, K = {k}), got {}",
-                        args.gamma
-                    ),
-                ));
-            }
-            ScheduleKind::Mixpipe {
-                k,
-                gamma: args.gamma,
-            }
-        }
-        "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
-        "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
-        "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
-        "1f1b-as" => ScheduleKind::Bapipe1f1bAs,
-        "fbp-as" => ScheduleKind::BapipeFbpAs,
-        other => return Err(bad("--schedule", format!("unknown schedule {other:?}"))),
-    })
-}
-
-/// Stage costs scaled from micro-batch size `from` to `to`: times and bytes per sample
-/// interpolated over the profile points (linear outside them, Zhang et al., DAC 2023, eq.
-/// (3)).
-fn scaled(costs: &StageCosts, points: &[(f64, StageCosts)], to: f64) -> StageCosts {
-    let per_sample = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>, s: usize| -> f64 {
-        let mut pts: Vec<(f64, f64)> = points.iter().map(|(b, c)| (*b, pick(c)[s] / b)).collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        match pts.iter().position(|p| p.0 >= to) {
-            Some(0) => pts[0].1,
-            None => pts[pts.len() - 1].1,
-            Some(i) => {
-                let (lo, hi) = (pts[i - 1], pts[i]);
-                lo.1 + (to - lo.0) / (hi.0 - lo.0) * (hi.1 - lo.1)
-            }
-        }
-    };
-    let d = costs.stages();
-    let map = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>| -> Vec<f64> {
-        (0..d).map(|s| per_sample(pick, s) * to).collect()
-    };
-    StageCosts {
-        forward_seconds: map(&|c| &c.forward_seconds),
-        backward_seconds: map(&|c| &c.backward_seconds),
-        transfer_seconds: map(&|c| &c.transfer_seconds),
-        weight_bytes: costs.weight_bytes.clone(),
-        stash_bytes: map(&|c| &c.stash_bytes),
-        input_bytes: map(&|c| &c.input_bytes),
-        output_bytes: map(&|c| &c.output_bytes),
-    }
-}
-
 fn report_json(r: &SimReport, memory: Option<f64>) -> serde_json::Value {
     json!({
         "makespan": r.makespan_seconds,
@@ -234,18 +151,27 @@ fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
         ShowSeconds(r.makespan_seconds),
         r.bubble_ratio
     );
-    println!("worker  replicas  live  weights     buffers     activations  peak");
-    for (w, m) in r.memory.iter().enumerate() {
-        println!(
-            "{w:>6}  {:>8}  {:>4}  {:>10}  {:>10}  {:>11}  {}",
-            m.replicas,
-            m.peak_live,
+    let rows = r.memory.iter().enumerate().map(|(w, m)| {
+        vec![
+            w.to_string(),
+            m.replicas.to_string(),
+            m.peak_live.to_string(),
             ShowBytes(m.weight_bytes).to_string(),
             ShowBytes(m.buffer_bytes).to_string(),
             ShowBytes(m.activation_peak_bytes).to_string(),
-            ShowBytes(m.peak_bytes)
-        );
-    }
+            ShowBytes(m.peak_bytes).to_string(),
+        ]
+    });
+    let header = [
+        "worker",
+        "replicas",
+        "live",
+        "weights",
+        "buffers",
+        "activations",
+        "peak",
+    ];
+    println!("{}", table(&header, &[0, 1, 2, 3, 4, 5, 6], rows));
 }
 
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
@@ -306,7 +232,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| bad("--partition", e.to_string()))?;
     let d = costs.stages();
     let n = args.micro_batches.unwrap_or(d);
-    let base_batch = batch_of(&instance);
+    let base_batch = micro_batch_size(&instance);
     let mut points = vec![(base_batch, costs.clone())];
     for path in &args.profile {
         let other = Instance::load(path)?;
@@ -323,7 +249,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         let c = StageCosts::from_instance(&other, &starts, bandwidth)
             .map_err(|e| bad("--profile", e.to_string()))?;
-        points.push((batch_of(&other), c));
+        points.push((micro_batch_size(&other), c));
     }
 
     if args.explore {
@@ -336,8 +262,8 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
         let mini = args
             .mini_batch
             .unwrap_or((n as f64 * base_batch).round() as usize);
-        let counts: Vec<usize> = (0..8).map(|i| d << i).filter(|&m| m <= mini).collect();
-        let costs_at = |size: f64| scaled(&costs, &points, size);
+        let counts = micro_batch_counts(d, mini);
+        let costs_at = |size: f64| interpolated(&points, size);
         let e = explore(accelerator, mini, &counts, &costs_at, memory)?;
         if args.json {
             println!(
@@ -347,19 +273,27 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
                        "accelerator": accelerator, "exploration": e})
             );
         } else {
-            println!("schedule   M     iteration     samples/s   bubble   peak        fits");
-            for r in &e.rows {
-                println!(
-                    "{:<9} {:>4}  {:>12}  {:>10.2}  {:>6.4}  {:>10}  {}",
-                    r.schedule,
-                    r.micro_batches,
+            let rows = e.rows.iter().map(|r| {
+                vec![
+                    r.schedule.to_string(),
+                    r.micro_batches.to_string(),
                     ShowSeconds(r.makespan_seconds).to_string(),
-                    r.samples_per_second,
-                    r.bubble_ratio,
+                    format!("{:.2}", r.samples_per_second),
+                    format!("{:.4}", r.bubble_ratio),
                     ShowBytes(r.peak_bytes).to_string(),
-                    r.fits
-                );
-            }
+                    r.fits.to_string(),
+                ]
+            });
+            let header = [
+                "schedule",
+                "M",
+                "iteration",
+                "samples/s",
+                "bubble",
+                "peak",
+                "fits",
+            ];
+            println!("{}", table(&header, &[1, 2, 3, 4, 5], rows));
             match &e.best {
                 Some(b) => println!("best: {} with M = {}", b.schedule, b.micro_batches),
                 None => println!("best: nothing fits"),
@@ -399,7 +333,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
             k: best.k,
             gamma: best.gamma,
         };
-        let at = scaled(&costs, &points, best.micro_batch as f64);
+        let at = interpolated(&points, best.micro_batch as f64);
         let schedule = kind.generate(d, d)?;
         let r = simulate(&schedule, &at, kind.execution())?;
         let simulated_throughput = (best.micro_batch * d) as f64 / r.makespan_seconds;
@@ -414,18 +348,25 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
                        "candidates": candidates})
             );
         } else {
-            println!("K  Gamma  B     N_bubbles  t_stage       samples/s (eq. 1)");
-            for c in &candidates {
-                println!(
-                    "{:<2} {:<6} {:<5} {:<10.3} {:<13} {:.2}",
-                    c.k,
-                    c.gamma,
-                    c.micro_batch,
-                    c.bubbles,
+            let rows = candidates.iter().map(|c| {
+                vec![
+                    c.k.to_string(),
+                    c.gamma.to_string(),
+                    c.micro_batch.to_string(),
+                    format!("{:.3}", c.bubbles),
                     ShowSeconds(c.stage_seconds).to_string(),
-                    c.samples_per_second
-                );
-            }
+                    format!("{:.2}", c.samples_per_second),
+                ]
+            });
+            let header = [
+                "K",
+                "Gamma",
+                "B",
+                "N_bubbles",
+                "t_stage",
+                "samples/s (eq. 1)",
+            ];
+            println!("{}", table(&header, &[0, 1, 2, 3, 4, 5], rows));
             println!(
                 "best K = {}, Gamma = {}, B = {}: eq. (1) {:.2} samples/s, simulated {:.2}",
                 best.k, best.gamma, best.micro_batch, best.samples_per_second, simulated_throughput
@@ -438,7 +379,7 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     if args.schedule == "optimal" {
         return run_optimal(&args, &instance, &starts, &costs, n, base_batch);
     }
-    let kind = kind_of(&args, d, n)?;
+    let kind = ScheduleName::parse(&args.schedule)?.kind(d, n, args.k, args.gamma)?;
     let schedule = kind
         .generate_for(d, n, &costs)
         .map_err(|e| bad("--schedule", e.to_string()))?;
@@ -522,17 +463,15 @@ fn run_optimal(
             return Err(bad("--time-limit", format!("must be positive, got {t}")));
         }
     }
-    let formulation = match args.formulation.as_str() {
-        "auto" => Formulation::Auto,
-        "disjunctive" => Formulation::Disjunctive,
-        "time-indexed" => Formulation::TimeIndexed,
-        other => {
-            return Err(bad(
-                "--formulation",
-                format!("auto, disjunctive or time-indexed, not {other:?}"),
-            ))
-        }
-    };
+    let formulation = Formulation::parse(&args.formulation).ok_or_else(|| {
+        bad(
+            "--formulation",
+            format!(
+                "auto, disjunctive or time-indexed, not {:?}",
+                args.formulation
+            ),
+        )
+    })?;
     let threads = std::num::NonZeroU32::new(args.threads)
         .ok_or_else(|| bad("--threads", "must be at least 1"))?;
     let options = pipeopt::milp::MilpOptions {
@@ -541,39 +480,7 @@ fn run_optimal(
         ..Default::default()
     };
     // The known schedules of the placement: the MILP starts from the best that fits.
-    let names: &[&str] = match placement {
-        Placement::OneDirection => &["dapple", "gpipe", "1f1b-sno", "1f1b-so"],
-        Placement::Bidirectional => &[
-            "chimera",
-            "chimera-doubling",
-            "mixpipe",
-            "mixpipe-kmax",
-            "gems",
-        ],
-        Placement::Gems => &["gems"],
-    };
-    let mut proposals = Vec::new();
-    for name in names {
-        let kind = match *name {
-            "gpipe" => ScheduleKind::Gpipe,
-            "dapple" => ScheduleKind::Dapple,
-            "1f1b-sno" => ScheduleKind::Bapipe1f1bSno,
-            "1f1b-so" => ScheduleKind::Bapipe1f1bSo,
-            "chimera" => ScheduleKind::Chimera,
-            "chimera-doubling" => ScheduleKind::ChimeraDoubling,
-            "mixpipe" => ScheduleKind::Mixpipe { k: d, gamma: 0 },
-            "mixpipe-kmax" => ScheduleKind::MixpipeKMax,
-            _ => ScheduleKind::Gems,
-        };
-        if let Ok(s) = kind.generate(d, n) {
-            proposals.push((kind.name(), s));
-        }
-    }
-    if placement == Placement::Bidirectional && n >= d && d % 2 == 0 {
-        if let Ok(s) = pipeopt::schedule::sync::chimera::chimera_drawn_for(d, n, 1) {
-            proposals.push(("chimera (drawn for B = F)".into(), s));
-        }
-    }
+    let proposals = placement.known_schedules(d, n);
     let problem = SyncProblem {
         costs,
         placement,
@@ -641,105 +548,9 @@ fn run_optimal(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `pipeopt sync-sweep`: a grid of synchronous schedules (see `pipeopt::sweep::sync`).
-#[derive(Debug, Args)]
-pub struct SyncSweepArgs {
-    /// The experiment file (see experiments/bidirectional.toml).
-    experiment: PathBuf,
-    /// Where to write the tables and figures (default results/<name>/).
-    #[arg(long, short = 'o')]
-    out: Option<PathBuf>,
-    /// Parallel threads (default: the experiment's `workers`, 0 = one per core).
-    #[arg(long, short = 'j')]
-    workers: Option<usize>,
-    /// Print one JSON object (runs, wall time, files, the best table).
-    #[arg(long)]
-    json: bool,
-}
-
-pub fn run_sweep(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
-    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
-    let mut exp = SyncExperiment::load(&args.experiment)?;
-    if let Some(w) = args.workers {
-        exp.workers = w;
-    }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let outcome = run_grid(&exp, &out)?;
-    let best_path = out.join("best.json");
-    let best: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&best_path).map_err(|e| InputError::file(&best_path, e))?,
-    )?;
-    if args.json {
-        println!(
-            "{}",
-            json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
-                   "optimum_solves": outcome.optimum_solves,
-                   "optimum_proven": outcome.optimum_proven,
-                   "skipped_shapes": outcome.skipped_shapes,
-                   "wall_seconds": outcome.wall_seconds, "files": outcome.files,
-                   "best": best})
-        );
-    } else {
-        println!(
-            "{}: {} runs ({} shapes refused by their schedule) in {:.1} s",
-            exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
-        );
-        if exp.optimum.is_some() {
-            println!(
-                "optimum: {} configurations x placements solved, {} proven optimal (the others \
-                 give their bound; optimum.csv)",
-                outcome.optimum_solves, outcome.optimum_proven
-            );
-        }
-        println!(
-            "instance      study    D   S     budget     approach  best schedule              B   N    rc  samples/s/GPU  MixPipe x"
-        );
-        if let Some(rows) = best.as_array() {
-            for r in rows {
-                let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
-                let num = |k: &str| f(k).as_f64();
-                println!(
-                    "{:<13} {:<8} {:<3} {:<5} {:<10} {:<9} {:<26} {:<3} {:<4} {:<3} {:<14} {}",
-                    f("instance").as_str().unwrap_or(""),
-                    f("study").as_str().unwrap_or(""),
-                    f("stages").to_string(),
-                    f("samples").to_string(),
-                    ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
-                    f("approach").as_str().unwrap_or(""),
-                    f("schedule").as_str().unwrap_or("(nothing fits)"),
-                    num("micro_batch_size")
-                        .map(|x| x.to_string())
-                        .unwrap_or_default(),
-                    num("micro_batches")
-                        .map(|x| x.to_string())
-                        .unwrap_or_default(),
-                    match f("recompute").as_bool() {
-                        Some(true) => "yes",
-                        Some(false) => "no",
-                        None => "",
-                    },
-                    num("samples_per_second_per_gpu")
-                        .map(|x| format!("{x:.2}"))
-                        .unwrap_or_default(),
-                    num("mixpipe_speedup")
-                        .map(|x| format!("{x:.2}"))
-                        .unwrap_or_default(),
-                );
-            }
-        }
-        for f in &outcome.files {
-            println!("wrote {}", f.display());
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `sync --hybrid`: MixPipe's W x D choice (eq. (6)), see `schedule::sync::hybrid`.
 fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> {
-    use pipeopt::schedule::sync::hybrid::{search as hybrid_search, HybridInput};
+    use pipeopt::schedule::sync::hybrid::{search as hybrid_search, stage_costs_at, HybridInput};
     use pipeopt::sweep::sync::analytic_rebuild;
     let gpus = args.gpus.filter(|&p| p >= 1).ok_or_else(|| {
         bad(
@@ -763,7 +574,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
             format!("entry {i} is 0; sizes are at least 1"),
         ));
     }
-    if pipeopt::schedule::sync::hybrid::approach_kinds(&args.schedule, 2, 4).is_empty() {
+    let Some(approach) = ScheduleName::approach(&args.schedule) else {
         return Err(bad(
             "--schedule",
             format!(
@@ -771,7 +582,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                 args.schedule
             ),
         ));
-    }
+    };
     let server_gpus = args.server_gpus.unwrap_or(gpus);
     if server_gpus == 0 {
         return Err(bad("--server-gpus", "must be at least 1"));
@@ -788,7 +599,6 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
     };
     let memory = args.memory.unwrap_or(f64::INFINITY);
     let bandwidth = args.bandwidth.unwrap_or(f64::INFINITY);
-    let base_batch = batch_of(instance);
     // Costs at micro-batch size b: the network rebuilt at b when the instance is an
     // analytic pipeopt one, else scaled linearly per sample (eq. (3)).
     let mut at_b: std::collections::HashMap<usize, Instance> = Default::default();
@@ -823,14 +633,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
     );
     let costs_at = |d: usize, b: usize| {
         bar.inc(1);
-        let starts = balanced_partition(instance, d).ok()?;
-        match at_b.get(&b) {
-            Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
-            None => {
-                let c = StageCosts::from_instance(instance, &starts, bandwidth).ok()?;
-                Some(scaled(&c, &[(base_batch, c.clone())], b as f64))
-            }
-        }
+        stage_costs_at(instance, at_b.get(&b), d, b, bandwidth)
     };
     let input = HybridInput {
         gpus,
@@ -840,7 +643,7 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
         allreduce_bytes_per_second: allreduce,
         server_gpus,
         inter_server_bytes_per_second: inter,
-        approach: &args.schedule,
+        approach,
         max_stages,
     };
     let rows = hybrid_search(&input, &costs_at)?;
@@ -863,23 +666,20 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                    "best": best, "candidates": rows})
         );
     } else {
-        println!("D    W    S      best schedule              B    N     rc   iteration     all-reduce    samples/s");
-        for r in &rows {
-            println!(
-                "{:<4} {:<4} {:<6} {:<26} {:<4} {:<5} {:<4} {:<13} {:<13} {}",
-                r.stages,
-                r.replicas,
-                r.samples_per_pipeline,
-                r.schedule.as_deref().unwrap_or("(nothing fits)"),
+        let lines = rows.iter().map(|r| {
+            vec![
+                r.stages.to_string(),
+                r.replicas.to_string(),
+                r.samples_per_pipeline.to_string(),
+                r.schedule
+                    .as_deref()
+                    .unwrap_or("(nothing fits)")
+                    .to_string(),
                 r.micro_batch_size
                     .map(|x| x.to_string())
                     .unwrap_or_default(),
                 r.micro_batches.map(|x| x.to_string()).unwrap_or_default(),
-                match r.recompute {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "",
-                },
+                yes_no(r.recompute).to_string(),
                 r.iteration_seconds
                     .map(|x| ShowSeconds(x).to_string())
                     .unwrap_or_default(),
@@ -888,9 +688,22 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
                     .unwrap_or_default(),
                 r.samples_per_second
                     .map(|x| format!("{x:.2}"))
-                    .unwrap_or_default()
-            );
-        }
+                    .unwrap_or_default(),
+            ]
+        });
+        let header = [
+            "D",
+            "W",
+            "S",
+            "best schedule",
+            "B",
+            "N",
+            "rc",
+            "iteration",
+            "all-reduce",
+            "samples/s",
+        ];
+        println!("{}", table(&header, &[0, 1, 2, 4, 5, 7, 8, 9], lines));
         match &best {
             Some(b) => println!(
                 "best: D = {}, W = {}, {} (eq. (6): {:.2} samples/s)",

@@ -1,0 +1,92 @@
+//! What every algorithm implements and returns: the [`Planner`] trait, the [`Problem`] it
+//! is given, the [`Solution`] it proposes and the [`Outcome`] of an attempt.
+//!
+//! A leaf of the algorithm layer: it knows the model and nothing else, so that every
+//! planner (in `partition`, `schedule`, `milp`) can implement the trait without knowing the
+//! registry ([`super::registry`]) that builds them by name, nor the driver
+//! ([`super::run`]) that judges what they return.
+
+use crate::model::bipartition::BiStage;
+use crate::model::{Allocation, Instance, Pattern, Platform};
+use crate::units::Seconds;
+
+pub use crate::model::SolverSummary;
+
+/// A planning problem: an instance on a platform.
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    pub instance: &'a Instance,
+    pub platform: &'a Platform,
+}
+
+/// What an algorithm found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    pub allocation: Allocation,
+    /// The periodic pattern, or `None` for an allocation only (reported as "planned").
+    pub pattern: Option<Pattern>,
+    /// The algorithm's own period estimate before validation.
+    pub planned_period: Option<Seconds>,
+    /// A proven lower bound on the optimal period of the algorithm's search space.
+    pub lower_bound: Option<Seconds>,
+    /// True when a solver stopped at a limit with this incumbent (reported as "timeout").
+    pub stopped_at_limit: bool,
+    /// A Bi-Partition plan (forward and backward ranges per worker): when set, the pattern
+    /// is judged against its batch graph ([`crate::model::bipartition::batch_graph`]) and
+    /// `allocation` holds the forward ranges only, for display.
+    pub bipartition: Option<Vec<BiStage>>,
+    /// What the MILP solver said, when one was used.
+    pub solver: Option<SolverSummary>,
+    /// Notes for the report (where the plan came from, what was proven).
+    pub messages: Vec<String>,
+}
+
+impl Solution {
+    pub fn new(allocation: Allocation, pattern: Option<Pattern>) -> Self {
+        Solution {
+            allocation,
+            pattern,
+            planned_period: None,
+            lower_bound: None,
+            stopped_at_limit: false,
+            bipartition: None,
+            solver: None,
+            messages: Vec::new(),
+        }
+    }
+}
+
+/// The result of a planning attempt that did not fail.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Found(Solution),
+    /// No plan of this algorithm fits; the reason in words, and a bound when known.
+    Infeasible {
+        reason: String,
+        lower_bound: Option<Seconds>,
+    },
+    /// A solver's limit stopped the search before any plan was found: reported as
+    /// "timeout" with no period (docs/model.md section 9: a limit is never an error), the
+    /// reason in words and the bound proven so far.
+    NoPlanWithinLimit {
+        reason: String,
+        lower_bound: Option<Seconds>,
+    },
+}
+
+/// The trait every algorithm implements.
+pub trait Planner {
+    /// The name its reports and plan files carry (`1f1b*`, `pipedream`, `madpipe`...: the
+    /// registry's name, [`super::Algorithm`], for the planners it builds).
+    fn name(&self) -> String;
+    /// Proposes a plan. Errors are for failures (bad options, solver crash), not for
+    /// infeasibility, which is an [`Outcome`].
+    fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome>;
+    /// True when the planner's `lower_bound` holds for every plan of the case (any
+    /// allocation, any pattern) and its "infeasible" is a proof that no plan of any
+    /// allocation fits: the report then carries them as `global_lower_bound` and
+    /// `case_infeasible`.
+    fn bound_is_global(&self) -> bool {
+        false
+    }
+}

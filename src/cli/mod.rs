@@ -1,0 +1,178 @@
+//! The commands of the `pipeopt` binary, one file each: the command's arguments, the
+//! library request they make, and the report (one JSON object with `--json`, text for
+//! people otherwise). Nothing here decides anything about the model or an algorithm: that
+//! is the library's.
+
+use std::fmt;
+
+use clap::Args;
+use pipeopt::model::{PlanReport, Platform};
+use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
+use pipeopt::InputError;
+
+pub mod bound;
+pub mod execute;
+pub mod figures;
+pub mod gantt;
+pub mod import;
+pub mod instance;
+pub mod merge;
+pub mod partition;
+pub mod plan;
+pub mod profile;
+pub mod schedule;
+pub mod sweep;
+pub mod sync;
+pub mod sync_sweep;
+pub mod table;
+pub mod validate;
+
+#[derive(Args)]
+pub struct PlatformArgs {
+    /// P: number of processors.
+    #[arg(long, short = 'p')]
+    pub processors: usize,
+    /// M: memory of each processor, e.g. 8GiB.
+    #[arg(long, short = 'm', value_parser = parse_bytes)]
+    pub memory: f64,
+    /// beta: bandwidth of every link, e.g. 12GB/s.
+    #[arg(long, short = 'b', value_parser = parse_bandwidth)]
+    pub bandwidth: f64,
+    /// Links carry forward and backward transfers at the same time.
+    #[arg(long)]
+    pub full_duplex: bool,
+}
+
+impl PlatformArgs {
+    pub fn platform(&self) -> Result<Platform, InputError> {
+        let platform = Platform {
+            processors: self.processors,
+            memory: self.memory,
+            bandwidth: self.bandwidth,
+            full_duplex: self.full_duplex,
+        };
+        platform.check()?;
+        Ok(platform)
+    }
+}
+
+/// With no plan to write (infeasible, error), an older file at `--out` would pass for this
+/// run's result: remove it.
+pub fn remove_stale(path: &std::path::Path) -> Result<(), InputError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            eprintln!("no plan: removed the older {}", path.display());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(InputError::file(path, e)),
+    }
+}
+
+/// A table for people (no borders, like the rest of the text output): `header`, then the
+/// rows; the columns listed in `right` (numbers) aligned right.
+pub fn table<R: Into<comfy_table::Row>>(
+    header: &[&str],
+    right: &[usize],
+    rows: impl IntoIterator<Item = R>,
+) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    for &c in right {
+        if let Some(column) = t.column_mut(c) {
+            column.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// `yes`, `no` or nothing, for an optional flag in a table.
+pub fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "",
+    }
+}
+
+/// A plan report for people (`plan` and `schedule` without `--json`).
+pub struct Human<'a>(pub &'a PlanReport);
+
+impl fmt::Display for Human<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        writeln!(
+            f,
+            "{} on {} | P = {}, M = {}, beta = {:.3} GB/s",
+            r.algorithm,
+            r.instance,
+            r.processors,
+            ShowBytes(r.memory),
+            r.bandwidth / 1e9
+        )?;
+        writeln!(f, "status          {:?}", r.status)?;
+        let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| ShowSeconds(v).to_string());
+        writeln!(f, "period          {}", opt(r.period))?;
+        writeln!(f, "planned period  {}", opt(r.planned_period))?;
+        writeln!(f, "lower bound     {}", opt(r.lower_bound))?;
+        writeln!(f, "solve time      {}", opt(r.solve_seconds))?;
+        if !r.stages.is_empty() {
+            writeln!(f, "stages:")?;
+            for (i, s) in r.stages.iter().enumerate() {
+                writeln!(
+                    f,
+                    "  {i:>3}: layers {:>4}..={:<4} on processor {}",
+                    s.first, s.last, s.processor
+                )?;
+            }
+        }
+        if !r.peak_memory.is_empty() {
+            writeln!(f, "memory peaks:")?;
+            for (p, m) in r.peak_memory.iter().enumerate() {
+                writeln!(
+                    f,
+                    "  processor {p:>2}: {:>12}  ({:.1}% of M)",
+                    ShowBytes(*m).to_string(),
+                    100.0 * m / r.memory
+                )?;
+            }
+        }
+        for m in &r.messages {
+            writeln!(f, "note: {m}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `--dtype`: float32 or float16.
+pub fn parse_dtype(s: &str) -> Result<pipeopt::nets::DType, InputError> {
+    pipeopt::nets::DType::parse(s)
+        .ok_or_else(|| InputError::new("--dtype", "", format!("is {s:?}; use float32 or float16")))
+}
+
+/// `--device-model`: a preset of `nets::DeviceModel`.
+pub fn parse_device_model(s: &str) -> Result<pipeopt::nets::DeviceModel, InputError> {
+    pipeopt::nets::DeviceModel::preset(s).ok_or_else(|| {
+        InputError::new(
+            "--device-model",
+            "",
+            format!("is {s:?}; use h100, h100-peak or v100"),
+        )
+    })
+}
+
+/// What the libtorch commands do in a build without the `torch` feature.
+#[cfg(not(feature = "torch"))]
+pub fn without_torch(command: &str) -> anyhow::Result<std::process::ExitCode> {
+    Err(InputError::new(
+        command,
+        "",
+        "this pipeopt was built without libtorch; rebuild with `--features torch` \
+         (run `source .ci/setup-torch.sh` first, see README)",
+    )
+    .into())
+}

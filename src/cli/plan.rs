@@ -1,0 +1,109 @@
+//! `pipeopt plan`: one algorithm of the registry on an instance and a platform, its plan
+//! judged and reported.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pipeopt::algorithm::{self, Options, Problem};
+use pipeopt::model::{Instance, Status};
+use pipeopt::units::parse_seconds;
+
+use super::{remove_stale, Human, PlatformArgs};
+
+#[derive(Args)]
+pub struct PlanArgs {
+    /// The instance file (JSON, docs/model.md section 9).
+    #[arg(long, short = 'i')]
+    pub instance: PathBuf,
+    #[command(flatten)]
+    pub platform: PlatformArgs,
+    /// The algorithm.
+    #[arg(long, short = 'a', value_enum)]
+    pub algorithm: algorithm::Algorithm,
+    /// For 1f1b*: the 0-based index of each stage's first layer, e.g. 0,60,120,180; stage i
+    /// goes on processor i.
+    #[arg(long, value_delimiter = ',')]
+    pub partition: Option<Vec<usize>>,
+    /// For 1f1b*: the period to schedule at (default: the smallest that fits memory).
+    #[arg(long, value_parser = parse_seconds)]
+    pub period: Option<f64>,
+    /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp): wall-clock limit, e.g.
+    /// 60s (ilp: 10 min when not given). At the limit the best plan found so far is
+    /// reported with status "timeout".
+    #[arg(long, value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+    /// For the MILPs: HiGHS threads (default 1).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
+    /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
+    /// Exact for the chain only without it (or with N >= layers); 16 is a good start on
+    /// real networks.
+    #[arg(long)]
+    pub coarsen: Option<usize>,
+    /// For madpipe: let its second phase also move the first phase's stages between
+    /// processors (the general MILP over those stages, from the fixed allocation's pattern).
+    #[arg(long)]
+    pub remap_stages: bool,
+    /// For the general MILP `ilp`: how it searches. `enumerate` lists every allocation of the
+    /// groups with a lower bound on its period (loads, memory windows) and runs the
+    /// scheduling MILP on them in increasing order of bound until the bound reaches the best
+    /// period found; `monolithic` solves one MILP that places and schedules together (period
+    /// by bisection); `auto` (default) enumerates up to 200000 allocations (8 groups always).
+    #[arg(long, value_enum)]
+    pub ilp_search: Option<pipeopt::milp::general::IlpSearch>,
+    /// Write the plan file here (atomically).
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (docs/model.md section 9) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let instance = Instance::load(&args.instance)?;
+    let platform = args.platform.platform()?;
+    if platform.memory < 1048576.0 {
+        eprintln!(
+            "warning: --memory is {} bytes; sizes without a unit are bytes (did you mean {}GiB?)",
+            platform.memory, platform.memory
+        );
+    }
+    let options = Options {
+        partition: args.partition,
+        period: args.period,
+        time_limit: args.time_limit,
+        threads: args.threads,
+        coarsen: args.coarsen,
+        remap_stages: args.remap_stages,
+        ilp_search: args.ilp_search,
+        ..Options::default()
+    };
+    let planner = args.algorithm.planner(&options)?;
+    let (plan, report) = algorithm::run(
+        planner.as_ref(),
+        &Problem {
+            instance: &instance,
+            platform: &platform,
+        },
+    )?;
+    match (&args.out, &plan) {
+        (Some(path), Some(plan)) => plan.save(path)?,
+        (Some(path), None) => remove_stale(path)?,
+        _ => {}
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", Human(&report));
+        if let (Some(path), Some(_)) = (&args.out, &plan) {
+            println!("plan written to {}", path.display());
+        }
+    }
+    Ok(if report.status == Status::Error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,66 @@
+//! `pipeopt schedule`: the scheduling MILP on a plan's allocation
+//! (`milp::fixed_allocation`), the new plan judged, written and reported.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pipeopt::algorithm::{self, Options, Problem};
+use pipeopt::milp::fixed_allocation::FixedAllocationPlanner;
+use pipeopt::model::{Plan, Status};
+use pipeopt::units::parse_seconds;
+
+use super::{remove_stale, Human};
+
+#[derive(Args)]
+pub struct ScheduleArgs {
+    /// The plan file whose allocation to schedule.
+    pub plan: PathBuf,
+    /// Wall-clock limit of the whole search, e.g. 60s.
+    #[arg(long, value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+    /// HiGHS threads (default 1).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Where to write the scheduled plan (atomically).
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// Print one JSON object (docs/model.md section 9).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ScheduleArgs) -> anyhow::Result<ExitCode> {
+    let plan = Plan::load(&args.plan)?;
+    let options = Options {
+        time_limit: args.time_limit,
+        threads: args.threads,
+        ..Options::default()
+    }
+    .milp()?;
+    let planner = FixedAllocationPlanner::for_plan(&plan, &args.plan, options)?;
+    let (new, report) = algorithm::run(
+        &planner,
+        &Problem {
+            instance: &plan.instance,
+            platform: &plan.platform,
+        },
+    )?;
+    match &new {
+        Some(new) => new.save(&args.out)?,
+        None => remove_stale(&args.out)?,
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", Human(&report));
+        if new.is_some() {
+            println!("plan written to {}", args.out.display());
+        }
+    }
+    Ok(if report.status == Status::Error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,113 @@
+//! `pipeopt sync-sweep`: a grid of synchronous schedules (see `pipeopt::sweep::sync`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pipeopt::units::ShowBytes;
+use serde_json::json;
+
+use super::{table, yes_no};
+
+#[derive(Debug, Args)]
+pub struct SyncSweepArgs {
+    /// The experiment file (see experiments/bidirectional.toml).
+    experiment: PathBuf,
+    /// Where to write the tables and figures (default results/<name>/).
+    #[arg(long, short = 'o')]
+    out: Option<PathBuf>,
+    /// Parallel threads (default: the experiment's `workers`, 0 = one per core).
+    #[arg(long, short = 'j')]
+    workers: Option<usize>,
+    /// Print one JSON object (runs, wall time, files, the best table).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
+    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
+    let mut exp = SyncExperiment::load(&args.experiment)?;
+    if let Some(w) = args.workers {
+        exp.workers = w;
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+    let outcome = run_grid(&exp, &out)?;
+    let best_path = out.join("best.json");
+    let best: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&best_path).map_err(|e| pipeopt::Error::io(&best_path, e))?,
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
+                   "optimum_solves": outcome.optimum_solves,
+                   "optimum_proven": outcome.optimum_proven,
+                   "skipped_shapes": outcome.skipped_shapes,
+                   "wall_seconds": outcome.wall_seconds, "files": outcome.files,
+                   "best": best})
+        );
+    } else {
+        println!(
+            "{}: {} runs ({} shapes refused by their schedule) in {:.1} s",
+            exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
+        );
+        if exp.optimum.is_some() {
+            println!(
+                "optimum: {} configurations x placements solved, {} proven optimal (the others \
+                 give their bound; optimum.csv)",
+                outcome.optimum_solves, outcome.optimum_proven
+            );
+        }
+        let lines = best.as_array().into_iter().flatten().map(|r| {
+            let f = |k: &str| r.get(k).cloned().unwrap_or(serde_json::Value::Null);
+            let num = |k: &str| f(k).as_f64();
+            vec![
+                f("instance").as_str().unwrap_or("").to_string(),
+                f("study").as_str().unwrap_or("").to_string(),
+                f("stages").to_string(),
+                f("samples").to_string(),
+                ShowBytes(num("memory_budget").unwrap_or(0.0)).to_string(),
+                f("approach").as_str().unwrap_or("").to_string(),
+                f("schedule")
+                    .as_str()
+                    .unwrap_or("(nothing fits)")
+                    .to_string(),
+                num("micro_batch_size")
+                    .map(|x| x.to_string())
+                    .unwrap_or_default(),
+                num("micro_batches")
+                    .map(|x| x.to_string())
+                    .unwrap_or_default(),
+                yes_no(f("recompute").as_bool()).to_string(),
+                num("samples_per_second_per_gpu")
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_default(),
+                num("mixpipe_speedup")
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_default(),
+            ]
+        });
+        let header = [
+            "instance",
+            "study",
+            "D",
+            "S",
+            "budget",
+            "approach",
+            "best schedule",
+            "B",
+            "N",
+            "rc",
+            "samples/s/GPU",
+            "MixPipe x",
+        ];
+        println!("{}", table(&header, &[2, 3, 4, 7, 8, 10, 11], lines));
+        for f in &outcome.files {
+            println!("wrote {}", f.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
