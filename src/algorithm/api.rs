@@ -19,6 +19,27 @@ pub struct Problem<'a> {
     pub platform: &'a Platform,
 }
 
+impl Problem<'_> {
+    /// The allocation of a `--partition` (each stage's first layer, 0-based; stage `i` on
+    /// processor `i`), checked against the instance and the platform.
+    pub fn partition_allocation(&self, partition: &[usize]) -> crate::error::Result<Allocation> {
+        let allocation = Allocation::from_starts(partition, self.instance.len())?;
+        if allocation.len() > self.platform.processors {
+            return Err(crate::InputError::new(
+                "--partition",
+                "",
+                format!(
+                    "{} stages but the platform has {} processors",
+                    allocation.len(),
+                    self.platform.processors
+                ),
+            )
+            .into());
+        }
+        Ok(allocation)
+    }
+}
+
 /// What an algorithm found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {

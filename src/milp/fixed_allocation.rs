@@ -536,19 +536,7 @@ impl Planner for MilpSchedulePlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
-        let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
-        if allocation.len() > problem.platform.processors {
-            return Err(crate::InputError::new(
-                "--partition",
-                "",
-                format!(
-                    "{} stages but the platform has {} processors",
-                    allocation.len(),
-                    problem.platform.processors
-                ),
-            )
-            .into());
-        }
+        let allocation = problem.partition_allocation(&self.partition)?;
         let out = schedule_allocation(
             problem.instance,
             problem.platform,

@@ -319,19 +319,7 @@ impl Planner for OneFOneBStarPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
-        let allocation = Allocation::from_starts(&self.partition, problem.instance.len())?;
-        if allocation.len() > problem.platform.processors {
-            return Err(crate::InputError::new(
-                "--partition",
-                "",
-                format!(
-                    "{} stages but the platform has {} processors",
-                    allocation.len(),
-                    problem.platform.processors
-                ),
-            )
-            .into());
-        }
+        let allocation = problem.partition_allocation(&self.partition)?;
         let r = schedule(problem.instance, problem.platform, &allocation, self.period);
         match r {
             Ok(r) => {
