@@ -433,7 +433,7 @@ impl Relaxation {
     /// entry per layer, the last unused); zeros at an infinite period (module docs, "Waits").
     pub fn waits(&self, crossing: &[bool], period: f64) -> Vec<f64> {
         let n = self.layers;
-        let mut waits = vec![0.0; n + 1];
+        let mut waits = vec![0.0; n];
         if !period.is_finite() {
             return waits;
         }
@@ -1166,24 +1166,21 @@ pub fn global_lower_bound(
     // With a known plan, once the first probes have taught the loop its premises, the
     // next one decides whether that plan is within `CLOSING_GAP` of optimal; the bisection
     // then goes on from what it proved.
-    let mut probes: Vec<f64> = options
+    let mut closing: Option<f64> = options
         .known_period
         .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
-        .filter(|&t| t > lo * (1.0 + options.precision) && t < hi)
-        .into_iter()
-        .collect();
+        .filter(|&t| t > lo * (1.0 + options.precision) && t < hi);
     while hi > lo * (1.0 + options.precision) {
         if time_left().is_some_and(|t| t.is_zero()) {
             undecided = true;
             break;
         }
-        let mid = match (out.solves > CLOSING_PROBE_AFTER)
-            .then(|| probes.pop())
-            .flatten()
-        {
-            Some(t) if t > lo && t < hi => t,
-            _ => 0.5 * (lo + hi),
+        let due = if out.solves > CLOSING_PROBE_AFTER {
+            closing.take()
+        } else {
+            None
         };
+        let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(0.5 * (lo + hi));
         out.solves += 1;
         // A probe gets at most half of what is left (but a second at least), so that one
         // hard period near the threshold leaves time for easier ones below it.
