@@ -7,19 +7,12 @@ use clap::Args;
 use pipeopt::units::{ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 
-use super::{parse_device_model, parse_dtype};
+use super::{parse_device_model, parse_dtype, NetworkArgs};
 
 #[derive(Args)]
 pub struct InstanceArgs {
-    /// The network.
-    #[arg(long)]
-    pub model: String,
-    /// Image side in pixels (square images; ignored by the transformers).
-    #[arg(long, default_value_t = 224)]
-    pub image: usize,
-    /// Batch size (samples per batch).
-    #[arg(long)]
-    pub batch: usize,
+    #[command(flatten)]
+    pub network: NetworkArgs,
     /// Where times come from: `analytic` (FLOPs on a roofline device model). Measured
     /// times come from `pipeopt profile` (feature `torch`, on a GPU).
     #[arg(long, value_parser = ["analytic"], default_value = "analytic")]
@@ -48,13 +41,22 @@ pub fn run(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     use pipeopt::nets::instance;
     let dtype = parse_dtype(&args.dtype)?;
     let device = parse_device_model(&args.device_model)?;
-    if args.batch == 0 {
+    if args.network.batch == 0 {
         return Err(InputError::new("--batch", "", "must be at least 1").into());
     }
     let inst = match pipeopt::nets::Granularity::parse(&args.granularity) {
-        Some(pipeopt::nets::Granularity::Op) => pipeopt::nets::network(&args.model, args.image)
-            .and_then(|net| pipeopt::nets::op_instance(&net, args.batch, dtype, &device)),
-        _ => instance(&args.model, args.image, args.batch, dtype, &device),
+        Some(pipeopt::nets::Granularity::Op) => {
+            pipeopt::nets::network(&args.network.model, args.network.image).and_then(|net| {
+                pipeopt::nets::op_instance(&net, args.network.batch, dtype, &device)
+            })
+        }
+        _ => instance(
+            &args.network.model,
+            args.network.image,
+            args.network.batch,
+            dtype,
+            &device,
+        ),
     }
     .map_err(|e| InputError::new("--model", "", e.to_string()))?;
     inst.check()?;

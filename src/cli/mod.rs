@@ -27,6 +27,20 @@ pub mod sync_sweep;
 pub mod table;
 pub mod validate;
 
+/// A built-in network, its image size and its batch size (`instance`, `profile`).
+#[derive(Args)]
+pub struct NetworkArgs {
+    /// The network: resnet50, resnet101, inception_v3, densenet121, vgg16, bert48, gpt24.
+    #[arg(long)]
+    pub model: String,
+    /// Image side in pixels (square images; ignored by the transformers).
+    #[arg(long, default_value_t = 224)]
+    pub image: usize,
+    /// Batch size (samples per batch).
+    #[arg(long)]
+    pub batch: usize,
+}
+
 #[derive(Args)]
 pub struct PlatformArgs {
     /// P: number of processors.

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+
+use super::NetworkArgs;
 #[cfg(feature = "torch")]
 use pipeopt::units::{ShowBytes, ShowSeconds};
 #[cfg(feature = "torch")]
@@ -15,15 +17,8 @@ use super::{parse_device_model, parse_dtype};
 
 #[derive(Args)]
 pub struct ProfileArgs {
-    /// The network: resnet50, resnet101, inception_v3, densenet121, vgg16, bert48, gpt24.
-    #[arg(long)]
-    pub model: String,
-    /// Image side in pixels (square images; ignored by the transformers).
-    #[arg(long, default_value_t = 224)]
-    pub image: usize,
-    /// Batch size (samples per batch).
-    #[arg(long)]
-    pub batch: usize,
+    #[command(flatten)]
+    pub network: NetworkArgs,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cuda")]
     pub device: String,
@@ -68,13 +63,13 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     use pipeopt::exec::profile::{profile, ProfileOptions};
     let dtype = parse_dtype(&args.dtype)?;
     let device_model = parse_device_model(&args.device_model)?;
-    if args.batch == 0 || args.reps == 0 {
+    if args.network.batch == 0 || args.reps == 0 {
         return Err(InputError::new("--batch/--reps", "", "must be at least 1").into());
     }
-    let desc = pipeopt::nets::network(&args.model, args.image)
+    let desc = pipeopt::nets::network(&args.network.model, args.network.image)
         .map_err(|e| InputError::new("--model", "", e.to_string()))?;
     let options = ProfileOptions {
-        batch: args.batch,
+        batch: args.network.batch,
         dtype,
         device: pipeopt::exec::parse_device(&args.device)?,
         warmup: args.warmup,
