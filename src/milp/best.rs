@@ -6,7 +6,11 @@
 //! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent.
 //! 2. **The bound**, with at most two thirds of the time: the relaxation of `global_bound`
 //!    either proves that no plan fits the case (reported as infeasible, with the proof) or
-//!    gives a lower bound and the assignments its loop found feasible on the way.
+//!    gives a lower bound and the assignments its loop found feasible on the way. Where the
+//!    contiguous optimum has no plan, MadPipe's plans (below) are made first, so that the
+//!    bound knows a period to bisect below instead of spending its time on a proof that no
+//!    period fits. A bound that says "infeasible" of a case with a judged plan is an
+//!    internal error, never a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
 //!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022); then, in
@@ -232,18 +236,57 @@ impl Planner for BestPlanner {
         if let Some((a, p)) = contiguous.best {
             offer(&mut incumbent, a, p, "contiguous optimum");
         }
-        // 2. The bound, with at most two thirds of the time.
+        let milp_with = |limit: Duration| MilpOptions {
+            time_limit: Some(limit),
+            ..self.milp.clone()
+        };
+        // MadPipe's two plans (each cut to a few seconds).
+        let madpipe = |inc: &mut Option<Incumbent>| {
+            for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
+                if left().is_zero() {
+                    break;
+                }
+                let planner = MadPipePlanner {
+                    config: MadPipeConfig {
+                        special_full_batches: full,
+                        ..MadPipeConfig::default()
+                    },
+                    milp: milp_with(left().min(Duration::from_secs(5)) / 2),
+                    remap_stages: false,
+                };
+                if let Ok(Outcome::Found(sol)) = planner.plan(problem) {
+                    if let Some(p) = sol.pattern {
+                        offer(inc, sol.allocation, p, label);
+                    }
+                }
+            }
+        };
+        // 2. Where the contiguous optimum has no plan, MadPipe's plans come before the bound:
+        // a known period lets the bound bisect below it instead of spending its time on a
+        // proof that no period fits.
+        let madpipe_first = incumbent.is_none();
+        if madpipe_first {
+            madpipe(&mut incumbent);
+        }
+        // 3. The bound, with at most two thirds of the time.
         let bound: GlobalBound = global_lower_bound(
             instance,
             platform,
             &BoundOptions {
-                time_limit: Some(self.time_limit * 2 / 3),
+                time_limit: Some((self.time_limit * 2 / 3).min(left())),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
                 ..BoundOptions::default()
             },
         )?;
         if bound.infeasible {
+            if let Some(i) = &incumbent {
+                return Err(crate::error::Error::Internal(format!(
+                    "the global bound says no plan fits, yet {} has a valid plan of period {} s",
+                    i.source,
+                    i.period()
+                )));
+            }
             return Ok(Outcome::Infeasible {
                 reason: format!(
                     "no allocation fits the case at any period: {}",
@@ -258,29 +301,10 @@ impl Planner for BestPlanner {
             inc.as_ref()
                 .is_some_and(|i| i.period() <= lower * (1.0 + precision))
         };
-        let milp_with = |limit: Duration| MilpOptions {
-            time_limit: Some(limit),
-            ..self.milp.clone()
-        };
 
-        // 3. MadPipe's plans.
-        for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
-            if closed(&incumbent) || left().is_zero() {
-                break;
-            }
-            let planner = MadPipePlanner {
-                config: MadPipeConfig {
-                    special_full_batches: full,
-                    ..MadPipeConfig::default()
-                },
-                milp: milp_with(left().min(Duration::from_secs(5)) / 2),
-                remap_stages: false,
-            };
-            if let Ok(Outcome::Found(sol)) = planner.plan(problem) {
-                if let Some(p) = sol.pattern {
-                    offer(&mut incumbent, sol.allocation, p, label);
-                }
-            }
+        // 4. MadPipe's plans, unless they came first.
+        if !madpipe_first && !closed(&incumbent) {
+            madpipe(&mut incumbent);
         }
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
@@ -312,7 +336,7 @@ impl Planner for BestPlanner {
             let g = BatchGraph::new(instance, platform, &allocation);
             (allocation_lower_bound(&g, platform.memory), allocation)
         };
-        // 4. Seeds in increasing order of their allocation bound: the incumbent with a stage
+        // 5. Seeds in increasing order of their allocation bound: the incumbent with a stage
         // per layer (finer stages free stashes earlier, at the price of keeping a tensor
         // two layers share twice), and the relaxation's assignments (each passed the exact
         // windows at the period it was found at).
