@@ -3,7 +3,9 @@
 //! the exact scheduling MILP and judged), "infeasible" is never said of a case that has a
 //! plan, and the relaxation MILP decides exactly what the relaxation checked by hand does.
 
+use pipeopt::algorithm::{Outcome, Planner, Problem};
 use pipeopt::judge::judge;
+use pipeopt::milp::best::BestPlanner;
 use pipeopt::milp::fixed_allocation::schedule_allocation;
 use pipeopt::milp::general::for_each_allocation;
 use pipeopt::milp::global_bound::{
@@ -185,6 +187,85 @@ fn overlap_cases(seeds: std::ops::Range<u64>) {
     }
     eprintln!("{stats:?}");
     assert!(!stats.ratio.is_empty());
+}
+
+/// `best` with time to spare proves the optimum of small chains: its "infeasible" is never
+/// said of a case with a plan, its bound never exceeds the exhaustive optimum, and it
+/// closes every case (its plan within its precision of its bound), through the exact
+/// checks of its last phase where the relaxation alone is not tight; a closed case's plan
+/// is then the exhaustive optimum. With `overlaps`, stage boundaries matter and the exact
+/// checks try both sides of each.
+fn best_cases(seeds: std::ops::Range<u64>, overlaps: bool) {
+    let mut counts = [0usize; 3]; // infeasible, closed by the relaxation, by exact checks
+    for seed in seeds {
+        let inst = if overlaps {
+            with_overlaps(random_chain(seed, 4))
+        } else {
+            random_chain(seed, 4 + seed as usize % 2)
+        };
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth) in [(2, 0.5, 3.0), (3, 0.4, 6.0), (3, 0.9, 1.0)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            let what = format!("{} on P = {processors}, share {share}", inst.name);
+            let optimum = exhaustive_optimum(&inst, &platform, overlaps);
+            let planner = BestPlanner {
+                time_limit: std::time::Duration::from_secs(300),
+                milp: MilpOptions::default(),
+            };
+            let problem = Problem {
+                instance: &inst,
+                platform: &platform,
+            };
+            match planner.plan(&problem).unwrap() {
+                Outcome::Infeasible { .. } => {
+                    assert_eq!(optimum, None, "{what}: said infeasible, but a plan exists");
+                    counts[0] += 1;
+                }
+                Outcome::NoPlanWithinLimit { reason, .. } => {
+                    panic!("{what}: no plan and no proof within the limit: {reason}")
+                }
+                Outcome::Found(sol) => {
+                    let t = optimum.unwrap_or_else(|| panic!("{what}: a plan, none exhaustively"));
+                    let period = sol.pattern.as_ref().unwrap().period;
+                    let lower = sol.lower_bound.unwrap();
+                    assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+                    // The exhaustive search is exact to its bisection's 1e-4.
+                    assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+                    assert!(
+                        !sol.stopped_at_limit && period <= lower * (1.0 + 1e-3),
+                        "{what}: not closed: plan {period}, bound {lower}, optimum {t}: {:?}",
+                        sol.messages
+                    );
+                    let by_exact_checks = sol
+                        .messages
+                        .iter()
+                        .any(|m| !m.contains(" 0 of them in exact checks"));
+                    counts[1 + usize::from(by_exact_checks)] += 1;
+                }
+            }
+        }
+    }
+    eprintln!("infeasible, closed by the relaxation, closed by exact checks: {counts:?}");
+    // The exact checks must be exercised, or the test proves nothing about them.
+    assert!(counts[2] > 0, "{counts:?}");
+}
+
+#[test]
+fn best_proves_the_exhaustive_optimum_of_small_chains() {
+    best_cases(50..53, false);
+}
+
+#[test]
+fn best_proves_the_exhaustive_optimum_with_stash_overlaps() {
+    best_cases(60..62, true);
+}
+
+/// The same on more chains: `cargo test -- --ignored`.
+#[test]
+#[ignore]
+fn best_proves_the_exhaustive_optimum_on_more_chains() {
+    best_cases(53..60, false);
+    best_cases(62..66, true);
 }
 
 #[test]

@@ -28,9 +28,17 @@
 //!    pattern below the incumbent. The first improvement becomes the incumbent and the
 //!    search restarts around it.
 //!
+//! 5. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
+//!    below the incumbent? [`decide_period`] runs the bound's loop just below the
+//!    incumbent's period and hands every assignment that passes the relaxation to the
+//!    scheduling MILP on its stages ([`candidate_allocations`]: a stage per layer, both
+//!    sides of each boundary between layers that share a tensor). A pattern found becomes
+//!    the incumbent and the question is asked again; an assignment proven to have none is
+//!    excluded; no assignment left proves the incumbent optimal (to 0.1%).
+//!
 //! The search stops when the incumbent is within the bound's precision of the global
-//! bound (proven optimal), when no neighbour can improve it, or at the time limit (status
-//! `timeout`, the best judged plan reported). Runs are a pure function of the case and
+//! bound (proven optimal), when the exact checks cannot decide, or at the time limit
+//! (status `timeout`, the best judged plan reported). Runs are a pure function of the case and
 //! the time limit, except where the limit cuts a solve.
 
 use std::collections::HashSet;
@@ -40,7 +48,10 @@ use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::fixed_allocation::schedule_allocation_below;
-use crate::milp::global_bound::{global_lower_bound, BoundOptions, GlobalBound};
+use crate::milp::global_bound::{
+    decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
+    Relaxation, Verdict,
+};
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::MilpOptions;
 use crate::model::bounds::allocation_lower_bound;
@@ -135,6 +146,38 @@ fn split_allocation(instance: &Instance, assignment: &[usize]) -> Allocation {
         return allocation_of(assignment);
     }
     stages_of(assignment, |l| instance.stash_overlap(l) > 0.0)
+}
+
+/// Most stage boundaries inside runs whose both choices the exact check tries (`2^k`
+/// allocations per assignment).
+const MAX_OPEN_BOUNDARIES: usize = 3;
+
+/// Every allocation of an assignment that can be the best one: a stage per layer, except
+/// that a boundary between two layers of one run that share a stashed tensor
+/// (`stash_overlap`) may be cut or not. `None` when that is more than
+/// [`MAX_OPEN_BOUNDARIES`] boundaries or the instance shares tensors further apart
+/// (`stash_shared`): no exact check of the assignment then.
+fn candidate_allocations(instance: &Instance, assignment: &[usize]) -> Option<Vec<Allocation>> {
+    if !instance.stash_shared.is_empty() {
+        return None;
+    }
+    let open: Vec<usize> = (1..assignment.len())
+        .filter(|&l| assignment[l - 1] == assignment[l] && instance.stash_overlap(l) > 0.0)
+        .collect();
+    if open.len() > MAX_OPEN_BOUNDARIES {
+        return None;
+    }
+    Some(
+        (0..1usize << open.len())
+            .map(|mask| {
+                stages_of(assignment, |l| {
+                    open.iter()
+                        .position(|&c| c == l)
+                        .is_some_and(|k| mask & (1 << k) != 0)
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The neighbours of an assignment (module docs), canonical, without repeats.
@@ -269,7 +312,8 @@ impl Planner for BestPlanner {
             madpipe(&mut incumbent);
         }
         // 3. The bound, with at most two thirds of the time.
-        let bound: GlobalBound = global_lower_bound(
+        let mut pool: Vec<Premise> = Vec::new();
+        let bound: GlobalBound = global_lower_bound_learning(
             instance,
             platform,
             &BoundOptions {
@@ -278,6 +322,7 @@ impl Planner for BestPlanner {
                 known_period: incumbent.as_ref().map(Incumbent::period),
                 ..BoundOptions::default()
             },
+            &mut pool,
         )?;
         if bound.infeasible {
             if let Some(i) = &incumbent {
@@ -295,12 +340,13 @@ impl Planner for BestPlanner {
                 lower_bound: None,
             });
         }
-        let lower = bound.lower_bound;
+        let mut lower = bound.lower_bound;
         let precision = 1e-3;
-        let closed = |inc: &Option<Incumbent>| {
+        let closed_at = |inc: &Option<Incumbent>, lower: Seconds| {
             inc.as_ref()
                 .is_some_and(|i| i.period() <= lower * (1.0 + precision))
         };
+        let closed = |inc: &Option<Incumbent>| closed_at(inc, lower);
 
         // 4. MadPipe's plans, unless they came first.
         if !madpipe_first && !closed(&incumbent) {
@@ -364,6 +410,7 @@ impl Planner for BestPlanner {
             attempt(&mut incumbent, allocation, "seed", &mut schedules)?;
         }
 
+        // 6. Local search around the incumbent.
         let mut stopped_by_clock = false;
         'search: while let Some(current) = incumbent
             .as_ref()
@@ -402,12 +449,81 @@ impl Planner for BestPlanner {
                 break;
             }
         }
-        if left().is_zero() && !closed(&incumbent) {
+        // 7. Exact checks: is there any plan below the incumbent? The relaxation's loop at
+        // just below its period, each assignment that passes scheduled exactly
+        // ([`decide_period`]): a plan found becomes the incumbent and the question is asked
+        // again below it; "no plan" closes the case.
+        let mut proofs = 0usize;
+        let overlapping = (1..layers)
+            .filter(|&l| instance.stash_overlap(l) > 0.0)
+            .count();
+        let checkable = instance.stash_shared.is_empty()
+            && overlapping < MAX_OPEN_BOUNDARIES + platform.processors;
+        if !closed(&incumbent) && checkable {
+            let relax = Relaxation::new(instance, platform);
+            while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
+                if closed_at(&incumbent, lower) || left().is_zero() {
+                    break;
+                }
+                let target = known / (1.0 + 0.999 * precision);
+                // Ask the scheduling MILP just above the target, so that "none below its
+                // cutoff" covers the target itself.
+                let sched_precision = self.milp.period_precision;
+                let cutoff = target / (1.0 - sched_precision) * (1.0 + 1e-9);
+                let mut exact = |a: &[usize]| -> anyhow::Result<Verdict> {
+                    let Some(allocations) = candidate_allocations(instance, a) else {
+                        return Ok(Verdict::Unknown);
+                    };
+                    let mut verdict = Verdict::NoPlan;
+                    for allocation in allocations {
+                        let limit = left().min(Duration::from_secs(10));
+                        if limit.is_zero() {
+                            return Ok(Verdict::Unknown);
+                        }
+                        schedules += 1;
+                        proofs += 1;
+                        let out = schedule_allocation_below(
+                            instance,
+                            platform,
+                            &allocation,
+                            &milp_with(limit),
+                            Some(cutoff),
+                        )?;
+                        if out.lower_bound >= target {
+                            continue;
+                        }
+                        match out.pattern {
+                            Some(p) if p.period < known => {
+                                if offer(&mut incumbent, allocation, p, "exact check") {
+                                    return Ok(Verdict::Plan);
+                                }
+                                verdict = Verdict::Unknown;
+                            }
+                            _ => verdict = Verdict::Unknown,
+                        }
+                    }
+                    Ok(verdict)
+                };
+                match decide_period(
+                    &relax,
+                    target,
+                    self.milp.threads,
+                    Some(left()),
+                    &mut pool,
+                    &mut exact,
+                )? {
+                    Decision::NoPlan => lower = lower.max(target),
+                    Decision::Plan(_) => {}
+                    Decision::Undecided => break,
+                }
+            }
+        }
+        if left().is_zero() && !closed_at(&incumbent, lower) {
             stopped_by_clock = true;
         }
         messages.push(format!(
-            "global bound {:.6} s ({}, {} MILPs); {} allocations scheduled",
-            lower, bound.method, bound.solves, schedules
+            "global bound {:.6} s ({}, {} MILPs); {} allocations scheduled, {} of them in exact checks",
+            lower, bound.method, bound.solves, schedules, proofs
         ));
         let Some(best) = incumbent else {
             return Ok(Outcome::NoPlanWithinLimit {

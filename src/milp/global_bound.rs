@@ -103,6 +103,13 @@
 //! fails still has no plan at or below it. A probe runs the loop with plain windows first
 //! (their premises are more general) and checks the waits on the assignment that passes.
 //!
+//! # Exact checks
+//! [`decide_period`] turns the loop into an exact decision at one period: each assignment
+//! that passes the relaxation is handed to an exact check (the caller's: `best` schedules
+//! its stages with the scheduling MILP). One proven to have no plan at `T` (hence none below,
+//! by stretching) becomes a no-good premise, [`Premise::Excluded`], valid at `T` and shorter
+//! periods; when no assignment is left, no plan of the case has period `T` or less.
+//!
 //! # Infeasibility of a case
 //! As `T` grows, fact 3 tends to one copy of every layer `j <= i` (a processor keeps one
 //! batch of each of its layers at the forward start of its last one) and facts 1 and 4
@@ -691,6 +698,10 @@ pub enum Premise {
     /// These runs on one processor, their boundary cuts crossing, and more transfers on
     /// their free cuts than [`Relaxation::transfer_limit`] allows at the period.
     Limited(Holding),
+    /// This assignment (labels as the MILP chose them), which an exact check proved to have
+    /// no plan at `period` or below ([`decide_period`]); it excludes nothing at longer
+    /// periods.
+    Excluded { assignment: Vec<usize>, period: f64 },
 }
 
 /// True when the assignment (`assignment[l]` the processor of layer `l+1`) satisfies the
@@ -935,6 +946,17 @@ fn relaxation_model(relax: &Relaxation, period: f64, premises: &[Premise]) -> (M
     // a transfer limit, not more transfers on their free cuts than the limit).
     for premise in premises {
         let (h, free, limit) = match premise {
+            Premise::Excluded { assignment, .. } => {
+                // No good: not every layer where the excluded assignment has it.
+                let terms: Vec<(Var, f64)> = assignment
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &p)| p < procs)
+                    .map(|(l, &p)| (x[l][p], 1.0))
+                    .collect();
+                m.le(&terms, n as f64 - 1.0);
+                continue;
+            }
             Premise::Exact(h) => (h, Vec::new(), None),
             Premise::Limited(h) => match relax.transfer_limit(h, period) {
                 None => continue,
@@ -990,6 +1012,7 @@ fn probe(
         .filter(|h| match h {
             Premise::Exact(h) => !relax.holding_fits(h, period),
             Premise::Limited(_) => true,
+            Premise::Excluded { period: t, .. } => period <= *t,
         })
         .cloned()
         .collect();
@@ -1082,21 +1105,104 @@ fn tighten(relax: &Relaxation, assignment: &[usize], lo: f64, hi: f64, precision
     hi
 }
 
+/// What an exact check says of one assignment at the period [`decide_period`] asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The check found a valid plan with this assignment at that period or below (the
+    /// caller keeps it).
+    Plan,
+    /// Proven: no plan with this assignment at that period or below.
+    NoPlan,
+    /// Not decided (a time limit, or no exact check for this assignment).
+    Unknown,
+}
+
+/// What [`decide_period`] proved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// No plan of the case has that period or a shorter one: the period is a lower bound.
+    NoPlan,
+    /// The exact check found a plan with this assignment.
+    Plan(Vec<usize>),
+    /// Neither, within the time.
+    Undecided,
+}
+
+/// Decides whether any plan of the case has period `period` or shorter, exactly when
+/// `exact` is: the relaxation's loop, with every assignment that passes it handed to
+/// `exact` (e.g. the scheduling MILP on its stages). An assignment proven to have no plan
+/// at `period` is excluded (a no-good premise, kept in `pool` for this period and shorter
+/// ones) and the loop goes on; it ends when the relaxation has no assignment left (every
+/// assignment either fails the relaxation or was excluded: no plan), when `exact` finds a
+/// plan, or undecided. A combinatorial (logic-based) Benders decomposition whose
+/// subproblem is the exact scheduling problem of one allocation.
+pub fn decide_period(
+    relax: &Relaxation,
+    period: f64,
+    threads: std::num::NonZeroU32,
+    time_limit: Option<Duration>,
+    pool: &mut Vec<Premise>,
+    exact: &mut dyn FnMut(&[usize]) -> anyhow::Result<Verdict>,
+) -> anyhow::Result<Decision> {
+    let started = Instant::now();
+    let milp = relaxation_milp(threads);
+    let mut nodes = 0;
+    loop {
+        let left = time_limit.map(|t| t.saturating_sub(started.elapsed()));
+        if left.is_some_and(|t| t.is_zero()) {
+            return Ok(Decision::Undecided);
+        }
+        let assignment = match probe(relax, period, &milp, left, &mut nodes, pool)? {
+            Probe::Infeasible => return Ok(Decision::NoPlan),
+            Probe::Undecided => return Ok(Decision::Undecided),
+            Probe::Feasible(a) => a,
+        };
+        match exact(&assignment)? {
+            Verdict::Plan => return Ok(Decision::Plan(assignment)),
+            Verdict::Unknown => return Ok(Decision::Undecided),
+            Verdict::NoPlan => {
+                let excluded = Premise::Excluded { assignment, period };
+                if pool.contains(&excluded) {
+                    // Solver tolerances let an excluded assignment through: stop (safe).
+                    return Ok(Decision::Undecided);
+                }
+                pool.push(excluded);
+            }
+        }
+    }
+}
+
+/// The solver options of the relaxation MILP.
+fn relaxation_milp(threads: std::num::NonZeroU32) -> MilpOptions {
+    MilpOptions {
+        threads,
+        mip_rel_gap: 1e-4,
+        ..MilpOptions::default()
+    }
+}
+
 /// The bound of the module docs for `instance` on `platform`.
 pub fn global_lower_bound(
     instance: &Instance,
     platform: &Platform,
     options: &BoundOptions,
 ) -> anyhow::Result<GlobalBound> {
+    global_lower_bound_learning(instance, platform, options, &mut Vec::new())
+}
+
+/// [`global_lower_bound`], starting from the premises in `pool` (learnt on the same case)
+/// and leaving there every premise it learns, for a later [`decide_period`].
+pub fn global_lower_bound_learning(
+    instance: &Instance,
+    platform: &Platform,
+    options: &BoundOptions,
+    pool: &mut Vec<Premise>,
+) -> anyhow::Result<GlobalBound> {
     let started = Instant::now();
     instance.check()?;
     platform.check()?;
     let relax = Relaxation::new(instance, platform);
-    let milp = MilpOptions {
-        threads: options.threads,
-        mip_rel_gap: 1e-4,
-        ..MilpOptions::default()
-    };
+    let milp = relaxation_milp(options.threads);
     let time_left = || {
         options
             .time_limit
@@ -1122,7 +1228,6 @@ pub fn global_lower_bound(
     // known plan, at most half of the time (undecided, the bisection below still proves
     // what it can); without one, nine tenths: a proof that no plan exists is then what
     // closes the case.
-    let mut pool: Vec<Premise> = Vec::new();
     let mut undecided = false;
     out.solves += 1;
     let share = if options.known_period.is_some() {
@@ -1136,7 +1241,7 @@ pub fn global_lower_bound(
         &milp,
         time_left().map(|t| t.mul_f64(share)),
         &mut out.nodes,
-        &mut pool,
+        pool,
     )? {
         Probe::Infeasible => {
             out.infeasible = true;
@@ -1185,7 +1290,7 @@ pub fn global_lower_bound(
         // A probe gets at most half of what is left (but a second at least), so that one
         // hard period near the threshold leaves time for easier ones below it.
         let budget = time_left().map(|t| (t / 2).max(Duration::from_secs(1)).min(t));
-        match probe(&relax, mid, &milp, budget, &mut out.nodes, &mut pool)? {
+        match probe(&relax, mid, &milp, budget, &mut out.nodes, pool)? {
             Probe::Infeasible => lo = mid,
             Probe::Feasible(a) => {
                 hi = tighten(&relax, &a, lo, mid, options.precision).min(mid);
@@ -1301,6 +1406,10 @@ mod tests {
         let crosses = |c: usize| assignment[c] != assignment[c + 1];
         let h = match premise {
             Premise::Exact(h) | Premise::Limited(h) => h,
+            Premise::Excluded {
+                assignment: a,
+                period: t,
+            } => return period > *t || a.as_slice() != assignment,
         };
         let holds_on = |q: usize| {
             h.runs
@@ -1311,7 +1420,7 @@ mod tests {
         (0..relax.processors)
             .filter(|&q| holds_on(q))
             .all(|_| match premise {
-                Premise::Exact(_) => false,
+                Premise::Exact(_) | Premise::Excluded { .. } => false,
                 Premise::Limited(h) => match relax.transfer_limit(h, period) {
                     None => true,
                     Some(r) if r < 0.0 => false,
