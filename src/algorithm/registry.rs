@@ -321,7 +321,7 @@ impl Algorithm {
                 name: "best",
                 aliases: &[],
                 help: "the best plan of any allocation found within --time-limit, with the \
-                       global lower bound",
+                       global lower bound; with time left, exact checks prove it optimal",
                 reads: &[TimeLimit, Threads],
                 bound_covers_every_plan: true,
                 build: |o| {
