@@ -53,7 +53,7 @@ use crate::milp::global_bound::{
     Relaxation, Verdict,
 };
 use crate::milp::madpipe::MadPipePlanner;
-use crate::milp::MilpOptions;
+use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::bounds::allocation_lower_bound;
 use crate::model::{Allocation, BatchGraph, Instance, Pattern, Stage};
 use crate::partition::madpipe::MadPipeConfig;
@@ -489,7 +489,11 @@ impl Planner for BestPlanner {
                             &milp_with(limit),
                             Some(cutoff),
                         )?;
-                        if out.lower_bound >= target {
+                        // Proven: no pattern at the target or below (the bisection's
+                        // bound), or none at any period (memory, before any solve).
+                        let no_plan_at_all =
+                            out.pattern.is_none() && out.status == SolveStatus::Infeasible;
+                        if out.lower_bound >= target || no_plan_at_all {
                             continue;
                         }
                         match out.pattern {
