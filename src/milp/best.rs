@@ -476,7 +476,7 @@ impl Planner for BestPlanner {
                     };
                     let mut verdict = Verdict::NoPlan;
                     for allocation in allocations {
-                        let limit = left().min(Duration::from_secs(10));
+                        let limit = left(); // an answer cut short ends the phase
                         if limit.is_zero() {
                             return Ok(Verdict::Unknown);
                         }
@@ -518,7 +518,10 @@ impl Planner for BestPlanner {
                 )? {
                     Decision::NoPlan => lower = lower.max(target),
                     Decision::Plan(_) => {}
-                    Decision::Undecided => break,
+                    Decision::Undecided(why) => {
+                        messages.push(format!("exact checks stopped: {why}"));
+                        break;
+                    }
                 }
             }
         }

@@ -1124,8 +1124,8 @@ pub enum Decision {
     NoPlan,
     /// The exact check found a plan with this assignment.
     Plan(Vec<usize>),
-    /// Neither, within the time.
-    Undecided,
+    /// Neither: why, in words.
+    Undecided(String),
 }
 
 /// Decides whether any plan of the case has period `period` or shorter, exactly when
@@ -1150,21 +1150,31 @@ pub fn decide_period(
     loop {
         let left = time_limit.map(|t| t.saturating_sub(started.elapsed()));
         if left.is_some_and(|t| t.is_zero()) {
-            return Ok(Decision::Undecided);
+            return Ok(Decision::Undecided("time limit".into()));
         }
         let assignment = match probe(relax, period, &milp, left, &mut nodes, pool)? {
             Probe::Infeasible => return Ok(Decision::NoPlan),
-            Probe::Undecided => return Ok(Decision::Undecided),
+            Probe::Undecided => {
+                return Ok(Decision::Undecided(
+                    "the relaxation's loop ended undecided".into(),
+                ))
+            }
             Probe::Feasible(a) => a,
         };
         match exact(&assignment)? {
             Verdict::Plan => return Ok(Decision::Plan(assignment)),
-            Verdict::Unknown => return Ok(Decision::Undecided),
+            Verdict::Unknown => {
+                return Ok(Decision::Undecided(format!(
+                    "no exact answer for the assignment {assignment:?}"
+                )))
+            }
             Verdict::NoPlan => {
                 let excluded = Premise::Excluded { assignment, period };
                 if pool.contains(&excluded) {
                     // Solver tolerances let an excluded assignment through: stop (safe).
-                    return Ok(Decision::Undecided);
+                    return Ok(Decision::Undecided(
+                        "an excluded assignment came back".into(),
+                    ));
                 }
                 pool.push(excluded);
             }
