@@ -299,7 +299,7 @@ fn planners_through_the_registry_are_judged_valid() {
 #[test]
 fn schedule_plan_replaces_the_pattern() {
     use pipeopt::milp::schedule_plan;
-    use pipeopt::model::Plan;
+    use pipeopt::model::{Placement, Plan};
     let inst = chain(4, 5);
     let platform = Platform::new(2, 1e4, 6.0);
     let alloc = Allocation::new(vec![
@@ -325,11 +325,10 @@ fn schedule_plan_replaces_the_pattern() {
         platform: platform.clone(),
         algorithm: "hand".into(),
         planned_period: None,
-        stages: alloc.stages.clone(),
+        placement: Placement::Stages(alloc.clone()),
         pattern: None,
         lower_bound: None,
         solve_seconds: None,
-        bipartition: None,
     };
     let (new, out) = schedule_plan(&plan, &quick()).unwrap();
     assert_eq!(new.algorithm, "hand+milp");

@@ -149,9 +149,9 @@ fn coarsened_plans_are_judged_on_the_original_chain() {
     assert_eq!(report.status, Status::Valid, "{:?}", report.messages);
     // Stages are the groups, mapped back to the 12 layers.
     let groups = coarsen(&inst, 5);
-    let starts: Vec<usize> = plan.stages.iter().map(|s| s.first).collect();
+    let starts: Vec<usize> = plan.placement.stages().iter().map(|s| s.first).collect();
     assert_eq!(starts, groups.iter().map(|g| g.0).collect::<Vec<_>>());
-    assert_eq!(plan.stages.last().unwrap().last, 12);
+    assert_eq!(plan.placement.stages().last().unwrap().last, 12);
     // A coarsened search reports only the chain's instance bound.
     assert_eq!(
         report.lower_bound,
@@ -210,7 +210,7 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
                 let (_, first_phase) =
                     plan_with("madpipe-dp", &Options::default(), &inst, &platform);
                 assert_eq!(
-                    ranges(&plan.stages),
+                    ranges(&plan.placement.stages()),
                     ranges(&first_phase.stages),
                     "seed {seed}"
                 );
