@@ -90,7 +90,8 @@ fn straight_pipelines_agree_exactly_with_pipedream() {
 #[test]
 fn replicated_and_hierarchical_agree_where_the_results_say_so() {
     // (profile, machines per level, bandwidths, PipeDream's figure, ours / theirs).
-    let cases: &[(&str, &[usize], &[f64], f64, f64)] = &[
+    type Case = (&'static str, &'static [usize], &'static [f64], f64, f64);
+    let cases: &[Case] = &[
         ("densenet121", &[16], &[12e9], 0.020639, 1.0),
         ("densenet121", &[4, 4], &[24e9, 3e9], 0.020719, 1.0),
         ("resnet50", &[16], &[12e9], 0.0282756, 1.0047),
