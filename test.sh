@@ -1,21 +1,40 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, then formatting, lints and every test.
+# The test command: installs what is missing, then formatting, lints and every test, and
+# the time each step took.
 # Usage: ./test.sh            (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")"
 source .ci/setup.sh
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
-echo "== cargo fmt --check" >&2
-cargo fmt --all -- --check
-echo "== cargo clippy --all-targets -- -D warnings" >&2
-cargo clippy --all-targets --quiet -- -D warnings
-echo "== cargo test" >&2
-cargo test --all-targets --quiet
+
+# The suite's own time: every step's, printed at the end (also when a step fails).
+started=$SECONDS
+times=()
+report_times() {
+  echo "== times" >&2
+  for t in "${times[@]}"; do echo "$t" >&2; done
+  echo "$(printf '%6d' $((SECONDS - started))) s  total" >&2
+}
+trap report_times EXIT
+step() { # step LABEL COMMAND...: runs one step and records its time
+  local label=$1 t0=$SECONDS
+  shift
+  echo "== $label" >&2
+  "$@"
+  times+=("$(printf '%6d' $((SECONDS - t0))) s  $label")
+}
+
+step "cargo fmt --check" cargo fmt --all -- --check
+step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets --quiet -- -D warnings
+step "cargo test" cargo test --all-targets --quiet
+# The slow tier: the tests marked #[ignore = "slow tier ..."] (minutes each in a debug
+# build: the general MILP at tight memory and on longer chains, the global bound on more
+# chains, the allocation bound on a second chain), run once here.
+step "cargo test, slow tier (--ignored)" cargo test --tests --quiet -- --ignored
 # The libtorch networks, profiler and executor (feature torch): built, linted and tested on
 # the CPU with small inputs. Set PIPEOPT_SKIP_TORCH=1 to skip it (e.g. offline machines without the wheel).
 if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
-  echo "== feature torch: setup, clippy, executor tests (CPU)" >&2
-  source .ci/setup-torch.sh
-  cargo clippy --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
-  cargo test --features torch --test exec --test profile --quiet
+  step "feature torch: setup" source .ci/setup-torch.sh
+  step "feature torch: clippy" cargo clippy --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
+  step "feature torch: executor tests (CPU)" cargo test --features torch --test exec --test profile --quiet
 fi

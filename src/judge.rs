@@ -129,25 +129,11 @@ impl Judgement {
     }
 }
 
-/// Judges a plan file. A plan without a pattern is judged invalid (structure).
+/// Judges a plan file on its placement's batch graph ([`Plan::batch_graph`]). A plan
+/// without a pattern is judged invalid (structure).
 pub fn judge_plan(plan: &Plan) -> Judgement {
     match &plan.pattern {
-        Some(p) if plan.bipartition.is_none() => {
-            judge(&plan.instance, &plan.platform, &plan.allocation(), p)
-        }
-        Some(p) => match plan.batch_graph() {
-            Ok(g) => judge_graph(&g, plan.platform.memory, p),
-            Err(e) => Judgement {
-                valid: false,
-                period: p.period,
-                peak_memory: vec![],
-                peak_at: vec![],
-                loads: vec![],
-                violations: vec![Violation::Structure {
-                    message: e.to_string(),
-                }],
-            },
-        },
+        Some(p) => judge_pattern(plan.batch_graph(), plan.platform.memory, p),
         None => Judgement {
             valid: false,
             period: f64::NAN,
@@ -156,6 +142,28 @@ pub fn judge_plan(plan: &Plan) -> Judgement {
             loads: vec![],
             violations: vec![Violation::Structure {
                 message: "the plan has no pattern (status planned)".into(),
+            }],
+        },
+    }
+}
+
+/// Judges a pattern against a placement's batch graph, or reports the placement's error
+/// as a malformed structure (what [`judge`] does for a malformed allocation).
+pub fn judge_pattern(
+    graph: Result<BatchGraph, crate::InputError>,
+    memory: Bytes,
+    pattern: &Pattern,
+) -> Judgement {
+    match graph {
+        Ok(g) => judge_graph(&g, memory, pattern),
+        Err(e) => Judgement {
+            valid: false,
+            period: pattern.period,
+            peak_memory: vec![],
+            peak_at: vec![],
+            loads: vec![],
+            violations: vec![Violation::Structure {
+                message: e.to_string(),
             }],
         },
     }

@@ -8,7 +8,7 @@ use pipeopt::exec::{
     Network,
 };
 use pipeopt::judge::judge;
-use pipeopt::model::{Allocation, BatchGraph, Instance, Plan, Platform};
+use pipeopt::model::{Allocation, BatchGraph, Instance, Placement, Plan, Platform};
 use pipeopt::schedule::one_f_one_b_star::{min_period_fitting, predicted_memory};
 use tch::Device;
 
@@ -53,11 +53,10 @@ fn plans(instance: &Instance, p: usize) -> Vec<(Plan, Vec<usize>)> {
             platform,
             algorithm: "1f1b*".into(),
             planned_period: None,
-            stages: alloc.stages.clone(),
+            placement: Placement::Stages(alloc.clone()),
             pattern: Some(r.pattern),
             lower_bound: None,
             solve_seconds: None,
-            bipartition: None,
         };
         out.push((plan, r.stage_groups));
     }
@@ -90,7 +89,7 @@ fn one_f_one_b_star_plans_match_the_model_and_the_sequential_gradients() {
             let j = judge(
                 &plan.instance,
                 &plan.platform,
-                &plan.allocation(),
+                plan.allocation().unwrap(),
                 plan.pattern.as_ref().unwrap(),
             );
             assert!(j.valid, "{:?}", j.violations);
@@ -164,7 +163,7 @@ fn backward_with_the_wrong_weight_version_is_caught() {
     eprintln!("wrong version: gradient error {:.2e}", g.max_relative_error);
     assert!(!g.passed, "error {}", g.max_relative_error);
     // The wrong version only changes the first stage's weight gradients.
-    assert!(g.worst.unwrap().1 <= plan.stages[0].last);
+    assert!(g.worst.unwrap().1 <= plan.placement.stages()[0].last);
 }
 
 #[test]
@@ -224,7 +223,7 @@ fn a_window_too_small_for_the_pattern_is_refused() {
 fn replayed_period_scales_with_durations_and_is_at_least_the_busiest_resource() {
     let (_, instance) = network();
     let (plan, _) = plans(&instance, 3).remove(0);
-    let graph = BatchGraph::new(&plan.instance, &plan.platform, &plan.allocation());
+    let graph = BatchGraph::new(&plan.instance, &plan.platform, plan.allocation().unwrap());
     let pattern = plan.pattern.as_ref().unwrap();
     let d: Vec<f64> = graph.ops.iter().map(|o| o.duration).collect();
     let t1 = replayed_period(&graph, pattern, &d).unwrap();
@@ -315,11 +314,10 @@ fn non_contiguous_allocations_run_and_match() {
             platform: platform.clone(),
             algorithm: "sequential".into(),
             planned_period: None,
-            stages: alloc.stages.clone(),
+            placement: Placement::Stages(alloc.clone()),
             pattern: Some(sequential_pattern(&graph)),
             lower_bound: None,
             solve_seconds: None,
-            bipartition: None,
         };
         let j = judge(&instance, &platform, &alloc, plan.pattern.as_ref().unwrap());
         assert!(j.valid, "{:?}", j.violations);

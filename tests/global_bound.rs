@@ -151,16 +151,18 @@ fn exhaustive_cases(seeds: std::ops::Range<u64>) {
     assert!(stats.infeasible > 0 && !stats.ratio.is_empty());
 }
 
+/// One chain of 4 layers; the 5-layer chains are the slow tier below.
 #[test]
 fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
-    exhaustive_cases(0..2);
+    exhaustive_cases(0..1);
 }
 
-/// The same on more chains (minutes in a debug build): `cargo test -- --ignored`.
+/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
+/// (`cargo test -- --ignored`).
 #[test]
-#[ignore]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn bound_is_below_the_exhaustive_optimum_on_more_chains() {
-    exhaustive_cases(2..8);
+    exhaustive_cases(1..8);
 }
 
 #[test]
@@ -168,9 +170,10 @@ fn bound_holds_with_stash_overlaps_over_every_stage_structure() {
     overlap_cases(10..11);
 }
 
-/// The same on more chains: `cargo test -- --ignored`.
+/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
+/// (`cargo test -- --ignored`).
 #[test]
-#[ignore]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn bound_holds_with_stash_overlaps_on_more_chains() {
     overlap_cases(11..15);
 }
@@ -262,7 +265,7 @@ fn best_proves_the_exhaustive_optimum_with_stash_overlaps() {
 
 /// The same on more chains: `cargo test -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn best_proves_the_exhaustive_optimum_on_more_chains() {
     best_cases(53..60, false);
     best_cases(62..66, true);
@@ -305,9 +308,10 @@ fn a_plan_of_the_case_always_satisfies_the_relaxation() {
     plans_satisfy_the_relaxation(30..34);
 }
 
-/// The same on more chains: `cargo test -- --ignored`.
+/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
+/// (`cargo test -- --ignored`).
 #[test]
-#[ignore]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn a_plan_of_the_case_always_satisfies_the_relaxation_on_more_chains() {
     plans_satisfy_the_relaxation(34..46);
 }

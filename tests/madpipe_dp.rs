@@ -408,15 +408,15 @@ fn planner_reports_planned_allocations_that_1f1b_star_can_run() {
         assert_eq!(report.status, Status::Planned, "{:?}", report.messages);
         let plan = plan.unwrap();
         let planned = report.planned_period.unwrap();
-        let allocation = plan.allocation();
+        let allocation = plan.allocation().expect("madpipe-dp plans an allocation");
         allocation.check(layers, processors).unwrap();
         if allocation.is_contiguous() {
             // Memory unconstrained: 1F1B* runs the allocation at the planned period, and the
             // judge agrees with the period and finds every peak within M.
             contiguous += 1;
-            let s = one_f_one_b_star(&instance, &platform, &allocation, planned)
+            let s = one_f_one_b_star(&instance, &platform, allocation, planned)
                 .expect("the planned period covers every load");
-            let j = judge(&instance, &platform, &allocation, &s.pattern);
+            let j = judge(&instance, &platform, allocation, &s.pattern);
             assert!(j.valid, "{:?}", j.violations);
             assert_eq!(j.period, planned);
         }

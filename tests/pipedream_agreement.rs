@@ -1,7 +1,12 @@
 //! Agreement with the original PipeDream optimizer: on every profile of
 //! `../shared/pipedream-profiles/` that it can handle, for straight pipelines on 2, 4 and 8
-//! machines joined by 12 GB/s, our `partition pipedream` objective is within 1% of (or
-//! better than) what PipeDream prints as "Time per stage in pipeline".
+//! machines joined by 12 GB/s, our `partition pipedream` objective equals what PipeDream
+//! prints as "Time per stage in pipeline" (results/pipedream-agreement.md: "agree
+//! exactly"), up to the rounding of sums taken in another order: a relative difference of
+//! at most [`EXACT`] either way. Replicated and hierarchical configurations, whose
+//! PipeDream figures the results record to 6 significant digits: equal on densenet121,
+//! 0.43-0.47% above PipeDream on resnet50 (where the two recurrences see different cut
+//! sets on the branchy profile), each asserted as it is.
 //!
 //! The figures below were printed by msr-fiddle/pipedream (commit 7db6a1c,
 //! `optimizer/optimizer_graph_hierarchical.py`, Python 3.11, numpy and graphviz from pip)
@@ -20,7 +25,11 @@
 
 use pipeopt::io::import_pipedream;
 use pipeopt::io::pipedream::shared_profile;
-use pipeopt::partition::pipedream::{partition, PipeDreamConfig};
+use pipeopt::partition::pipedream::{levels, partition, PipeDreamConfig};
+
+/// The largest relative difference counted as equal: both sides sum the same profiled
+/// times in different orders (measured: at most 5.3e-15, resnet101 on 8 machines).
+const EXACT: f64 = 1e-12;
 
 /// (profile, machines, PipeDream's "Time per stage in pipeline" in seconds).
 const PIPEDREAM: &[(&str, usize, f64)] = &[
@@ -51,19 +60,66 @@ fn objective(profile: &str, machines: usize) -> f64 {
 }
 
 #[test]
-fn straight_pipelines_agree_with_pipedream_within_one_percent() {
+fn straight_pipelines_agree_exactly_with_pipedream() {
     let mut report = Vec::new();
+    let mut worst: f64 = 0.0;
     for &(profile, machines, theirs) in PIPEDREAM {
         let ours = objective(profile, machines);
+        let relative = (ours - theirs).abs() / theirs;
+        worst = worst.max(relative);
         report.push(format!(
-            "{profile} x{machines}: ours {ours} theirs {theirs}"
+            "{profile} x{machines}: ours {ours} theirs {theirs} (relative difference {relative:.1e})"
         ));
         assert!(
-            ours <= theirs * 1.01,
+            relative <= EXACT,
             "{profile} on {machines} machines: ours {ours} s, PipeDream {theirs} s"
         );
     }
+    report.push(format!("largest relative difference {worst:.1e}"));
     eprintln!("{}", report.join("\n"));
+}
+
+/// Replicated on 16 machines (12 GB/s) and hierarchical 4x4 (24 and 3 GB/s), activation
+/// transfers left out (PipeDream's default): PipeDream's figures from
+/// results/pipedream-agreement.md ("Speed" table, printed to 6 significant digits), run
+/// as `optimizer_graph_hierarchical.py -f PROFILE.txt -n 16 -b 12000000000` and
+/// `-n 4 4 -b 24000000000 3000000000`. densenet121 agrees to those digits; resnet50 is
+/// above PipeDream by the ratios the results give (1.0047 and 1.0043): PipeDream runs the
+/// recurrence on its antichain DAG, ours on the linearized chain, and on this branchy
+/// profile the two see slightly different cuts and all-reduce sizes.
+#[test]
+fn replicated_and_hierarchical_agree_where_the_results_say_so() {
+    // (profile, machines per level, bandwidths, PipeDream's figure, ours / theirs).
+    type Case = (&'static str, &'static [usize], &'static [f64], f64, f64);
+    let cases: &[Case] = &[
+        ("densenet121", &[16], &[12e9], 0.020639, 1.0),
+        ("densenet121", &[4, 4], &[24e9, 3e9], 0.020719, 1.0),
+        ("resnet50", &[16], &[12e9], 0.0282756, 1.0047),
+        ("resnet50", &[4, 4], &[24e9, 3e9], 0.0283936, 1.0043),
+    ];
+    for &(profile, machines, bandwidths, theirs, ratio) in cases {
+        let instance = import_pipedream(&shared_profile(&format!("{profile}.txt")), None)
+            .unwrap_or_else(|e| panic!("{profile}: {e}"));
+        let config = PipeDreamConfig {
+            levels: levels(machines, bandwidths).unwrap(),
+            straight: false,
+            activation_compression: None,
+            memory: None,
+            fewer_machines: false,
+        };
+        let ours = partition(&instance, &config)
+            .unwrap_or_else(|e| panic!("{profile} on {machines:?}: {e}"))
+            .objective;
+        // PipeDream's figure carries 6 significant digits (half a unit: 5e-6 relative);
+        // the ratio 4 decimals.
+        let got = ours / theirs;
+        let tolerance = if ratio == 1.0 { 5e-6 } else { 5e-5 + 5e-6 };
+        assert!(
+            (got - ratio).abs() <= tolerance,
+            "{profile} on {machines:?}: ours {ours} s, PipeDream {theirs} s, ratio {got} \
+             (the results say {ratio})"
+        );
+    }
 }
 
 #[test]

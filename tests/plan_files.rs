@@ -7,7 +7,9 @@
 use pipeopt::algorithm::{self, Algorithm, Options, Problem};
 use pipeopt::judge::{judge, judge_graph, judge_plan};
 use pipeopt::model::bipartition::{batch_graph, BiStage};
-use pipeopt::model::{Allocation, Instance, Layer, OpKind, Plan, Platform, Status};
+use pipeopt::model::{
+    Allocation, Instance, Layer, OpKind, Placement, PlacementKind, Plan, Platform, Status,
+};
 use pipeopt::schedule::one_f_one_b_star;
 
 fn chain(fwd: &[f64], weights: &[f64], out: &[f64], stash: &[f64], overlap: &[f64]) -> Instance {
@@ -76,12 +78,39 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12)
 }
 
+/// `pipeopt validate --json` (the binary) on a plan file: its verdict and period.
+fn validate_with_the_binary(path: &std::path::Path) -> (bool, Option<f64>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeopt"))
+        .arg("validate")
+        .arg(path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("validate printed {text:?}: {e}"));
+    assert_eq!(out.status.success(), v["valid"] == true, "{text}");
+    (v["valid"] == true, v["period"].as_f64(), text)
+}
+
+/// Every registered algorithm (`Algorithm::ALL`: none needs a GPU; the general MILPs,
+/// `ilp` and `madpipe`, on the 4-layer chain only, being seconds per case in a debug build)
+/// on the small chains below, 2 and 3 processors, tight and loose memory, with and without
+/// full duplex: its plan saved as `plan --out` saves it ([`Plan::save`]), read back as
+/// `validate` reads it ([`Plan::load`]), judged ([`judge_plan`], what `validate` prints),
+/// with the period and peaks the report gave; once per algorithm and chain the file also
+/// goes through the binary's `validate --json`. The report names the placement of the
+/// plan returned: an allocation for every algorithm but Bi-Partition, which returns its
+/// own workers or PipeDream's straight pipeline.
 #[test]
 fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let mut split_plans = 0;
     let mut checked = 0;
+    let mut by_binary = 0;
+    let mut bipartition_kinds = std::collections::BTreeSet::new();
     for inst in instances() {
+        let mut seen_by_binary = std::collections::BTreeSet::new();
         for p in [2, 3] {
             for memory in [64e6, 1e9] {
                 for full_duplex in [false, true] {
@@ -91,14 +120,14 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
                         bandwidth: 1e10,
                         full_duplex,
                     };
-                    for name in Algorithm::ALL.iter().map(|a| a.name()) {
+                    for &algorithm in Algorithm::ALL {
+                        let name = algorithm.name();
                         // The general MILPs take seconds per case in a debug build: the
                         // 4-layer chain only (their own tests cover more).
                         if matches!(name, "ilp" | "madpipe") && inst.name != "paper" {
                             continue;
                         }
-                        let planner =
-                            algorithm::planner(name, &options(name, inst.len(), p)).unwrap();
+                        let planner = algorithm.planner(&options(name, inst.len(), p)).unwrap();
                         let problem = Problem {
                             instance: &inst,
                             platform: &platform,
@@ -112,7 +141,18 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
                             "{case}: {:?}",
                             report.messages
                         );
-                        let Some(plan) = plan else { continue };
+                        let Some(plan) = plan else {
+                            assert_eq!(report.placement, None, "{case}");
+                            continue;
+                        };
+                        let kind = plan.placement.kind();
+                        assert_eq!(report.placement, Some(kind), "{case}");
+                        assert_eq!(report.stages, plan.placement.stages(), "{case}");
+                        if algorithm == Algorithm::BiPartition {
+                            bipartition_kinds.insert(kind);
+                        } else {
+                            assert_eq!(kind, PlacementKind::Stages, "{case}");
+                        }
                         let path = dir.path().join("plan.json");
                         plan.save(&path).unwrap();
                         let loaded = Plan::load(&path).unwrap();
@@ -139,12 +179,16 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
                                 "{case}: bound {lb} > period {period}"
                             );
                         }
-                        if plan
-                            .bipartition
-                            .as_ref()
-                            .is_some_and(|w| w.iter().any(|s| s.forward != s.backward))
-                        {
-                            split_plans += 1;
+                        if let Placement::BiPartition(w) = &plan.placement {
+                            if w.iter().any(|s| s.forward != s.backward) {
+                                split_plans += 1;
+                            }
+                        }
+                        if seen_by_binary.insert((name, kind)) {
+                            let (valid, t, text) = validate_with_the_binary(&path);
+                            assert!(valid, "{case}: `pipeopt validate` says {text}");
+                            assert!(close(t.unwrap(), period), "{case}: {text}");
+                            by_binary += 1;
                         }
                         checked += 1;
                     }
@@ -153,10 +197,77 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
         }
     }
     assert!(checked > 50, "{checked}");
+    assert!(by_binary >= Algorithm::ALL.len(), "{by_binary}");
     assert!(
         split_plans > 0,
         "no Bi-Partition plan split a layer: the file field is untested"
     );
+    assert_eq!(
+        bipartition_kinds.len(),
+        2,
+        "Bi-Partition returned only {bipartition_kinds:?}: the choice of plan is untested"
+    );
+}
+
+/// A plan file written before plans carried one placement value (the committed form:
+/// `stages`, and `bipartition` for Bi-Partition's workers) still loads, into the same
+/// placement, and is written back in the same form.
+#[test]
+fn plan_files_keep_their_written_form() {
+    let inst = instances().remove(0);
+    let platform = Platform::new(2, 1e9, 1e10);
+    let workers = vec![
+        BiStage {
+            processor: 0,
+            forward: (1, 2),
+            backward: (1, 1),
+        },
+        BiStage {
+            processor: 1,
+            forward: (3, 4),
+            backward: (2, 4),
+        },
+    ];
+    let stages = serde_json::json!([
+        {"first": 1, "last": 2, "processor": 0},
+        {"first": 3, "last": 4, "processor": 1}
+    ]);
+    let base = serde_json::json!({
+        "instance": inst,
+        "platform": platform,
+        "algorithm": "hand",
+        "planned_period": null,
+        "stages": stages,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.json");
+    // An allocation.
+    std::fs::write(&path, base.to_string()).unwrap();
+    let plan = Plan::load(&path).unwrap();
+    assert_eq!(
+        plan.placement,
+        Placement::Stages(Allocation::from_starts(&[0, 2], 4).unwrap())
+    );
+    let written = serde_json::to_value(&plan).unwrap();
+    assert_eq!(written["stages"], stages);
+    assert!(written.get("bipartition").is_none());
+    // Bi-Partition's workers: `stages` holds their forward ranges.
+    let mut bi = base.clone();
+    bi["bipartition"] = serde_json::to_value(&workers).unwrap();
+    std::fs::write(&path, bi.to_string()).unwrap();
+    let plan = Plan::load(&path).unwrap();
+    assert_eq!(plan.placement, Placement::BiPartition(workers.clone()));
+    let written = serde_json::to_value(&plan).unwrap();
+    assert_eq!(written["stages"], stages);
+    assert_eq!(
+        written["bipartition"],
+        serde_json::to_value(&workers).unwrap()
+    );
+    // A malformed worker list is named.
+    bi["bipartition"][1]["backward"] = serde_json::json!([3, 4]);
+    std::fs::write(&path, bi.to_string()).unwrap();
+    let e = Plan::load(&path).unwrap_err();
+    assert_eq!(e.field, "bipartition", "{e}");
 }
 
 /// A small example: stashes 100, 100, 100, layers 2 and 3 share 50, two workers with

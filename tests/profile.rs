@@ -8,7 +8,7 @@
 use pipeopt::exec::profile::{profile, ProfileOptions};
 use pipeopt::exec::torchnet::{batches, build, BuildOptions};
 use pipeopt::exec::{alloc, execute, tensor_bytes, ExecOptions};
-use pipeopt::model::{Allocation, Plan, Platform};
+use pipeopt::model::{Allocation, Placement, Plan, Platform};
 use pipeopt::nets::{analytic_instance, network, DType, DeviceModel};
 use pipeopt::schedule::one_f_one_b_star::min_period_fitting;
 use tch::{Device, Kind, Tensor};
@@ -186,11 +186,10 @@ fn resnet50_runs_a_pipelined_plan_with_exact_gradients() {
         platform,
         algorithm: "1f1b*".into(),
         planned_period: None,
-        stages: alloc.stages.clone(),
+        placement: Placement::Stages(alloc.clone()),
         pattern: Some(r.pattern),
         lower_bound: None,
         solve_seconds: None,
-        bipartition: None,
     };
     let net = build(&desc, CPU);
     let batches_n = 5;

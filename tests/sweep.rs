@@ -209,6 +209,57 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
     assert!((a - b).abs() <= 2e-4 * b, "{a} vs {b}");
 }
 
+/// A row names the placement of the plan its algorithm returned (through the job
+/// processes' rows too): `stages` for an allocation, `bipartition` for Bi-Partition's
+/// workers (Bi-Partition returns PipeDream's straight pipeline, `stages`, when that one is
+/// faster), none without a plan; a table written before the column reads back.
+#[test]
+fn rows_name_the_placement_of_the_plan_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+        name = "p"
+        instances = ["{root}/instances/toy-chain.json"]
+        processors = [2, 4]
+        memory = ["1MiB", "8GiB"]
+        bandwidth = ["12GB/s"]
+        output = "{out}"
+        [[algorithm]]
+        name = "bipartition"
+        [[algorithm]]
+        name = "pipedream"
+        "#,
+        root = env!("CARGO_MANIFEST_DIR"),
+        out = dir.path().display()
+    );
+    let exp = Experiment::parse(&text, Path::new("p.toml")).unwrap();
+    let s = run::sweep(&exp, &opts(Isolation::Process, None)).unwrap();
+    let rows = table::read_rows(&s.parquet).unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in &rows {
+        let placement = r.placement.as_deref();
+        match r.status.as_str() {
+            "valid" => match r.algorithm.as_str() {
+                "pipedream" => assert_eq!(placement, Some("stages")),
+                _ => assert!(
+                    matches!(placement, Some("stages" | "bipartition")),
+                    "{placement:?}"
+                ),
+            },
+            "infeasible" => assert_eq!(placement, None),
+            other => panic!("{other}: {}", r.message),
+        }
+    }
+    assert!(rows.iter().any(|r| r.status == "valid"));
+    let old = table::read_rows(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/results/bipartition.parquet"
+    )))
+    .unwrap();
+    // Written before the column (until Bi-Partition's grid is run again).
+    assert!(!old.is_empty());
+}
+
 /// Every committed experiment file still parses (grid or synchronous), and an algorithm's
 /// options serialize as they did: the job keys hash them, so a change here would rerun
 /// every grid instead of resuming it.

@@ -7,7 +7,7 @@
 //! ([`super::run`]) that judges what they return.
 
 use crate::model::bipartition::BiStage;
-use crate::model::{Allocation, Instance, Pattern, Platform};
+use crate::model::{Allocation, Instance, Pattern, Placement, Platform};
 use crate::units::Seconds;
 
 pub use crate::model::SolverSummary;
@@ -43,7 +43,9 @@ impl Problem<'_> {
 /// What an algorithm found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {
-    pub allocation: Allocation,
+    /// Where the operations run: an allocation, or Bi-Partition's workers; the pattern is
+    /// judged against its batch graph ([`Placement::batch_graph`]).
+    pub placement: Placement,
     /// The periodic pattern, or `None` for an allocation only (reported as "planned").
     pub pattern: Option<Pattern>,
     /// The algorithm's own period estimate before validation.
@@ -52,10 +54,6 @@ pub struct Solution {
     pub lower_bound: Option<Seconds>,
     /// True when a solver stopped at a limit with this incumbent (reported as "timeout").
     pub stopped_at_limit: bool,
-    /// A Bi-Partition plan (forward and backward ranges per worker): when set, the pattern
-    /// is judged against its batch graph ([`crate::model::bipartition::batch_graph`]) and
-    /// `allocation` holds the forward ranges only, for display.
-    pub bipartition: Option<Vec<BiStage>>,
     /// What the MILP solver said, when one was used.
     pub solver: Option<SolverSummary>,
     /// Notes for the report (where the plan came from, what was proven).
@@ -63,17 +61,32 @@ pub struct Solution {
 }
 
 impl Solution {
+    /// An allocation and maybe its pattern.
     pub fn new(allocation: Allocation, pattern: Option<Pattern>) -> Self {
+        Solution::placed(Placement::Stages(allocation), pattern)
+    }
+
+    /// Bi-Partition's workers and their pattern.
+    pub fn bipartition(workers: Vec<BiStage>, pattern: Option<Pattern>) -> Self {
+        Solution::placed(Placement::BiPartition(workers), pattern)
+    }
+
+    /// Any placement and maybe its pattern.
+    pub fn placed(placement: Placement, pattern: Option<Pattern>) -> Self {
         Solution {
-            allocation,
+            placement,
             pattern,
             planned_period: None,
             lower_bound: None,
             stopped_at_limit: false,
-            bipartition: None,
             solver: None,
             messages: Vec::new(),
         }
+    }
+
+    /// The allocation, when the placement is one (not Bi-Partition's workers).
+    pub fn allocation(&self) -> Option<&Allocation> {
+        self.placement.allocation()
     }
 }
 

@@ -7,10 +7,9 @@
 use std::time::Instant;
 
 use super::api::{Outcome, Planner, Problem};
-use crate::judge::{judge, judge_graph, Judgement};
-use crate::model::bipartition::batch_graph;
+use crate::judge::judge_pattern;
 use crate::model::bounds::period_lower_bound;
-use crate::model::{Plan, PlanReport, Status};
+use crate::model::{Placement, Plan, PlanReport, Status};
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
 ///
@@ -41,6 +40,7 @@ pub fn run(
         gap: None,
         case_infeasible: false,
         stages: vec![],
+        placement: None,
         messages: vec![],
         solver: None,
     };
@@ -77,7 +77,7 @@ pub fn run(
             // Every plan of the allocation space is bounded below by the instance's bounds
             // (`model::bounds`); Bi-Partition plans are outside it (a layer's F and B may
             // run on different workers), so they keep their own bound only.
-            if sol.bipartition.is_none() {
+            if let Placement::Stages(_) = sol.placement {
                 let instance_bound = period_lower_bound(problem.instance, problem.platform);
                 sol.lower_bound = Some(sol.lower_bound.unwrap_or(0.0).max(instance_bound));
             }
@@ -87,7 +87,8 @@ pub fn run(
                 report.global_lower_bound = sol.lower_bound;
             }
             report.messages.extend(sol.messages.iter().cloned());
-            report.stages = sol.allocation.stages.clone();
+            report.stages = sol.placement.stages();
+            report.placement = Some(sol.placement.kind());
             report.solver = sol.solver.clone();
             let plan = Plan {
                 instance: problem.instance.clone(),
@@ -95,17 +96,16 @@ pub fn run(
                 platform: problem.platform.clone(),
                 algorithm: planner.name(),
                 planned_period: sol.planned_period,
-                stages: sol.allocation.stages.clone(),
+                placement: sol.placement.clone(),
                 pattern: sol.pattern.clone(),
                 lower_bound: sol.lower_bound,
                 solve_seconds: Some(seconds),
-                bipartition: sol.bipartition.clone(),
             };
             match &sol.pattern {
                 None => {
                     report.status = Status::Planned;
                     if let Err(e) = sol
-                        .allocation
+                        .placement
                         .check(problem.instance.len(), problem.platform.processors)
                     {
                         report.status = Status::Error;
@@ -115,24 +115,7 @@ pub fn run(
                     }
                 }
                 Some(pattern) => {
-                    let j: Judgement = match &sol.bipartition {
-                        None => judge(problem.instance, problem.platform, &sol.allocation, pattern),
-                        Some(stages) => {
-                            match batch_graph(problem.instance, problem.platform, stages) {
-                                Ok(g) => judge_graph(&g, problem.platform.memory, pattern),
-                                Err(e) => Judgement {
-                                    valid: false,
-                                    period: pattern.period,
-                                    peak_memory: vec![],
-                                    peak_at: vec![],
-                                    loads: vec![],
-                                    violations: vec![crate::judge::Violation::Structure {
-                                        message: e.to_string(),
-                                    }],
-                                },
-                            }
-                        }
-                    };
+                    let j = judge_pattern(plan.batch_graph(), problem.platform.memory, pattern);
                     report.peak_memory = j.peak_memory.clone();
                     if j.valid {
                         report.period = Some(j.period);

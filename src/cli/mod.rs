@@ -6,7 +6,7 @@
 use std::fmt;
 
 use clap::Args;
-use pipeopt::model::{PlanReport, Platform};
+use pipeopt::model::{PlacementKind, PlanReport, Platform};
 use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 
@@ -135,7 +135,12 @@ impl fmt::Display for Human<'_> {
         writeln!(f, "lower bound     {}", opt(r.lower_bound))?;
         writeln!(f, "solve time      {}", opt(r.solve_seconds))?;
         if !r.stages.is_empty() {
-            writeln!(f, "stages:")?;
+            match r.placement {
+                Some(PlacementKind::Bipartition) => {
+                    writeln!(f, "stages (Bi-Partition workers, forward ranges):")?
+                }
+                _ => writeln!(f, "stages:")?,
+            }
             for (i, s) in r.stages.iter().enumerate() {
                 writeln!(
                     f,

@@ -83,15 +83,14 @@ pub fn execute(
         .pattern
         .as_ref()
         .ok_or_else(|| ExecError::Plan("the plan has no pattern (status planned)".into()))?;
-    if plan.bipartition.is_some() {
+    let Some(allocation) = plan.allocation() else {
         return Err(ExecError::Plan(
             "a Bi-Partition plan (a layer's forward and backward on different workers, with \
              stash and weight transfers) cannot be executed; the executor runs allocations"
                 .into(),
         ));
-    }
+    };
     let instance = &plan.instance;
-    let allocation = plan.allocation();
     allocation
         .check(instance.len(), plan.platform.processors)
         .map_err(|e| ExecError::Plan(e.to_string()))?;
@@ -116,7 +115,7 @@ pub fn execute(
     if !(t.is_finite() && t > 0.0) {
         return Err(ExecError::Plan(format!("pattern.period is {t}")));
     }
-    let graph = BatchGraph::new(instance, &plan.platform, &allocation);
+    let graph = BatchGraph::new(instance, &plan.platform, allocation);
     let mut place = Vec::with_capacity(graph.ops.len());
     for op in &graph.ops {
         let p = pattern
@@ -233,7 +232,7 @@ pub fn execute(
             }
         };
 
-    let calibrated = calibrate_stash(network, &allocation, &data[0], device)?;
+    let calibrated = calibrate_stash(network, allocation, &data[0], device)?;
     alloc::reset_peak(device);
     let device_base = alloc::requested(device);
 

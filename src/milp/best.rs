@@ -55,7 +55,7 @@ use crate::milp::global_bound::{
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::bounds::allocation_lower_bound;
-use crate::model::{Allocation, BatchGraph, Instance, Pattern, Stage};
+use crate::model::{Allocation, BatchGraph, Instance, Pattern, Placement, Stage};
 use crate::partition::madpipe::MadPipeConfig;
 use crate::units::Seconds;
 
@@ -298,8 +298,8 @@ impl Planner for BestPlanner {
                     remap_stages: false,
                 };
                 if let Ok(Outcome::Found(sol)) = planner.plan(problem) {
-                    if let Some(p) = sol.pattern {
-                        offer(inc, sol.allocation, p, label);
+                    if let (Placement::Stages(allocation), Some(p)) = (sol.placement, sol.pattern) {
+                        offer(inc, allocation, p, label);
                     }
                 }
             }

@@ -423,13 +423,21 @@ fn to_pattern(graph: &BatchGraph, values: &[f64], period: f64) -> Pattern {
 
 /// The best pattern for a plan's allocation (`pipeopt schedule PLAN.json`): the plan with
 /// its pattern replaced by the MILP's (when one fits), its `lower_bound` set to the
-/// search's bound, and the search's outcome. The plan's algorithm name gets `+milp`.
+/// search's bound, and the search's outcome. The plan's algorithm name gets `+milp`. A
+/// Bi-Partition plan is refused, as by [`FixedAllocationPlanner::for_plan`].
 pub fn schedule_plan(
     plan: &Plan,
     options: &MilpOptions,
 ) -> crate::error::Result<(Plan, MilpOutcome)> {
-    let allocation = plan.allocation();
-    let out = schedule_allocation(&plan.instance, &plan.platform, &allocation, options)?;
+    let allocation = plan.allocation().ok_or_else(|| {
+        crate::InputError::new(
+            "plan",
+            "bipartition",
+            "the scheduling MILP schedules allocations (one range of layers per stage); \
+             a Bi-Partition plan splits a layer's forward and backward",
+        )
+    })?;
+    let out = schedule_allocation(&plan.instance, &plan.platform, allocation, options)?;
     let mut new = plan.clone();
     new.pattern = out.pattern.clone();
     new.lower_bound = Some(out.lower_bound);
@@ -459,21 +467,21 @@ impl FixedAllocationPlanner {
         path: &std::path::Path,
         options: MilpOptions,
     ) -> Result<Self, crate::InputError> {
-        if plan.bipartition.is_some() {
+        let Some(allocation) = plan.allocation() else {
             return Err(crate::InputError::new(
                 path.display().to_string(),
                 "bipartition",
                 "the scheduling MILP schedules allocations (one range of layers per stage); \
                  a Bi-Partition plan splits a layer's forward and backward",
             ));
-        }
+        };
         let name = if plan.algorithm.ends_with("+milp") {
             plan.algorithm.clone()
         } else {
             format!("{}+milp", plan.algorithm)
         };
         Ok(FixedAllocationPlanner {
-            allocation: plan.allocation(),
+            allocation: allocation.clone(),
             options,
             name,
         })

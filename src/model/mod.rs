@@ -5,12 +5,14 @@ pub mod bipartition;
 pub mod bounds;
 mod instance;
 mod pattern;
+mod placement;
 mod plan;
 mod platform;
 
 pub use allocation::{Allocation, Stage};
 pub use instance::{ChainSums, Instance, Layer, SharedStash};
 pub use pattern::{BatchGraph, Held, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
+pub use placement::{Placement, PlacementKind};
 pub use plan::{Plan, PlanReport, SolverSummary, Status};
 pub use platform::Platform;
 

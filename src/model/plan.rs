@@ -5,64 +5,115 @@ use std::path::Path;
 
 use crate::error::{read_json, InputError};
 use crate::model::bipartition::BiStage;
-use crate::model::{Allocation, BatchGraph, Instance, Pattern, Platform, Stage};
+use crate::model::{
+    Allocation, BatchGraph, Instance, Pattern, Placement, PlacementKind, Platform, Stage,
+};
 use crate::units::{Bytes, BytesPerSecond, Seconds};
 
 /// A plan file: everything needed to judge, draw or execute a plan on its own.
+///
+/// Its placement is one value ([`Placement`]); the file keeps the written form of
+/// docs/model.md section 9 (`stages`, and `bipartition` for Bi-Partition's workers), read
+/// and written through a private mirror of that form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "PlanFile", into = "PlanFile")]
 pub struct Plan {
     /// The instance, embedded.
     pub instance: Instance,
     /// SHA-256 of the embedded instance's canonical JSON ([`Instance::content_hash`]).
-    #[serde(default)]
     pub instance_hash: String,
     pub platform: Platform,
     pub algorithm: String,
     /// The algorithm's own estimate of the period before validation (MadPipe's dashed line).
     pub planned_period: Option<Seconds>,
-    /// Stages in chain order, layers 1-based and inclusive.
-    pub stages: Vec<Stage>,
+    /// Where the operations run: an allocation, or Bi-Partition's workers.
+    pub placement: Placement,
     /// The periodic pattern; absent for a plan that has an allocation only (status "planned").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<Pattern>,
     /// A proven lower bound on the period, when the algorithm has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lower_bound: Option<Seconds>,
     /// Seconds the algorithm took.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solve_seconds: Option<Seconds>,
-    /// A Bi-Partition plan's workers, each with its forward and backward range (an added
-    /// field, docs/model.md section 9): when present, the plan is judged, drawn and
-    /// executed on their batch graph ([`crate::model::bipartition::batch_graph`]) and
-    /// `stages` holds the forward ranges only, for display.
+}
+
+/// The written form of a [`Plan`] (docs/model.md section 9), unchanged since before plans
+/// carried a [`Placement`]: `stages` always (an allocation's, or the Bi-Partition
+/// workers' forward ranges, for display) and `bipartition` when the placement is
+/// Bi-Partition's workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PlanFile {
+    instance: Instance,
+    #[serde(default)]
+    instance_hash: String,
+    platform: Platform,
+    algorithm: String,
+    planned_period: Option<Seconds>,
+    /// Stages in chain order, layers 1-based and inclusive.
+    stages: Vec<Stage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bipartition: Option<Vec<BiStage>>,
+    pattern: Option<Pattern>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lower_bound: Option<Seconds>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    solve_seconds: Option<Seconds>,
+    /// A Bi-Partition plan's workers, each with its forward and backward range (an added
+    /// field): when present, they are the placement and `stages` is not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bipartition: Option<Vec<BiStage>>,
+}
+
+impl From<PlanFile> for Plan {
+    fn from(f: PlanFile) -> Self {
+        let placement = match f.bipartition {
+            Some(workers) => Placement::BiPartition(workers),
+            None => Placement::Stages(Allocation::new(f.stages)),
+        };
+        Plan {
+            instance: f.instance,
+            instance_hash: f.instance_hash,
+            platform: f.platform,
+            algorithm: f.algorithm,
+            planned_period: f.planned_period,
+            placement,
+            pattern: f.pattern,
+            lower_bound: f.lower_bound,
+            solve_seconds: f.solve_seconds,
+        }
+    }
+}
+
+impl From<Plan> for PlanFile {
+    fn from(p: Plan) -> Self {
+        let stages = p.placement.stages();
+        let bipartition = match p.placement {
+            Placement::Stages(_) => None,
+            Placement::BiPartition(workers) => Some(workers),
+        };
+        PlanFile {
+            instance: p.instance,
+            instance_hash: p.instance_hash,
+            platform: p.platform,
+            algorithm: p.algorithm,
+            planned_period: p.planned_period,
+            stages,
+            pattern: p.pattern,
+            lower_bound: p.lower_bound,
+            solve_seconds: p.solve_seconds,
+            bipartition,
+        }
+    }
 }
 
 impl Plan {
-    pub fn allocation(&self) -> Allocation {
-        Allocation::new(self.stages.clone())
+    /// The allocation, when the plan's placement is one (not Bi-Partition's workers).
+    pub fn allocation(&self) -> Option<&Allocation> {
+        self.placement.allocation()
     }
 
-    /// The operations, dependencies and memory items of one batch of this plan: of its
-    /// allocation, or of its Bi-Partition workers when it has them; an error names the
-    /// field of the plan at fault.
+    /// The operations, dependencies and memory items of one batch of this plan
+    /// ([`Placement::batch_graph`]); an error names the field of the plan at fault.
     pub fn batch_graph(&self) -> Result<BatchGraph, InputError> {
-        match &self.bipartition {
-            Some(workers) => {
-                crate::model::bipartition::batch_graph(&self.instance, &self.platform, workers)
-                    .map_err(|e| InputError::new("plan", "bipartition", e.to_string()))
-            }
-            None => {
-                self.allocation()
-                    .check(self.instance.len(), self.platform.processors)?;
-                Ok(BatchGraph::new(
-                    &self.instance,
-                    &self.platform,
-                    &self.allocation(),
-                ))
-            }
-        }
+        self.placement.batch_graph(&self.instance, &self.platform)
     }
 
     /// Reads a plan file and checks its instance, platform and stages.
@@ -86,20 +137,10 @@ impl Plan {
                 "does not match the embedded instance (was the instance edited after planning?)",
             ));
         }
-        // Allocation errors already name the field (`stages[2].last`).
-        plan.allocation()
+        // Errors already name the field (`stages[2].last`, `bipartition`).
+        plan.placement
             .check(plan.instance.len(), plan.platform.processors)
             .map_err(|e| e.in_file(path))?;
-        if let Some(workers) = &plan.bipartition {
-            crate::model::bipartition::check(
-                workers,
-                plan.instance.len(),
-                plan.platform.processors,
-            )
-            .map_err(|e| {
-                InputError::new(path.display().to_string(), "bipartition", e.to_string())
-            })?;
-        }
         Ok(plan)
     }
 
@@ -152,9 +193,14 @@ pub struct PlanReport {
     /// True when it is proven that no plan of any allocation fits the case.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub case_infeasible: bool,
-    /// The stages of the plan, when there is one.
+    /// The stages of the plan, when there is one (a Bi-Partition plan's forward ranges).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<Stage>,
+    /// The kind of placement of the plan returned, when there is one: `stages` (an
+    /// allocation) or `bipartition` (Bi-Partition's workers; Bi-Partition returns
+    /// PipeDream's straight pipeline, `stages`, when that one is faster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementKind>,
     /// Why the plan is infeasible or in error, or what the validator objected to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,

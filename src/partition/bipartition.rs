@@ -32,7 +32,7 @@
 use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
-use crate::model::{Allocation, BatchGraph, Instance, Pattern, PatternOp, Platform, Stage};
+use crate::model::{BatchGraph, Instance, Pattern, PatternOp, Platform};
 use crate::units::Seconds;
 
 /// A bi-partition as ranges, before processors are assigned; with its bottleneck.
@@ -386,11 +386,16 @@ impl Planner for BiPartitionPlanner {
         // PipeDream's planner refuses what it cannot model (e.g. unbounded memory): then
         // there is simply no fallback.
         let straight = match pipedream {
-            Ok(Outcome::Found(sol)) => sol.pattern.as_ref().and_then(|p| {
-                let jp =
-                    crate::judge::judge(problem.instance, problem.platform, &sol.allocation, p);
-                jp.valid.then_some((jp.period, sol.clone()))
-            }),
+            Ok(Outcome::Found(sol)) => {
+                sol.pattern
+                    .as_ref()
+                    .zip(sol.allocation())
+                    .and_then(|(p, allocation)| {
+                        let jp =
+                            crate::judge::judge(problem.instance, problem.platform, allocation, p);
+                        jp.valid.then_some((jp.period, sol.clone()))
+                    })
+            }
             _ => None,
         };
         let bi_period = j.valid.then_some(j.period);
@@ -414,19 +419,8 @@ impl Planner for BiPartitionPlanner {
                 lower_bound: None,
             });
         }
-        let allocation = Allocation::new(
-            r.stages
-                .iter()
-                .map(|s| Stage {
-                    first: s.forward.0,
-                    last: s.forward.1,
-                    processor: s.processor,
-                })
-                .collect(),
-        );
-        let mut sol = Solution::new(allocation, Some(r.pattern));
+        let mut sol = Solution::bipartition(r.stages, Some(r.pattern));
         sol.planned_period = Some(r.planned_period);
-        sol.bipartition = Some(r.stages);
         Ok(Outcome::Found(sol))
     }
 }

@@ -72,6 +72,12 @@ pub struct Row {
     pub peak_memory: Vec<f64>,
     pub peak_memory_max: Option<f64>,
     pub stages: usize,
+    /// The kind of placement of the plan the algorithm returned (`stages` or
+    /// `bipartition`; Bi-Partition returns PipeDream's straight pipeline, `stages`, when
+    /// that one is faster than its own), or none without a plan (and in rows written
+    /// before the column).
+    #[serde(default)]
+    pub placement: Option<String>,
     pub solve_seconds: Option<f64>,
     /// Wall-clock seconds of the whole job (loading, planning, judging).
     pub wall_seconds: f64,
@@ -122,6 +128,7 @@ impl Row {
             peak_memory: vec![],
             peak_memory_max: None,
             stages: 0,
+            placement: None,
             solve_seconds: None,
             wall_seconds: 0.0,
             solver_status: None,
@@ -240,6 +247,7 @@ pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
         row.peak_memory_max = report.peak_memory.iter().cloned().reduce(f64::max);
         row.peak_memory = report.peak_memory;
         row.stages = report.stages.len();
+        row.placement = report.placement.map(|k| k.name().to_string());
         row.solve_seconds = report.solve_seconds;
         if let Some(solver) = &report.solver {
             row.solver_status = Some(solver.status.clone());

@@ -72,6 +72,12 @@ pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
             "stages".into(),
             rows.iter().map(|r| r.stages as u32).collect::<Vec<u32>>(),
         ),
+        Column::new(
+            "placement".into(),
+            rows.iter()
+                .map(|r| r.placement.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        ),
         Column::new("solve_seconds".into(), f64s(rows, |r| r.solve_seconds)),
         Column::new(
             "wall_seconds".into(),
@@ -172,6 +178,12 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
         text("git_revision")?,
     );
     let solver_status = opt_text("solver_status")?;
+    // Tables written before the column have no `placement`.
+    let placement = if df.column("placement").is_ok() {
+        opt_text("placement")?
+    } else {
+        vec![None; df.height()]
+    };
     let (processors, memory, bandwidth, repetition) = (
         num("processors")?,
         num("memory")?,
@@ -255,6 +267,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
             peak_memory,
             peak_memory_max: peak_max[i],
             stages: stages[i].unwrap_or(0.0) as usize,
+            placement: placement[i].clone(),
             solve_seconds: solve[i],
             wall_seconds: wall[i].unwrap_or(f64::NAN),
             solver_status: solver_status[i].clone(),
