@@ -156,16 +156,21 @@ pub fn judge_pattern(
 ) -> Judgement {
     match graph {
         Ok(g) => judge_graph(&g, memory, pattern),
-        Err(e) => Judgement {
-            valid: false,
-            period: pattern.period,
-            peak_memory: vec![],
-            peak_at: vec![],
-            loads: vec![],
-            violations: vec![Violation::Structure {
-                message: e.to_string(),
-            }],
-        },
+        Err(e) => malformed(pattern, e),
+    }
+}
+
+/// The verdict on a plan whose structure (allocation or placement) is malformed.
+fn malformed(pattern: &Pattern, error: impl std::fmt::Display) -> Judgement {
+    Judgement {
+        valid: false,
+        period: pattern.period,
+        peak_memory: vec![],
+        peak_at: vec![],
+        loads: vec![],
+        violations: vec![Violation::Structure {
+            message: error.to_string(),
+        }],
     }
 }
 
@@ -186,16 +191,7 @@ pub fn judge(
     pattern: &Pattern,
 ) -> Judgement {
     if let Err(e) = allocation.check(instance.len(), platform.processors) {
-        return Judgement {
-            valid: false,
-            period: pattern.period,
-            peak_memory: vec![],
-            peak_at: vec![],
-            loads: vec![],
-            violations: vec![Violation::Structure {
-                message: e.to_string(),
-            }],
-        };
+        return malformed(pattern, e);
     }
     let graph = BatchGraph::new(instance, platform, allocation);
     judge_graph(&graph, platform.memory, pattern)
