@@ -180,6 +180,17 @@ fn candidate_allocations(instance: &Instance, assignment: &[usize]) -> Option<Ve
     )
 }
 
+/// Whether [`candidate_allocations`] can answer for some assignment on `processors`: no
+/// tensor shared further apart, and few enough boundaries between layers that share one
+/// that an assignment may leave at most [`MAX_OPEN_BOUNDARIES`] of them inside its runs
+/// (each other processor in use can put a cut on one of them).
+fn exact_checks_may_apply(instance: &Instance, processors: usize) -> bool {
+    let overlapping = (1..instance.len())
+        .filter(|&l| instance.stash_overlap(l) > 0.0)
+        .count();
+    instance.stash_shared.is_empty() && overlapping < MAX_OPEN_BOUNDARIES + processors
+}
+
 /// The neighbours of an assignment (module docs), canonical, without repeats.
 fn neighbours(assignment: &[usize], processors: usize) -> Vec<Vec<usize>> {
     let n = assignment.len();
@@ -454,12 +465,7 @@ impl Planner for BestPlanner {
         // ([`decide_period`]): a plan found becomes the incumbent and the question is asked
         // again below it; "no plan" closes the case.
         let mut proofs = 0usize;
-        let overlapping = (1..layers)
-            .filter(|&l| instance.stash_overlap(l) > 0.0)
-            .count();
-        let checkable = instance.stash_shared.is_empty()
-            && overlapping < MAX_OPEN_BOUNDARIES + platform.processors;
-        if !closed(&incumbent) && checkable {
+        if !closed(&incumbent) && exact_checks_may_apply(instance, platform.processors) {
             let relax = Relaxation::new(instance, platform);
             while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
                 if closed_at(&incumbent, lower) || left().is_zero() {
@@ -496,15 +502,12 @@ impl Planner for BestPlanner {
                         if out.lower_bound >= target || no_plan_at_all {
                             continue;
                         }
-                        match out.pattern {
-                            Some(p) if p.period < known => {
-                                if offer(&mut incumbent, allocation, p, "exact check") {
-                                    return Ok(Verdict::Plan);
-                                }
-                                verdict = Verdict::Unknown;
+                        if let Some(p) = out.pattern.filter(|p| p.period < known) {
+                            if offer(&mut incumbent, allocation, p, "exact check") {
+                                return Ok(Verdict::Plan);
                             }
-                            _ => verdict = Verdict::Unknown,
                         }
+                        verdict = Verdict::Unknown;
                     }
                     Ok(verdict)
                 };
