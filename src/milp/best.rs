@@ -31,8 +31,10 @@
 //! 5. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
 //!    below the incumbent? [`decide_period`] runs the bound's loop just below the
 //!    incumbent's period and hands every assignment that passes the relaxation to the
-//!    scheduling MILP on its stages ([`candidate_allocations`]: a stage per layer, both
-//!    sides of each boundary between layers that share a tensor). A pattern found becomes
+//!    scheduling MILP on its stages: first [`shared_tensor_relaxation`], one MILP that
+//!    answers "no plan" for every way of cutting its runs into stages, then, when that
+//!    does not decide, [`candidate_allocations`] (a stage per layer, both sides of each
+//!    boundary between layers that share a tensor). A pattern found becomes
 //!    the incumbent and the question is asked again; an assignment proven to have none is
 //!    excluded; no assignment left proves the incumbent optimal (to 0.1%).
 //!
@@ -149,46 +151,62 @@ fn split_allocation(instance: &Instance, assignment: &[usize]) -> Allocation {
 }
 
 /// Most stage boundaries inside runs whose both choices the exact check tries (`2^k`
-/// allocations per assignment).
+/// allocations per assignment) when the shared-tensor relaxation alone does not decide.
 const MAX_OPEN_BOUNDARIES: usize = 3;
 
-/// Every allocation of an assignment that can be the best one: a stage per layer, except
-/// that a boundary between two layers of one run that share a stashed tensor
-/// (`stash_overlap`) may be cut or not. `None` when that is more than
-/// [`MAX_OPEN_BOUNDARIES`] boundaries or the instance shares tensors further apart
-/// (`stash_shared`): no exact check of the assignment then.
-fn candidate_allocations(instance: &Instance, assignment: &[usize]) -> Option<Vec<Allocation>> {
-    if !instance.stash_shared.is_empty() {
-        return None;
-    }
-    let open: Vec<usize> = (1..assignment.len())
+/// The boundaries (1-based: between layers `l` and `l + 1`) of an assignment's runs whose
+/// two layers share a stashed tensor (`stash_overlap`): a stage may end there or not.
+pub fn open_boundaries(instance: &Instance, assignment: &[usize]) -> Vec<usize> {
+    (1..assignment.len())
         .filter(|&l| assignment[l - 1] == assignment[l] && instance.stash_overlap(l) > 0.0)
-        .collect();
-    if open.len() > MAX_OPEN_BOUNDARIES {
-        return None;
-    }
-    Some(
-        (0..1usize << open.len())
-            .map(|mask| {
-                stages_of(assignment, |l| {
-                    open.iter()
-                        .position(|&c| c == l)
-                        .is_some_and(|k| mask & (1 << k) != 0)
-                })
-            })
-            .collect(),
-    )
+        .collect()
 }
 
-/// Whether [`candidate_allocations`] can answer for some assignment on `processors`: no
-/// tensor shared further apart, and few enough boundaries between layers that share one
-/// that an assignment may leave at most [`MAX_OPEN_BOUNDARIES`] of them inside its runs
-/// (each other processor in use can put a cut on one of them).
-fn exact_checks_may_apply(instance: &Instance, processors: usize) -> bool {
-    let overlapping = (1..instance.len())
-        .filter(|&l| instance.stash_overlap(l) > 0.0)
-        .count();
-    instance.stash_shared.is_empty() && overlapping < MAX_OPEN_BOUNDARIES + processors
+/// Every allocation of an assignment that can be the best one: a stage per layer, except
+/// that each of the `open` boundaries may be cut or not (`2^k` allocations).
+pub fn candidate_allocations(assignment: &[usize], open: &[usize]) -> Vec<Allocation> {
+    (0..1usize << open.len())
+        .map(|mask| {
+            stages_of(assignment, |l| {
+                open.iter()
+                    .position(|&c| c == l)
+                    .is_some_and(|k| mask & (1 << k) != 0)
+            })
+        })
+        .collect()
+}
+
+/// The shared-tensor relaxation of an assignment: the instance in which each layer after an
+/// `open` boundary is charged its stash less the tensor it shares with the layer before
+/// (overlaps then all zero), to be scheduled with a stage per layer.
+///
+/// Every plan of every allocation in [`candidate_allocations`] is a plan of this relaxation
+/// at the same period: where a candidate cuts the boundary, the relaxation charges the
+/// second layer less; where it merges the two layers into one stage, the stage's forward
+/// and backward are the layers' operations back to back, and the relaxation charges the
+/// first layer its whole stash over the stage's window and the second its stash less the
+/// shared tensor over a window inside it, never more than the stage keeps. So a proof that
+/// the relaxation has no pattern at a period holds for all `2^k` allocations at once.
+pub fn shared_tensor_relaxation(instance: &Instance, open: &[usize]) -> Instance {
+    let mut relaxed = instance.clone();
+    for (i, layer) in relaxed.layers.iter_mut().enumerate() {
+        let l = i + 1;
+        let shared = if open.contains(&(l - 1)) {
+            instance.stash_overlap(l - 1)
+        } else {
+            0.0
+        };
+        layer.stash = Some((instance.stash(l) - shared).max(0.0));
+        layer.stash_overlap = None;
+    }
+    relaxed
+}
+
+/// Whether exact checks can answer on this instance: none when tensors are shared between
+/// layers further apart (`stash_shared`), whose stages [`candidate_allocations`] does not
+/// cover.
+fn exact_checks_may_apply(instance: &Instance) -> bool {
+    instance.stash_shared.is_empty()
 }
 
 /// The neighbours of an assignment (module docs), canonical, without repeats.
@@ -465,7 +483,14 @@ impl Planner for BestPlanner {
         // ([`decide_period`]): a plan found becomes the incumbent and the question is asked
         // again below it; "no plan" closes the case.
         let mut proofs = 0usize;
-        if !closed(&incumbent) && exact_checks_may_apply(instance, platform.processors) {
+        if !closed(&incumbent) && !exact_checks_may_apply(instance) {
+            messages.push(
+                "exact checks not tried: the instance shares tensors between layers further \
+                 apart than neighbours (stash_shared)"
+                    .to_string(),
+            );
+        }
+        if !closed(&incumbent) && exact_checks_may_apply(instance) {
             let relax = Relaxation::new(instance, platform);
             while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
                 if closed_at(&incumbent, lower) || left().is_zero() {
@@ -476,38 +501,67 @@ impl Planner for BestPlanner {
                 // cutoff" covers the target itself.
                 let sched_precision = self.milp.period_precision;
                 let cutoff = target / (1.0 - sched_precision) * (1.0 + 1e-9);
+                // Asks the scheduling MILP for a pattern of `allocation` (of `on`, the instance
+                // or its shared-tensor relaxation) at the target or below: `Ok(None)` when
+                // proven to have none, `Ok(Some(p))` with a pattern below the incumbent, and
+                // `Err(())` when it cannot say (time, or only patterns above).
+                let mut ask = |on: &Instance,
+                               allocation: &Allocation|
+                 -> anyhow::Result<Result<Option<Pattern>, ()>> {
+                    let limit = left(); // an answer cut short ends the phase
+                    if limit.is_zero() {
+                        return Ok(Err(()));
+                    }
+                    schedules += 1;
+                    proofs += 1;
+                    let out = schedule_allocation_below(
+                        on,
+                        platform,
+                        allocation,
+                        &milp_with(limit),
+                        Some(cutoff),
+                    )?;
+                    // Proven: no pattern at the target or below (the bisection's bound), or
+                    // none at any period (memory, before any solve).
+                    let no_plan_at_all =
+                        out.pattern.is_none() && out.status == SolveStatus::Infeasible;
+                    if out.lower_bound >= target || no_plan_at_all {
+                        return Ok(Ok(None));
+                    }
+                    Ok(out.pattern.filter(|p| p.period < known).map(Some).ok_or(()))
+                };
                 let mut exact = |a: &[usize]| -> anyhow::Result<Verdict> {
-                    let Some(allocations) = candidate_allocations(instance, a) else {
-                        return Ok(Verdict::Unknown);
-                    };
-                    let mut verdict = Verdict::NoPlan;
-                    for allocation in allocations {
-                        let limit = left(); // an answer cut short ends the phase
-                        if limit.is_zero() {
+                    let open = open_boundaries(instance, a);
+                    if !open.is_empty() {
+                        // One MILP for all 2^k allocations: the shared-tensor relaxation.
+                        let split = stages_of(a, |_| false);
+                        let relaxed = shared_tensor_relaxation(instance, &open);
+                        match ask(&relaxed, &split)? {
+                            Ok(None) => return Ok(Verdict::NoPlan),
+                            Ok(Some(p)) => {
+                                // Its pattern may fit the instance itself.
+                                if offer(&mut incumbent, split, p, "exact check") {
+                                    return Ok(Verdict::Plan);
+                                }
+                            }
+                            Err(()) => {}
+                        }
+                        if open.len() > MAX_OPEN_BOUNDARIES {
                             return Ok(Verdict::Unknown);
                         }
-                        schedules += 1;
-                        proofs += 1;
-                        let out = schedule_allocation_below(
-                            instance,
-                            platform,
-                            &allocation,
-                            &milp_with(limit),
-                            Some(cutoff),
-                        )?;
-                        // Proven: no pattern at the target or below (the bisection's
-                        // bound), or none at any period (memory, before any solve).
-                        let no_plan_at_all =
-                            out.pattern.is_none() && out.status == SolveStatus::Infeasible;
-                        if out.lower_bound >= target || no_plan_at_all {
-                            continue;
-                        }
-                        if let Some(p) = out.pattern.filter(|p| p.period < known) {
-                            if offer(&mut incumbent, allocation, p, "exact check") {
-                                return Ok(Verdict::Plan);
+                    }
+                    let mut verdict = Verdict::NoPlan;
+                    for allocation in candidate_allocations(a, &open) {
+                        match ask(instance, &allocation)? {
+                            Ok(None) => {}
+                            Ok(Some(p)) => {
+                                if offer(&mut incumbent, allocation, p, "exact check") {
+                                    return Ok(Verdict::Plan);
+                                }
+                                verdict = Verdict::Unknown;
                             }
+                            Err(()) => verdict = Verdict::Unknown,
                         }
-                        verdict = Verdict::Unknown;
                     }
                     Ok(verdict)
                 };
