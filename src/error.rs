@@ -53,20 +53,6 @@ impl Error {
     }
 }
 
-/// For the steps that still report through `anyhow` (the global bound's search): an
-/// [`Error`] inside keeps its kind, anything else is internal.
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        match e.downcast::<Error>() {
-            Ok(e) => e,
-            Err(e) => match e.downcast::<InputError>() {
-                Ok(e) => Error::Input(e),
-                Err(e) => Error::Internal(format!("{e:#}")),
-            },
-        }
-    }
-}
-
 /// A problem with something the user gave us: a file, a field in it, a flag.
 ///
 /// The command line prints it and exits with status 2; nothing panics on bad input.

@@ -388,7 +388,7 @@ impl Planner for BestPlanner {
                        allocation: Allocation,
                        source: &str,
                        schedules: &mut usize|
-         -> anyhow::Result<bool> {
+         -> crate::error::Result<bool> {
             let cutoff = inc.as_ref().map(|i| i.period());
             let limit = left().min(Duration::from_secs(10));
             if limit.is_zero() {
@@ -505,32 +505,33 @@ impl Planner for BestPlanner {
                 // or its shared-tensor relaxation) at the target or below: `Ok(None)` when
                 // proven to have none, `Ok(Some(p))` with a pattern below the incumbent, and
                 // `Err(())` when it cannot say (time, or only patterns above).
-                let mut ask = |on: &Instance,
-                               allocation: &Allocation|
-                 -> anyhow::Result<Result<Option<Pattern>, ()>> {
-                    let limit = left(); // an answer cut short ends the phase
-                    if limit.is_zero() {
-                        return Ok(Err(()));
-                    }
-                    schedules += 1;
-                    proofs += 1;
-                    let out = schedule_allocation_below(
-                        on,
-                        platform,
-                        allocation,
-                        &milp_with(limit),
-                        Some(cutoff),
-                    )?;
-                    // Proven: no pattern at the target or below (the bisection's bound), or
-                    // none at any period (memory, before any solve).
-                    let no_plan_at_all =
-                        out.pattern.is_none() && out.status == SolveStatus::Infeasible;
-                    if out.lower_bound >= target || no_plan_at_all {
-                        return Ok(Ok(None));
-                    }
-                    Ok(out.pattern.filter(|p| p.period < known).map(Some).ok_or(()))
-                };
-                let mut exact = |a: &[usize]| -> anyhow::Result<Verdict> {
+                let mut ask =
+                    |on: &Instance,
+                     allocation: &Allocation|
+                     -> crate::error::Result<Result<Option<Pattern>, ()>> {
+                        let limit = left(); // an answer cut short ends the phase
+                        if limit.is_zero() {
+                            return Ok(Err(()));
+                        }
+                        schedules += 1;
+                        proofs += 1;
+                        let out = schedule_allocation_below(
+                            on,
+                            platform,
+                            allocation,
+                            &milp_with(limit),
+                            Some(cutoff),
+                        )?;
+                        // Proven: no pattern at the target or below (the bisection's bound), or
+                        // none at any period (memory, before any solve).
+                        let no_plan_at_all =
+                            out.pattern.is_none() && out.status == SolveStatus::Infeasible;
+                        if out.lower_bound >= target || no_plan_at_all {
+                            return Ok(Ok(None));
+                        }
+                        Ok(out.pattern.filter(|p| p.period < known).map(Some).ok_or(()))
+                    };
+                let mut exact = |a: &[usize]| -> crate::error::Result<Verdict> {
                     let open = open_boundaries(instance, a);
                     if !open.is_empty() {
                         // One MILP for all 2^k allocations: the shared-tensor relaxation.

@@ -1005,7 +1005,7 @@ fn probe(
     time_left: Option<Duration>,
     nodes: &mut u64,
     pool: &mut Vec<Premise>,
-) -> anyhow::Result<Probe> {
+) -> crate::error::Result<Probe> {
     let started = Instant::now();
     let mut cuts: Vec<Premise> = pool
         .iter()
@@ -1079,7 +1079,7 @@ pub fn relaxation_feasible(
     relax: &Relaxation,
     period: f64,
     options: &MilpOptions,
-) -> anyhow::Result<Option<bool>> {
+) -> crate::error::Result<Option<bool>> {
     let mut nodes = 0;
     Ok(
         match probe(relax, period, options, None, &mut nodes, &mut Vec::new())? {
@@ -1142,8 +1142,8 @@ pub fn decide_period(
     threads: std::num::NonZeroU32,
     time_limit: Option<Duration>,
     pool: &mut Vec<Premise>,
-    exact: &mut dyn FnMut(&[usize]) -> anyhow::Result<Verdict>,
-) -> anyhow::Result<Decision> {
+    exact: &mut dyn FnMut(&[usize]) -> crate::error::Result<Verdict>,
+) -> crate::error::Result<Decision> {
     let started = Instant::now();
     let milp = relaxation_milp(threads);
     let mut nodes = 0;
@@ -1196,7 +1196,7 @@ pub fn global_lower_bound(
     instance: &Instance,
     platform: &Platform,
     options: &BoundOptions,
-) -> anyhow::Result<GlobalBound> {
+) -> crate::error::Result<GlobalBound> {
     global_lower_bound_learning(instance, platform, options, &mut Vec::new())
 }
 
@@ -1207,7 +1207,7 @@ pub fn global_lower_bound_learning(
     platform: &Platform,
     options: &BoundOptions,
     pool: &mut Vec<Premise>,
-) -> anyhow::Result<GlobalBound> {
+) -> crate::error::Result<GlobalBound> {
     let started = Instant::now();
     instance.check()?;
     platform.check()?;
