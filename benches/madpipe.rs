@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
         &net,
         8,
         pipeopt::nets::DType::F32,
-        &pipeopt::nets::DeviceModel::H100,
+        &pipeopt::nets::DeviceModel::h100(),
     )
     .expect("op-level densenet121");
     let n = instance.len();

@@ -20,7 +20,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     for &(model, image, batch) in jobs {
         // The transformers have a fixed sequence length; `image` is ignored for them.
-        let inst = instance(model, image.max(1), batch, DType::F32, &DeviceModel::H100)?;
+        let inst = instance(model, image.max(1), batch, DType::F32, &DeviceModel::h100())?;
         let file = if image == 0 {
             format!("{dir}/{model}-b{batch}.json")
         } else {
@@ -32,7 +32,7 @@ fn main() -> anyhow::Result<()> {
     }
     // Op-level chains (docs/op-chains.md).
     for model in ["resnet50", "resnet101", "inception_v3", "densenet121"] {
-        let inst = op_instance(&network(model, 1000)?, 8, DType::F32, &DeviceModel::H100)?;
+        let inst = op_instance(&network(model, 1000)?, 8, DType::F32, &DeviceModel::h100())?;
         let file = format!("{dir}/{model}-1000-b8-op.json");
         let text = serde_json::to_string_pretty(&inst)? + "\n";
         pipeopt::error::write_atomic(std::path::Path::new(&file), text.as_bytes())?;

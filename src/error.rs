@@ -134,6 +134,22 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Input
     Ok(value)
 }
 
+/// Deserializes TOML text (an experiment, a device model); errors name the file (`src`)
+/// and the key.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, src: &str) -> Result<T, InputError> {
+    let de =
+        toml::Deserializer::parse(text).map_err(|e| InputError::new(src, "", e.to_string()))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        InputError::new(
+            src,
+            if field == "." { String::new() } else { field },
+            inner.message().trim().to_string(),
+        )
+    })
+}
+
 /// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a
 /// reader never sees half a file and a failure leaves any older file as it was. A failure
 /// is an [`Error::Io`] naming the file.

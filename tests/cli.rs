@@ -303,6 +303,63 @@ fn instance_command_rejects_unknown_models_and_zero_batches() {
     assert!(!out.exists(), "nothing written on bad input");
 }
 
+/// Device models are data: a model file given by path times the network as the same model
+/// built in does (its copy in `devices/`), a changed rate changes the times, and a bad
+/// file is refused naming the file and the key, with nothing written.
+#[test]
+fn instance_reads_a_device_model_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let make = |device: &str, out: &Path| {
+        pipeopt()
+            .args([
+                "instance", "--model", "resnet50", "--image", "224", "--batch", "8",
+            ])
+            .args(["--device-model", device, "--out", out.to_str().unwrap()])
+            .assert()
+    };
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (by_name, by_path) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    make("a100", &by_name).success();
+    make(root.join("devices/a100.toml").to_str().unwrap(), &by_path).success();
+    assert_eq!(read(&by_name), read(&by_path));
+    // Twice the memory bandwidth: every layer's forward is faster.
+    let text = std::fs::read_to_string(root.join("devices/a100.toml")).unwrap();
+    let fast = dir.path().join("fast.toml");
+    std::fs::write(
+        &fast,
+        text.replace("mem_bw = 2.039e12", "mem_bw = 4.078e12"),
+    )
+    .unwrap();
+    let faster = dir.path().join("c.json");
+    make(fast.to_str().unwrap(), &faster).success();
+    let fwd = |v: &serde_json::Value| -> Vec<f64> {
+        v["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["fwd"].as_f64().unwrap())
+            .collect()
+    };
+    assert!(fwd(&read(&faster))
+        .iter()
+        .zip(fwd(&read(&by_name)))
+        .all(|(a, b)| *a < b));
+    // A negative rate: exit 2, the file and the key named, nothing written.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, text.replacen("matmul = 19.5e12", "matmul = -3.0", 1)).unwrap();
+    let out = dir.path().join("d.json");
+    make(bad.to_str().unwrap(), &out)
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml").and(predicate::str::contains("fwd.matmul")));
+    assert!(!out.exists(), "nothing written on bad input");
+    make("tpu", &out)
+        .code(2)
+        .stderr(predicate::str::contains("--device-model"));
+}
+
 #[test]
 fn schedule_finds_a_pattern_at_least_as_good_as_one_f_one_b_star() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,8 +11,8 @@ use proptest::prelude::*;
 
 fn both(model: &str, image: usize) -> (Instance, Instance) {
     let net = network(model, image).unwrap();
-    let block = analytic_instance(&net, 8, DType::F32, &DeviceModel::H100).unwrap();
-    let op = op_instance(&net, 8, DType::F32, &DeviceModel::H100).unwrap();
+    let block = analytic_instance(&net, 8, DType::F32, &DeviceModel::h100()).unwrap();
+    let op = op_instance(&net, 8, DType::F32, &DeviceModel::h100()).unwrap();
     op.check().unwrap();
     (block, op)
 }

@@ -146,7 +146,7 @@ fn a_cpu_profile_is_an_exact_size_instance() {
     };
     let (inst, report) = profile(&desc, &options).unwrap();
     inst.check().unwrap();
-    let analytic = analytic_instance(&desc, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let analytic = analytic_instance(&desc, 2, DType::F32, &DeviceModel::h100()).unwrap();
     assert_eq!(inst.len(), analytic.len());
     assert_eq!(inst.input, analytic.input);
     for (m, a) in inst.layers.iter().zip(&analytic.layers) {
@@ -175,7 +175,7 @@ fn a_cpu_profile_is_an_exact_size_instance() {
 #[test]
 fn resnet50_runs_a_pipelined_plan_with_exact_gradients() {
     let desc = network("resnet50", 32).unwrap();
-    let instance = analytic_instance(&desc, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let instance = analytic_instance(&desc, 2, DType::F32, &DeviceModel::h100()).unwrap();
     let l = instance.len();
     let alloc = Allocation::from_starts(&[0, l / 3, 2 * l / 3], l).unwrap();
     let platform = Platform::new(3, 1e12, 12e9);

@@ -20,8 +20,9 @@ pub struct InstanceArgs {
     /// Element type: float32 or float16.
     #[arg(long, default_value = "float32")]
     pub dtype: String,
-    /// Device model for analytic times: h100 (rates fitted to measured H100 profiles), h100-peak
-    /// or v100 (datasheet rooflines).
+    /// Device model for analytic times: h100 (rates fitted to measured H100 profiles),
+    /// h100-peak, a100 or v100 (datasheet rooflines), or the path of a model file
+    /// (devices/README.md).
     #[arg(long, default_value = "h100")]
     pub device_model: String,
     /// Chain layers: `block` (one per block: bottleneck, Inception module, dense layer) or

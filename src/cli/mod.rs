@@ -173,15 +173,9 @@ pub fn parse_dtype(s: &str) -> Result<pipeopt::nets::DType, InputError> {
         .ok_or_else(|| InputError::new("--dtype", "", format!("is {s:?}; use float32 or float16")))
 }
 
-/// `--device-model`: a preset of `nets::DeviceModel`.
+/// `--device-model`: a built-in model of `devices/` by name, or a model file by path.
 pub fn parse_device_model(s: &str) -> Result<pipeopt::nets::DeviceModel, InputError> {
-    pipeopt::nets::DeviceModel::preset(s).ok_or_else(|| {
-        InputError::new(
-            "--device-model",
-            "",
-            format!("is {s:?}; use h100, h100-peak or v100"),
-        )
-    })
+    pipeopt::nets::DeviceModel::resolve(s, "--device-model")
 }
 
 /// What the libtorch commands do in a build without the `torch` feature.

@@ -38,7 +38,8 @@ pub struct ProfileArgs {
     /// --format=csv,noheader)").
     #[arg(long)]
     pub device_name: Option<String>,
-    /// Device model of the analytic comparison: h100, h100-peak or v100.
+    /// Device model of the analytic comparison: h100, h100-peak, a100, v100, or the path of
+    /// a model file (devices/README.md).
     #[arg(long, default_value = "h100")]
     pub device_model: String,
     /// Where to write the measured instance (atomically).

@@ -203,7 +203,7 @@ pub fn builtin(
         &desc,
         spec.batch,
         spec.dtype,
-        &crate::nets::DeviceModel::H100,
+        &crate::nets::DeviceModel::h100(),
     )
     .map_err(|e| ExecError::Network(e.to_string()))?;
     let net = torchnet::build(

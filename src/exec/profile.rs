@@ -64,7 +64,7 @@ impl Default for ProfileOptions {
             reps: 10,
             seed: 0,
             device_name: None,
-            device_model: DeviceModel::H100,
+            device_model: DeviceModel::h100(),
         }
     }
 }

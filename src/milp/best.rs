@@ -184,9 +184,10 @@ pub fn candidate_allocations(assignment: &[usize], open: &[usize]) -> Vec<Alloca
 /// at the same period: where a candidate cuts the boundary, the relaxation charges the
 /// second layer less; where it merges the two layers into one stage, the stage's forward
 /// and backward are the layers' operations back to back, and the relaxation charges the
-/// first layer its whole stash over the stage's window and the second its stash less the
-/// shared tensor over a window inside it, never more than the stage keeps. So a proof that
-/// the relaxation has no pattern at a period holds for all `2^k` allocations at once.
+/// first layer its whole stash and the second its stash less the shared tensor, each over
+/// its own window, which lies inside the stage's: never more than the stage keeps. So a
+/// proof that the relaxation has no pattern at a period holds for all `2^k` allocations at
+/// once.
 pub fn shared_tensor_relaxation(instance: &Instance, open: &[usize]) -> Instance {
     let mut relaxed = instance.clone();
     for (i, layer) in relaxed.layers.iter_mut().enumerate() {

@@ -44,14 +44,16 @@
 //! bias); linear `2 fin fout` per row (+ `fout`); attention `4 S^2 D` (QK^T and AV) + `5 h S^2`
 //! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
 //! `k^2` per output element, cat/flatten/embedding 0.
-//! The default `h100` model's rates are fitted to measured profiles (see
-//! [`DeviceModel::H100`]): within a factor of 1.72 (forward) and 2.04 (backward) of every
-//! measured layer of the five CNNs at image 1000, batch 8; `h100-peak` and `v100` are datasheet rooflines without overheads,
+//! The device models are data (`devices/*.toml`, [`DeviceModel`]). The default `h100`
+//! model's rates are fitted to measured profiles (`devices/h100.toml`): within a factor of
+//! 1.72 (forward) and 2.04 (backward) of every measured layer of the five CNNs at image
+//! 1000, batch 8; `h100-peak`, `a100` and `v100` are datasheet rooflines without overheads,
 //! several times too optimistic for small layers. Use analytic times to compare
 //! partitioners; measure (`pipeopt profile`) to predict wall-clock time.
 
 use serde_json::{json, Map, Value};
 
+pub use super::device::{DeviceModel, Rates};
 use super::{params, Block, NetError, Network, OpKind};
 use crate::model::{Instance, Layer};
 
@@ -81,123 +83,6 @@ impl DType {
             "f32" | "float32" | "float" => Some(DType::F32),
             "f16" | "float16" | "half" => Some(DType::F16),
             _ => None,
-        }
-    }
-}
-
-/// Achieved rates and fixed costs of one direction (forward or backward) on a device: a
-/// roofline per op class plus launch overheads.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rates {
-    /// FLOP/s of convolutions with a kernel larger than 1x1.
-    pub conv: f64,
-    /// FLOP/s of 1x1 convolutions.
-    pub conv1x1: f64,
-    /// FLOP/s of linear layers and attention products.
-    pub matmul: f64,
-    /// Bytes/s of memory traffic (every op is at least this slow; other ops only this).
-    pub mem_bw: f64,
-    /// Seconds added per op (kernel launches; views excluded).
-    pub per_op: f64,
-    /// Seconds added per chain layer.
-    pub per_layer: f64,
-}
-
-impl Rates {
-    /// A datasheet roofline: one peak rate for every compute op, no overheads.
-    pub const fn roofline(peak: f64, mem_bw: f64) -> Rates {
-        Rates {
-            conv: peak,
-            conv1x1: peak,
-            matmul: peak,
-            mem_bw,
-            per_op: 0.0,
-            per_layer: 0.0,
-        }
-    }
-}
-
-/// A device model: rates for the forward and for the backward pass, for float32 (float16
-/// uses the datasheet's tensor-core peak with the same bandwidth and overheads).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeviceModel {
-    pub name: &'static str,
-    pub fwd: Rates,
-    pub bwd: Rates,
-    /// FLOP/s of dense float16 tensor cores (datasheet), for `DType::F16`.
-    pub peak_f16: f64,
-    /// Where the numbers come from.
-    pub source: &'static str,
-}
-
-impl DeviceModel {
-    /// NVIDIA H100 80GB (SXM5) as measured: rates and overheads fitted (minimax on the
-    /// log ratio) to the per-layer times `pipeopt profile` measured for the five networks at
-    /// image 1000, batch 8, float32 (libtorch 2.11, cuDNN convolutions in TF32, as
-    /// PyTorch's default allows; results/profiles.md), two runs together. In sample: every
-    /// layer within a factor 1.72 (forward) and 2.04 (backward) of its measured time. The
-    /// rates are
-    /// effective, not physical: they absorb what the roofline leaves out (cuDNN algorithm
-    /// choice, kernel efficiency below peak).
-    pub const H100: DeviceModel = DeviceModel {
-        name: "h100",
-        fwd: Rates {
-            conv: 247e12,
-            conv1x1: 165e12,
-            matmul: 30e12,
-            mem_bw: 1.21e12,
-            per_op: 2.55e-6,
-            per_layer: 12.5e-6,
-        },
-        bwd: Rates {
-            conv: 672e12,
-            conv1x1: 100e12,
-            matmul: 30e12,
-            mem_bw: 1.21e12,
-            per_op: 26.4e-6,
-            per_layer: 91.8e-6,
-        },
-        peak_f16: 989.4e12,
-        source: "fitted to pipeopt profile on an H100 80GB HBM3 (results/profiles.md)",
-    };
-    /// NVIDIA H100 SXM5 datasheet roofline: FP32 67 TFLOP/s, HBM3 3.35 TB/s, no overheads.
-    pub const H100_PEAK: DeviceModel = DeviceModel {
-        name: "h100-peak",
-        fwd: Rates::roofline(67e12, 3.35e12),
-        bwd: Rates::roofline(67e12, 3.35e12),
-        peak_f16: 989.4e12,
-        source: "NVIDIA H100 SXM5 datasheet",
-    };
-    /// NVIDIA V100 SXM2 datasheet roofline (MadPipe's era): FP32 15.7 TFLOP/s, HBM2 900
-    /// GB/s, no overheads.
-    pub const V100: DeviceModel = DeviceModel {
-        name: "v100",
-        fwd: Rates::roofline(15.7e12, 900e9),
-        bwd: Rates::roofline(15.7e12, 900e9),
-        peak_f16: 125e12,
-        source: "NVIDIA V100 SXM2 datasheet",
-    };
-    pub const PRESETS: &'static [DeviceModel] =
-        &[DeviceModel::H100, DeviceModel::H100_PEAK, DeviceModel::V100];
-
-    pub fn preset(name: &str) -> Option<DeviceModel> {
-        DeviceModel::PRESETS
-            .iter()
-            .find(|d| d.name.eq_ignore_ascii_case(name))
-            .cloned()
-    }
-
-    /// The rates of one direction for `dtype`.
-    pub fn rates(&self, backward: bool, dtype: DType) -> Rates {
-        let r = if backward { self.bwd } else { self.fwd };
-        match dtype {
-            DType::F32 => r,
-            DType::F16 => Rates {
-                conv: self.peak_f16,
-                conv1x1: self.peak_f16,
-                matmul: self.peak_f16,
-                ..r
-            },
         }
     }
 }

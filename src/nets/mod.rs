@@ -10,6 +10,7 @@
 
 pub mod analytic;
 mod densenet;
+pub mod device;
 mod inception;
 pub mod ops;
 pub mod random;

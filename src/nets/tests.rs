@@ -119,10 +119,13 @@ fn bad_inputs_are_errors() {
         Err(NetError::TooSmall { .. })
     ));
     let net = network("resnet50", 224).unwrap();
-    assert!(analytic_instance(&net, 0, DType::F32, &DeviceModel::H100).is_err());
+    assert!(analytic_instance(&net, 0, DType::F32, &DeviceModel::h100()).is_err());
     assert!(DType::parse("f64").is_none());
     assert!(DeviceModel::preset("tpu").is_none());
-    assert_eq!(DeviceModel::preset("V100"), Some(DeviceModel::V100));
+    assert_eq!(
+        DeviceModel::preset("V100").map(|d| d.name),
+        Some("v100".to_string())
+    );
 }
 
 #[test]
@@ -131,7 +134,7 @@ fn instance_sizes_follow_the_shapes() {
         let image = if name == "inception_v3" { 299 } else { 224 };
         let net = network(name, image).unwrap();
         for (dtype, e) in [(DType::F32, 4.0), (DType::F16, 2.0)] {
-            let inst = analytic_instance(&net, 8, dtype, &DeviceModel::H100).unwrap();
+            let inst = analytic_instance(&net, 8, dtype, &DeviceModel::h100()).unwrap();
             inst.check().unwrap();
             let w: f64 = inst.layers.iter().map(|l| l.weights).sum();
             assert_eq!(w, e * net.parameter_count() as f64, "{name}");
@@ -150,10 +153,24 @@ fn instance_sizes_follow_the_shapes() {
             }
         }
     }
-    let inst = instance("resnet50", 224, 8, DType::F32, &DeviceModel::V100).unwrap();
+    let inst = instance(
+        "resnet50",
+        224,
+        8,
+        DType::F32,
+        &DeviceModel::preset("v100").unwrap(),
+    )
+    .unwrap();
     assert_eq!(inst.input, 8.0 * 4.0 * 3.0 * 224.0 * 224.0);
     assert_eq!(inst.meta["times"], "analytic");
-    let bert = instance("bert48", 1, 2, DType::F32, &DeviceModel::V100).unwrap();
+    let bert = instance(
+        "bert48",
+        1,
+        2,
+        DType::F32,
+        &DeviceModel::preset("v100").unwrap(),
+    )
+    .unwrap();
     assert_eq!(bert.input, 2.0 * 8.0 * 512.0);
 }
 
@@ -222,7 +239,7 @@ fn committed_instances_are_up_to_date() {
     ] {
         // Compared as text: the example writes `to_string_pretty` plus a newline.
         let stored = std::fs::read_to_string(dir.join(file)).unwrap();
-        let fresh = instance(model, image, batch, DType::F32, &DeviceModel::H100).unwrap();
+        let fresh = instance(model, image, batch, DType::F32, &DeviceModel::h100()).unwrap();
         let fresh = serde_json::to_string_pretty(&fresh).unwrap() + "\n";
         assert!(
             stored == fresh,
@@ -238,7 +255,7 @@ fn committed_instances_are_up_to_date() {
 /// average pool (a mean) keeps nothing either.
 #[test]
 fn stash_overlaps_follow_who_keeps_the_boundary_tensor() {
-    let r = instance("resnet50", 224, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let r = instance("resnet50", 224, 2, DType::F32, &DeviceModel::h100()).unwrap();
     let last = r.len();
     // The stem ends in a max pool, which keeps its input, not its output.
     assert_eq!(r.stash_overlap(1), 0.0);
@@ -249,7 +266,7 @@ fn stash_overlaps_follow_who_keeps_the_boundary_tensor() {
     // A stage of two blocks keeps the shared tensor once.
     let s = r.sums();
     assert_eq!(s.stash(2, 3), r.stash(2) + r.stash(3) - r.a(2));
-    let i = instance("inception_v3", 299, 2, DType::F32, &DeviceModel::H100).unwrap();
+    let i = instance("inception_v3", 299, 2, DType::F32, &DeviceModel::h100()).unwrap();
     let at = |name: &str| i.layers.iter().position(|l| l.name == name).unwrap() + 1;
     assert_eq!(i.stash_overlap(at("Mixed_7b")), 0.0);
     assert_eq!(i.stash_overlap(at("Mixed_7c")), i.a(at("Mixed_7c")));

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 use crate::algorithm::Options;
-use crate::error::InputError;
+use crate::error::{parse_toml, InputError};
 use crate::units::{parse_bandwidth, parse_bytes, parse_seconds};
 
 /// One algorithm of the grid, with its options.
@@ -87,24 +87,6 @@ pub struct Experiment {
     pub algorithms: Vec<AlgorithmSpec>,
     /// SHA-256 of the file's text: rows carry it so results can be traced to their config.
     pub config_hash: String,
-}
-
-/// Deserializes an experiment file's TOML; errors name the file (`src`) and the key.
-pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
-    text: &str,
-    src: &str,
-) -> Result<T, InputError> {
-    let de =
-        toml::Deserializer::parse(text).map_err(|e| InputError::new(src, "", e.to_string()))?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        let inner = e.into_inner();
-        InputError::new(
-            src,
-            if field == "." { String::new() } else { field },
-            inner.message().trim().to_string(),
-        )
-    })
 }
 
 /// An experiment's `name` becomes a file name: non-empty, no slashes.

@@ -179,7 +179,7 @@ impl SyncExperiment {
 
     pub fn parse(text: &str, path: &Path) -> Result<SyncExperiment, InputError> {
         let src = path.display().to_string();
-        let raw: RawExperiment = super::config::parse_toml(text, &src)?;
+        let raw: RawExperiment = crate::error::parse_toml(text, &src)?;
         super::config::check_name(&raw.name, &src)?;
         let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
         for (field, n) in [
