@@ -7,6 +7,8 @@
 #   mkdir -p .gpu && strip -o .gpu/pipeopt target/release/pipeopt && xz -T2 -6 -f .gpu/pipeopt
 # Parts (first argument):
 #   profile        the five networks at image 1000, batch 8, fp32 -> $OUT/profiles/
+#   profile-op     the four networks of the memory grid at op level (every op timed,
+#                  BACK_TO_BACK calls per repetition, default 4) -> $OUT/profiles-op/
 #   smoke          a small profile (does the binary find CUDA?)
 #   execute-smoke  one PipeDream plan of the measured ResNet-50 run by the executor
 #   plans          plans of every algorithm for the measured ResNet-50 (P = 4, two memories)
@@ -40,6 +42,19 @@ case "$part" in
         --warmup "${WARMUP:-3}" --reps "${REPS:-10}" \
         --out "$OUT/profiles/$m-1000-b8-h100.json" \
         --report "$OUT/profiles/$m-1000-b8-h100.report.json" | tee "$OUT/profiles/$m.txt"
+    done
+    ;;
+  profile-op)
+    mkdir -p "$OUT/profiles-op"
+    for m in ${MODELS:-resnet50 resnet101 inception_v3 densenet121}; do
+      echo "== $m (op level)" >&2
+      "$BIN" profile --model "$m" --image 1000 --batch 8 --granularity op --device cuda \
+        --device-name "$NAME" --warmup "${WARMUP:-3}" --reps "${REPS:-10}" \
+        --back-to-back "${BACK_TO_BACK:-4}" \
+        --out "$OUT/profiles-op/$m-1000-b8-op-h100.json" \
+        --report "$OUT/profiles-op/$m-1000-b8-op-h100.report.json" \
+        > "$OUT/profiles-op/$m-op.txt"
+      tail -n 1 "$OUT/profiles-op/$m-op.txt" >&2
     done
     ;;
   execute-smoke)
@@ -83,7 +98,7 @@ case "$part" in
     done
     ;;
   *)
-    echo "unknown part $part (profile, smoke, execute DIR)" >&2
+    echo "unknown part $part (profile, profile-op, smoke, execute-smoke, plans, execute DIR)" >&2
     exit 2
     ;;
 esac

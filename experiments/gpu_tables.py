@@ -2,6 +2,7 @@
 """Markdown tables from the GPU runs of experiments/gpu.sh (no third-party modules).
 
     python3 experiments/gpu_tables.py profiles   # results/profiles/*.report.json
+    python3 experiments/gpu_tables.py profiles-op  # results/profiles/*-op-h100.report.json
     python3 experiments/gpu_tables.py execute    # results/execute/*.json
 
 Prints the tables that results/profiles.md and results/execute.md quote.
@@ -55,6 +56,34 @@ def profiles():
         print(f"| {m} | {min(f):.2f} | {max(f):.2f} | {min(b):.2f} | {max(b):.2f} | {ua / um:.2f} | {pk} |")
 
 
+def profiles_op():
+    print("| network | timed ops | chain layers | sum of op fwd (ms) | whole fwd (ms) | ratio | sum of fwd+bwd (ms) | training step (ms) | ratio | block-level U(1,L) (ms) | op-level / block-level U(1,L) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for m in NETS[:4]:
+        path = os.path.join(ROOT, f"results/profiles/{m}-1000-b8-op-h100.report.json")
+        if not os.path.exists(path):
+            continue
+        r = json.load(open(path))
+        inst = json.load(open(os.path.join(ROOT, f"instances/{m}-1000-b8-op-h100.json")))
+        block = json.load(open(os.path.join(ROOT, f"instances/{m}-1000-b8-h100.json")))
+        ub = sum(l["fwd"] + l["bwd"] for l in block["layers"])
+        print(f"| {m} | {len(r['layers'])} | {len(inst['layers'])} | {ms(r['sum_fwd'])} | {ms(r['whole_forward'])} "
+              f"| {r['forward_ratio']:.3f} | {ms(r['sum_fwd_bwd'])} | {ms(r['whole_step'])} | {r['step_ratio']:.3f} "
+              f"| {ms(ub)} | {r['sum_fwd_bwd'] / ub:.3f} |")
+        rows.append((m, r))
+    print()
+    print("Analytic op times (`--device-model h100`, the roofline plus the block's per-layer share) over measured, per op (fwd+bwd):")
+    print()
+    print("| network | min | geometric mean | max | ops outside 0.5-2x | total analytic / measured |")
+    print("|---|---|---|---|---|---|")
+    for m, r in rows:
+        ratios = [(l["analytic_fwd"] + l["analytic_bwd"]) / (l["fwd"] + l["bwd"]) for l in r["layers"]]
+        out = sum(1 for x in ratios if x < 0.5 or x > 2)
+        lo, geo, hi = r["analytic_time_ratio"]
+        print(f"| {m} | {lo:.2f} | {geo:.2f} | {hi:.2f} | {out}/{len(ratios)} | {r['analytic_total_ratio']:.2f} |")
+
+
 def execute():
     print("| plan (algorithm, M) | stages | predicted period (ms) | replayed (ms) | replayed / predicted | worst processor peak, measured / predicted | largest peak (GB) | gradients: max relative error | device peak (GB) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -72,4 +101,4 @@ def execute():
 
 
 if __name__ == "__main__":
-    {"profiles": profiles, "execute": execute}[sys.argv[1] if len(sys.argv) > 1 else "profiles"]()
+    {"profiles": profiles, "profiles-op": profiles_op, "execute": execute}[sys.argv[1] if len(sys.argv) > 1 else "profiles"]()

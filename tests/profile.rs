@@ -5,11 +5,11 @@
 //! real network runs a plan with gradients equal to the sequential run's.
 #![cfg(feature = "torch")]
 
-use pipeopt::exec::profile::{profile, ProfileOptions};
+use pipeopt::exec::profile::{profile, profile_ops, ProfileOptions};
 use pipeopt::exec::torchnet::{batches, build, BuildOptions};
 use pipeopt::exec::{alloc, execute, tensor_bytes, ExecOptions};
 use pipeopt::model::{Allocation, Placement, Plan, Platform};
-use pipeopt::nets::{analytic_instance, network, DType, DeviceModel};
+use pipeopt::nets::{analytic_instance, network, op_instance, DType, DeviceModel};
 use pipeopt::schedule::one_f_one_b_star::min_period_fitting;
 use tch::{Device, Kind, Tensor};
 
@@ -168,6 +168,45 @@ fn a_cpu_profile_is_an_exact_size_instance() {
         ..options.clone()
     };
     assert!(profile(&desc, &zero).is_err());
+}
+
+/// The op-level profile is the op-level chain of `op_instance` (same linearization: same
+/// layers, sizes, overlaps and shared tensors) with measured times: every timed op
+/// positive, each chain layer's time the sum of its ops', views untimed.
+#[test]
+fn an_op_level_profile_is_the_op_chain_with_measured_times() {
+    for name in ["resnet50", "inception_v3"] {
+        let desc = network(name, 75).unwrap();
+        let options = ProfileOptions {
+            batch: 2,
+            warmup: 0,
+            reps: 1,
+            back_to_back: 2,
+            ..ProfileOptions::default()
+        };
+        let (inst, report) = profile_ops(&desc, &options).unwrap();
+        inst.check().unwrap();
+        let analytic = op_instance(&desc, 2, DType::F32, &DeviceModel::h100()).unwrap();
+        assert_eq!(inst.name, format!("{}-measured", analytic.name));
+        assert_eq!(inst.len(), analytic.len(), "{name}");
+        assert_eq!(inst.stash_shared, analytic.stash_shared, "{name}");
+        for (m, a) in inst.layers.iter().zip(&analytic.layers) {
+            assert_eq!(m.name, a.name);
+            assert_eq!((m.out, m.weights, m.stash), (a.out, a.weights, a.stash));
+            assert_eq!(m.stash_overlap, a.stash_overlap, "{}", m.name);
+            assert!(m.fwd > 0.0 && m.bwd >= 0.0, "{}", m.name);
+        }
+        assert_eq!(report.granularity, "op");
+        assert!(report.out_equal && report.weights_equal, "{name}");
+        assert!(report.layers.iter().all(|o| o.fwd > 0.0));
+        // Every timed op is in the chain once: the sums agree (up to rounding).
+        let chain: f64 = inst.layers.iter().map(|l| l.fwd + l.bwd).sum();
+        assert!((chain - report.sum_fwd_bwd).abs() <= 1e-9 * chain, "{name}");
+        // Flatten is a view: not timed, not in the report.
+        assert!(report.layers.iter().all(|o| !o.name.ends_with("flatten")));
+        assert_eq!(inst.meta["granularity"], "op");
+        assert_eq!(inst.meta["timing"]["back_to_back"], 2);
+    }
 }
 
 /// A real network (ResNet-50 at 32x32, batch 2) runs a 1F1B* plan on 3 processors: the

@@ -31,6 +31,17 @@ pub struct ProfileArgs {
     /// Timed repetitions (the median is kept).
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
+    /// Calls per timed repetition, back to back between two device synchronizations (the
+    /// repetition's time is their mean). 1 times each call alone; more hides the launch and
+    /// synchronization latency that a lone small op pays and a whole network does not
+    /// (worth it at --granularity op).
+    #[arg(long, default_value_t = 1)]
+    pub back_to_back: usize,
+    /// One chain layer per block (block: sizes and stashes measured too), or the op-level
+    /// chain of `pipeopt instance --granularity op` with every op timed (op: sizes from the
+    /// exact per-op rules).
+    #[arg(long, default_value = "block", value_parser = ["block", "op"])]
+    pub granularity: String,
     /// Seed of the weights and the batch.
     #[arg(long, default_value_t = 0)]
     pub seed: i64,
@@ -61,7 +72,7 @@ pub fn run(_args: ProfileArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(feature = "torch")]
 pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
-    use pipeopt::exec::profile::{profile, ProfileOptions};
+    use pipeopt::exec::profile::{profile, profile_ops, ProfileOptions};
     let dtype = parse_dtype(&args.dtype)?;
     let device_model = parse_device_model(&args.device_model)?;
     if args.network.batch == 0 || args.reps == 0 {
@@ -75,11 +86,15 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         device: pipeopt::exec::parse_device(&args.device)?,
         warmup: args.warmup,
         reps: args.reps,
+        back_to_back: args.back_to_back,
         seed: args.seed,
         device_name: args.device_name.clone(),
         device_model,
     };
-    let (inst, report) = profile(&desc, &options)?;
+    let (inst, report) = match pipeopt::nets::Granularity::parse(&args.granularity) {
+        Some(pipeopt::nets::Granularity::Op) => profile_ops(&desc, &options)?,
+        _ => profile(&desc, &options)?,
+    };
     inst.check()?;
     let text = serde_json::to_string_pretty(&inst)? + "\n";
     pipeopt::error::write_atomic(&args.out, text.as_bytes())?;
@@ -93,7 +108,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     }
     println!(
         "{:<24} {:>11} {:>11} {:>11} {:>11} {:>7} {:>11} {:>11}",
-        "layer", "fwd", "bwd", "an. fwd", "an. bwd", "an/meas", "stash", "an. stash"
+        report.granularity, "fwd", "bwd", "an. fwd", "an. bwd", "an/meas", "stash", "an. stash"
     );
     for m in &report.layers {
         println!(
@@ -111,12 +126,13 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         );
     }
     println!(
-        "{} on {}: sum of layer forwards {} vs whole forward {} (ratio {:.3}); \
+        "{} on {}: sum of {} forwards {} vs whole forward {} (ratio {:.3}); \
          sum of fwd+bwd {} vs training step {} (ratio {:.3}); analytic/measured per layer \
          {:.2}..{:.2} (geometric mean {:.2}), total {:.2}; sizes equal to the analytic ones: \
          out {}, weights {}, stash {} layers differ -> {}",
         report.model,
         report.device,
+        report.granularity,
         ShowSeconds(report.sum_fwd),
         ShowSeconds(report.whole_forward),
         report.forward_ratio,

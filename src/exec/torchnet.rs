@@ -98,6 +98,21 @@ enum Init {
     Zeros,
 }
 
+/// Where each op's parameters lie in its block's parameter list (an empty range for ops
+/// without parameters).
+pub(crate) fn param_ranges(block: &Block) -> Vec<std::ops::Range<usize>> {
+    let mut next = 0;
+    block
+        .ops
+        .iter()
+        .map(|op| {
+            let start = next;
+            next += op_params(&op.kind).len();
+            start..next
+        })
+        .collect()
+}
+
 /// Builds the chain of layers of `desc`. Parameter counts equal [`nets::params`]'s.
 pub fn build(desc: &nets::Network, options: BuildOptions) -> Network {
     tch::manual_seed(options.seed);
@@ -107,13 +122,9 @@ pub fn build(desc: &nets::Network, options: BuildOptions) -> Network {
         .iter()
         .map(|block| {
             let mut params = Vec::new();
-            let mut slots = vec![usize::MAX; block.ops.len()];
+            let slots = param_ranges(block);
             for op in &block.ops {
-                let ps = op_params(&op.kind);
-                if !ps.is_empty() {
-                    slots[op.id] = params.len();
-                }
-                for (shape, init) in ps {
+                for (shape, init) in op_params(&op.kind) {
                     let t = match init {
                         Init::Normal(std) => {
                             Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu)) * std
@@ -199,7 +210,7 @@ fn pair(p: (usize, usize)) -> [i64; 2] {
 /// Runs one block: op 0 is `x`, the result is the last op's output.
 fn forward_block(
     block: &Block,
-    slots: &[usize],
+    slots: &[std::ops::Range<usize>],
     dropout: bool,
     p: &[Tensor],
     x: &Tensor,
@@ -214,109 +225,16 @@ fn forward_block(
     let mut vals: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
     vals[0] = Some(x.shallow_clone());
     for op in block.ops.iter().skip(1) {
-        let y = {
-            let arg = |j: usize| -> &Tensor {
-                vals[op.inputs[j]]
+        let args: Vec<&Tensor> = op
+            .inputs
+            .iter()
+            .map(|&i| {
+                vals[i]
                     .as_ref()
                     .expect("an op's inputs are computed before it and freed after it")
-            };
-            let w = |j: usize| &p[slots[op.id] + j];
-            match &op.kind {
-                OpKind::Input => unreachable!("only op 0 is the input"),
-                OpKind::Conv2d {
-                    stride,
-                    padding,
-                    groups,
-                    bias,
-                    ..
-                } => arg(0).conv2d(
-                    w(0),
-                    bias.then(|| w(1)),
-                    pair(*stride),
-                    pair(*padding),
-                    [1, 1],
-                    *groups as i64,
-                ),
-                OpKind::BatchNorm2d { eps, .. } => arg(0).batch_norm(
-                    Some(w(0)),
-                    Some(w(1)),
-                    None::<&Tensor>,
-                    None::<&Tensor>,
-                    true,
-                    0.1,
-                    *eps,
-                    true,
-                ),
-                OpKind::Relu { .. } => arg(0).relu(),
-                OpKind::MaxPool2d {
-                    kernel,
-                    stride,
-                    padding,
-                    ceil_mode,
-                } => arg(0).max_pool2d(
-                    [*kernel as i64; 2],
-                    [*stride as i64; 2],
-                    [*padding as i64; 2],
-                    [1, 1],
-                    *ceil_mode,
-                ),
-                OpKind::AvgPool2d {
-                    kernel,
-                    stride,
-                    padding,
-                    ceil_mode,
-                } => arg(0).avg_pool2d(
-                    [*kernel as i64; 2],
-                    [*stride as i64; 2],
-                    [*padding as i64; 2],
-                    *ceil_mode,
-                    true,
-                    None::<i64>,
-                ),
-                OpKind::AdaptiveAvgPool2d { out } => arg(0).adaptive_avg_pool2d(pair(*out)),
-                OpKind::Flatten => arg(0).flatten(1, -1),
-                OpKind::Linear { bias, .. } => arg(0).linear(w(0), bias.then(|| w(1))),
-                OpKind::Dropout { p: rate } => arg(0).dropout(*rate, dropout),
-                OpKind::Add => {
-                    let mut s = arg(0) + arg(1);
-                    for j in 2..op.inputs.len() {
-                        s += arg(j);
-                    }
-                    s
-                }
-                OpKind::Cat => {
-                    let ins: Vec<&Tensor> = (0..op.inputs.len()).map(arg).collect();
-                    Tensor::cat(&ins, 1)
-                }
-                OpKind::Embedding { .. } => Tensor::embedding(w(0), arg(0), -1, false, false),
-                OpKind::PositionEmbedding { max_len, .. } => {
-                    let s = arg(0).size()[1];
-                    if *max_len as i64 >= s {
-                        arg(0) + w(0).narrow(0, 0, s).unsqueeze(0)
-                    } else {
-                        // BERT's token-type embedding: every token of type 0.
-                        arg(0) + w(0).get(0)
-                    }
-                }
-                OpKind::LayerNorm { dim, eps } => {
-                    arg(0).layer_norm([*dim as i64], Some(w(0)), Some(w(1)), *eps, true)
-                }
-                OpKind::Gelu => arg(0).gelu("none"),
-                OpKind::Attention {
-                    heads,
-                    causal,
-                    dropout: rate,
-                } => attention(
-                    arg(0),
-                    arg(1),
-                    arg(2),
-                    *heads as i64,
-                    *causal,
-                    *rate,
-                    dropout,
-                ),
-            }
-        };
+            })
+            .collect();
+        let y = run_op(&op.kind, &p[slots[op.id].clone()], &args, dropout);
         for &i in &op.inputs {
             if last_use[i] == op.id {
                 vals[i] = None;
@@ -325,6 +243,108 @@ fn forward_block(
         vals[op.id] = Some(y);
     }
     vals[n - 1].take().expect("the last op's output")
+}
+
+/// Runs one op (not `Input`) on its inputs `args` with its parameters `w`.
+pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
+    let arg = move |j: usize| args[j];
+    let w = move |j: usize| &w[j];
+    match kind {
+        OpKind::Input => unreachable!("only op 0 is the input"),
+        OpKind::Conv2d {
+            stride,
+            padding,
+            groups,
+            bias,
+            ..
+        } => arg(0).conv2d(
+            w(0),
+            bias.then(|| w(1)),
+            pair(*stride),
+            pair(*padding),
+            [1, 1],
+            *groups as i64,
+        ),
+        OpKind::BatchNorm2d { eps, .. } => arg(0).batch_norm(
+            Some(w(0)),
+            Some(w(1)),
+            None::<&Tensor>,
+            None::<&Tensor>,
+            true,
+            0.1,
+            *eps,
+            true,
+        ),
+        OpKind::Relu { .. } => arg(0).relu(),
+        OpKind::MaxPool2d {
+            kernel,
+            stride,
+            padding,
+            ceil_mode,
+        } => arg(0).max_pool2d(
+            [*kernel as i64; 2],
+            [*stride as i64; 2],
+            [*padding as i64; 2],
+            [1, 1],
+            *ceil_mode,
+        ),
+        OpKind::AvgPool2d {
+            kernel,
+            stride,
+            padding,
+            ceil_mode,
+        } => arg(0).avg_pool2d(
+            [*kernel as i64; 2],
+            [*stride as i64; 2],
+            [*padding as i64; 2],
+            *ceil_mode,
+            true,
+            None::<i64>,
+        ),
+        OpKind::AdaptiveAvgPool2d { out } => arg(0).adaptive_avg_pool2d(pair(*out)),
+        OpKind::Flatten => arg(0).flatten(1, -1),
+        OpKind::Linear { bias, .. } => arg(0).linear(w(0), bias.then(|| w(1))),
+        OpKind::Dropout { p: rate } => arg(0).dropout(*rate, dropout),
+        OpKind::Add => {
+            let mut s = arg(0) + arg(1);
+            for j in 2..args.len() {
+                s += arg(j);
+            }
+            s
+        }
+        OpKind::Cat => {
+            let ins: Vec<&Tensor> = args.to_vec();
+            Tensor::cat(&ins, 1)
+        }
+        OpKind::Embedding { .. } => Tensor::embedding(w(0), arg(0), -1, false, false),
+        OpKind::PositionEmbedding { max_len, .. } => {
+            let s = arg(0).size()[1];
+            if *max_len as i64 >= s {
+                arg(0) + w(0).narrow(0, 0, s).unsqueeze(0)
+            } else {
+                // BERT's token-type embedding: every token of type 0.
+                arg(0) + w(0).get(0)
+            }
+        }
+        OpKind::LayerNorm { dim, eps } => {
+            arg(0).layer_norm([*dim as i64], Some(w(0)), Some(w(1)), *eps, true)
+        }
+        OpKind::Gelu => arg(0).gelu("none"),
+        OpKind::Attention {
+            heads,
+            causal,
+            dropout: rate,
+        } => attention(
+            arg(0),
+            arg(1),
+            arg(2),
+            *heads as i64,
+            *causal,
+            *rate,
+            dropout,
+        ),
+    }
+
 }
 
 /// Multi-head scaled dot-product attention over `[N, S, D]` projections.

@@ -19,7 +19,9 @@ mod transformer;
 mod vgg;
 
 pub use analytic::{analytic_instance, instance, DType, DeviceModel};
-pub use ops::{op_graph, op_instance, Granularity};
+pub use ops::{
+    analytic_op_times, measured_op_instance, op_graph, op_instance, Granularity, OpTimes,
+};
 
 /// Names accepted by [`network`].
 pub const NETWORKS: &[&str] = &[

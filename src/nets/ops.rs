@@ -29,7 +29,7 @@
 //! block rule is the same rule applied at block cuts), so both chains agree on the whole
 //! network's weights and stash to the byte.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::analytic::{analytic_meta, op_time, saved_tensors, DType, DeviceModel};
 use super::{params, NetError, Network, OpKind};
@@ -76,10 +76,66 @@ pub fn op_graph(
     dtype: DType,
     device: &DeviceModel,
 ) -> Result<Graph, NetError> {
+    let times = analytic_op_times(net, batch, dtype, device);
+    op_graph_timed(net, batch, dtype, &times)
+}
+
+/// Forward and backward seconds of every op: `times[k][i]` for op `i` of block `k` (op 0,
+/// the block's input, is not read; views take none).
+pub type OpTimes = Vec<Vec<(f64, f64)>>;
+
+/// The device model's time of every op: its roofline time plus an equal share of its
+/// block's per-layer cost (module doc).
+pub fn analytic_op_times(
+    net: &Network,
+    batch: usize,
+    dtype: DType,
+    device: &DeviceModel,
+) -> OpTimes {
+    let (per_f, per_b) = (
+        device.rates(false, dtype).per_layer,
+        device.rates(true, dtype).per_layer,
+    );
+    net.blocks
+        .iter()
+        .enumerate()
+        .map(|(k, block)| {
+            let times: Vec<Option<(f64, f64, f64)>> = (0..block.ops.len())
+                .map(|i| op_time(block, i, batch, dtype, device, k == 0))
+                .collect();
+            let costly = times.iter().filter(|t| t.is_some()).count().max(1) as f64;
+            times
+                .iter()
+                .map(|t| {
+                    t.map_or((0.0, 0.0), |(f, b, _)| {
+                        (f + per_f / costly, b + per_b / costly)
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// [`op_graph`] with the given op times (sizes and what each op keeps are the analytic,
+/// exact ones).
+fn op_graph_timed(
+    net: &Network,
+    batch: usize,
+    dtype: DType,
+    times: &OpTimes,
+) -> Result<Graph, NetError> {
     if batch == 0 {
         return Err(NetError::Zero {
             net: net.name.clone(),
             what: "batch",
+        });
+    }
+    if times.len() != net.blocks.len()
+        || times.iter().zip(&net.blocks).any(|(t, b)| t.len() != b.ops.len())
+    {
+        return Err(NetError::Graph {
+            net: net.name.clone(),
+            reason: "op times do not match the network's blocks and ops".into(),
         });
     }
     let n = batch as f64;
@@ -97,23 +153,13 @@ pub fn op_graph(
     }];
     let mut memory = vec![NodeMemory::default()];
     let mut edges = Vec::new();
-    let (per_f, per_b) = (
-        device.rates(false, dtype).per_layer,
-        device.rates(true, dtype).per_layer,
-    );
     let mut prev_out = 0usize;
     for (k, block) in net.blocks.iter().enumerate() {
-        let times: Vec<Option<(f64, f64, f64)>> = (0..block.ops.len())
-            .map(|i| op_time(block, i, batch, dtype, device, k == 0))
-            .collect();
-        let costly = times.iter().filter(|t| t.is_some()).count().max(1) as f64;
         // Global node of each op: op 0 is the previous block's output.
         let mut gid = vec![prev_out; block.ops.len()];
         for (i, op) in block.ops.iter().enumerate().skip(1) {
             gid[i] = nodes.len();
-            let (fwd, bwd) = times[i].map_or((0.0, 0.0), |(f, b, _)| {
-                (f + per_f / costly, b + per_b / costly)
-            });
+            let (fwd, bwd) = times[k][i];
             nodes.push(GraphNode {
                 id: format!("{}.{}", block.name, op.name),
                 desc: describe(&op.kind),
@@ -166,11 +212,38 @@ pub fn op_instance(
 ) -> Result<Instance, NetError> {
     let graph = op_graph(net, batch, dtype, device)?;
     let meta = analytic_meta(net, batch, dtype, device);
-    let name = match &meta["image"] {
-        Value::Null => format!("{}-b{}-op", net.name, batch),
-        v => format!("{}-{}-b{}-op", net.name, v, batch),
+    Ok(op_chain(net, batch, &graph, meta, ""))
+}
+
+/// The op-level instance of `net` with measured op times (`pipeopt profile --granularity
+/// op`): the chain of [`op_instance`], each chain layer's times the sums of its ops'
+/// measured times, its sizes the exact analytic ones; `meta` is the caller's (provenance),
+/// the name is `NET-IMAGE-bBATCH-op-measured`.
+pub fn measured_op_instance(
+    net: &Network,
+    batch: usize,
+    dtype: DType,
+    times: &OpTimes,
+    meta: Map<String, Value>,
+) -> Result<Instance, NetError> {
+    let graph = op_graph_timed(net, batch, dtype, times)?;
+    Ok(op_chain(net, batch, &graph, meta, "-measured"))
+}
+
+/// Linearizes an op graph of `net` into its chain, with `meta` and the linearization's
+/// facts (order, DAG size, blocks) in `meta`.
+fn op_chain(
+    net: &Network,
+    batch: usize,
+    graph: &Graph,
+    meta: Map<String, Value>,
+    suffix: &str,
+) -> Instance {
+    let name = match &meta.get("image").cloned().unwrap_or(Value::Null) {
+        Value::Null => format!("{}-b{batch}-op{suffix}", net.name),
+        v => format!("{}-{v}-b{batch}-op{suffix}", net.name),
     };
-    let lin = linearize_graph(&graph, &name);
+    let lin = linearize_graph(graph, &name);
     let mut instance = lin.instance;
     let dag = std::mem::replace(&mut instance.meta, meta);
     instance.meta.insert("granularity".into(), json!("op"));
@@ -182,5 +255,5 @@ pub fn op_instance(
     instance
         .meta
         .insert("blocks".into(), json!(net.blocks.len()));
-    Ok(instance)
+    instance
 }
