@@ -234,8 +234,7 @@ impl Bench {
         }
         if device.is_cuda() && !tch::Cuda::is_available() {
             return Err(ExecError::Network(
-                "no CUDA device visible to libtorch (GPU builds need PIPEOPT_LINK_CUDA=1)"
-                    .into(),
+                "no CUDA device visible to libtorch (GPU builds need PIPEOPT_LINK_CUDA=1)".into(),
             ));
         }
         let net = torchnet::build(
@@ -589,7 +588,9 @@ pub fn profile_ops(
                 .inputs
                 .iter()
                 .map(|&i| {
-                    let v = vals[i].as_ref().expect("inputs are computed before their readers");
+                    let v = vals[i]
+                        .as_ref()
+                        .expect("inputs are computed before their readers");
                     leaf_input(v, k == 0 && i == 0)
                 })
                 .collect();

@@ -344,7 +344,6 @@ pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: boo
             dropout,
         ),
     }
-
 }
 
 /// Multi-head scaled dot-product attention over `[N, S, D]` projections.

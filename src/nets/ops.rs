@@ -131,7 +131,10 @@ fn op_graph_timed(
         });
     }
     if times.len() != net.blocks.len()
-        || times.iter().zip(&net.blocks).any(|(t, b)| t.len() != b.ops.len())
+        || times
+            .iter()
+            .zip(&net.blocks)
+            .any(|(t, b)| t.len() != b.ops.len())
     {
         return Err(NetError::Graph {
             net: net.name.clone(),
