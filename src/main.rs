@@ -61,6 +61,14 @@ enum Command {
     /// Run a plan with libtorch on one device standing in for its P processors and compare
     /// measured durations, period, memory and gradients with the model (feature `torch`).
     Execute(cli::execute::ExecuteArgs),
+    /// Fit a device model's rates and overheads to measured per-layer times (the
+    /// `.report.json` files of `pipeopt profile`) and write it as TOML for --device-model.
+    ///
+    /// Per direction, the six values of the roofline (conv, conv1x1, matmul, mem_bw, per_op,
+    /// per_layer) that minimize the worst factor between the analytic and the measured time
+    /// of any layer (argmin's Nelder-Mead on their logarithms); reports that worst factor in
+    /// sample and with each network left out. See src/nets/fit.rs.
+    FitDevice(cli::fit_device::FitDeviceArgs),
     /// Simulate a synchronous or bidirectional pipeline schedule (GPipe, DAPPLE, GEMS,
     /// Chimera, MixPipe, BaPipe): iteration time, bubble ratio, memory of every worker;
     /// MixPipe's search of K and Gamma (--search), BaPipe's exploration (--explore).
@@ -178,6 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Instance(args) => cli::instance::run(args),
         Command::Profile(args) => cli::profile::run(args),
         Command::Execute(args) => cli::execute::run(args),
+        Command::FitDevice(args) => cli::fit_device::run(args),
         Command::Sync(args) => cli::sync::run(*args),
         Command::SyncSweep(args) => cli::sync_sweep::run(args),
         Command::Plan(args) => cli::plan::run(args),

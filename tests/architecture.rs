@@ -73,6 +73,8 @@ fn only_their_modules_know_the_heavy_crates() {
     );
     let tch = users("tch::");
     assert!(all_under(&tch, &["src/exec/"]), "{tch:?}");
+    let argmin = users("argmin::");
+    assert!(all_under(&argmin, &["src/nets/fit.rs"]), "{argmin:?}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use pipeopt::InputError;
 pub mod bound;
 pub mod execute;
 pub mod figures;
+pub mod fit_device;
 pub mod gantt;
 pub mod import;
 pub mod instance;

@@ -48,7 +48,9 @@
 //! model's rates are fitted to measured profiles (`devices/h100.toml`): within a factor of
 //! 1.72 (forward) and 2.04 (backward) of every measured layer of the five CNNs at image
 //! 1000, batch 8; `h100-peak`, `a100` and `v100` are datasheet rooflines without overheads,
-//! several times too optimistic for small layers. Use analytic times to compare
+//! several times too optimistic for small layers. `pipeopt fit-device` (`fit.rs`) fits a
+//! model to any GPU's measured profiles with the per-op work of [`op_work`]. Use analytic
+//! times to compare
 //! partitioners; measure (`pipeopt profile`) to predict wall-clock time.
 
 use serde_json::{json, Map, Value};
@@ -277,6 +279,82 @@ pub fn block_stash(block: &Block, batch: usize, dtype: DType, input_elem_bytes: 
     tensors + extra
 }
 
+/// The rate of a [`Rates`] that bounds an op's arithmetic: convolutions (kxk, 1x1) and
+/// matrix products are rooflines; every other op is memory traffic alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateClass {
+    Conv,
+    Conv1x1,
+    Matmul,
+    Memory,
+}
+
+/// The work of one op in one direction: FLOPs at one rate class and bytes moved. Its time
+/// on a device is [`OpWork::seconds`]; the analytic times and the device fit
+/// (`nets::fit`) both read it, so they compute one formula.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpWork {
+    pub class: RateClass,
+    pub flops: f64,
+    pub bytes: f64,
+}
+
+impl OpWork {
+    /// `max(flops / rate, bytes / mem_bw) + per_op` for a roofline class, `bytes / mem_bw
+    /// + per_op` for memory traffic.
+    pub fn seconds(&self, r: &Rates) -> f64 {
+        let rate = match self.class {
+            RateClass::Conv => r.conv,
+            RateClass::Conv1x1 => r.conv1x1,
+            RateClass::Matmul => r.matmul,
+            RateClass::Memory => return self.bytes / r.mem_bw + r.per_op,
+        };
+        (self.flops / rate).max(self.bytes / r.mem_bw) + r.per_op
+    }
+}
+
+/// Forward and backward work of op `i` of `block` for a batch; `None` for the block's
+/// input and for views (flatten), which cost nothing. `first_block`: the block is the
+/// network's first (a convolution of the network's input computes no input gradient).
+pub fn op_work(
+    block: &Block,
+    i: usize,
+    batch: usize,
+    dtype: DType,
+    first_block: bool,
+) -> Option<(OpWork, OpWork)> {
+    let op = &block.ops[i];
+    if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
+        return None;
+    }
+    let class = match &op.kind {
+        OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => RateClass::Conv,
+        OpKind::Conv2d { .. } => RateClass::Conv1x1,
+        OpKind::Linear { .. } | OpKind::Attention { .. } => RateClass::Matmul,
+        _ => RateClass::Memory,
+    };
+    let oc = op_cost(block, i, batch, dtype);
+    // A convolution of the network's input computes no input gradient: its backward is
+    // the weight gradient alone.
+    let k = if first_block && op.inputs == [0] && matches!(op.kind, OpKind::Conv2d { .. }) {
+        1.0
+    } else {
+        2.0
+    };
+    Some((
+        OpWork {
+            class,
+            flops: oc.flops,
+            bytes: oc.bytes,
+        },
+        OpWork {
+            class,
+            flops: k * oc.flops,
+            bytes: k * oc.bytes,
+        },
+    ))
+}
+
 /// Roofline forward and backward seconds and forward FLOPs of op `i` of `block` (no share
 /// of the per-layer cost); `None` for the block's input and for views (flatten), which
 /// cost nothing.
@@ -288,32 +366,11 @@ pub fn op_time(
     device: &DeviceModel,
     first_block: bool,
 ) -> Option<(f64, f64, f64)> {
-    let op = &block.ops[i];
-    if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
-        return None;
-    }
-    let (rf, rb) = (device.rates(false, dtype), device.rates(true, dtype));
-    let time = |r: &Rates, op: &OpKind, flops: f64, bytes: f64| -> f64 {
-        let rate = match op {
-            OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => r.conv,
-            OpKind::Conv2d { .. } => r.conv1x1,
-            OpKind::Linear { .. } | OpKind::Attention { .. } => r.matmul,
-            _ => return bytes / r.mem_bw + r.per_op,
-        };
-        (flops / rate).max(bytes / r.mem_bw) + r.per_op
-    };
-    let oc = op_cost(block, i, batch, dtype);
-    // A convolution of the network's input computes no input gradient: its backward is
-    // the weight gradient alone.
-    let k = if first_block && op.inputs == [0] && matches!(op.kind, OpKind::Conv2d { .. }) {
-        1.0
-    } else {
-        2.0
-    };
+    let (fwd, bwd) = op_work(block, i, batch, dtype, first_block)?;
     Some((
-        time(&rf, &op.kind, oc.flops, oc.bytes),
-        time(&rb, &op.kind, k * oc.flops, k * oc.bytes),
-        oc.flops,
+        fwd.seconds(&device.rates(false, dtype)),
+        bwd.seconds(&device.rates(true, dtype)),
+        fwd.flops,
     ))
 }
 

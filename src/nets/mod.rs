@@ -11,6 +11,7 @@
 pub mod analytic;
 mod densenet;
 pub mod device;
+pub mod fit;
 mod inception;
 pub mod ops;
 pub mod random;
