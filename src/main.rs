@@ -38,7 +38,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Import another tool's profile as an instance (JSON, docs/model.md section 9).
+    /// Import another tool's profile or an ONNX model as an instance (JSON, docs/model.md
+    /// section 9).
     #[command(subcommand)]
     Import(cli::import::ImportCommand),
     /// Make an instance of a built-in network from its exact tensor shapes (no GPU).

@@ -1,10 +1,13 @@
-//! `pipeopt import`: another tool's profile as an instance (`io::pipedream`).
+//! `pipeopt import`: another tool's profile (`io::pipedream`) or an ONNX model
+//! (`nets::onnx`) as an instance.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use pipeopt::nets::Granularity;
 use pipeopt::units::{ShowBytes, ShowSeconds};
+use pipeopt::InputError;
 
 #[derive(Subcommand)]
 pub enum ImportCommand {
@@ -28,6 +31,43 @@ pub enum ImportCommand {
         /// naming the node, since a file cut short still parses.
         #[arg(long)]
         accept_incomplete: bool,
+    },
+    /// An ONNX model (e.g. from `torch.onnx.export`) as an instance: every node one op with
+    /// its exact output and weight sizes and what it keeps for the backward, times from a
+    /// device model (docs/onnx.md). Supported ops: Conv,
+    /// BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape
+    /// to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant; any other is an error
+    /// naming the op and the node.
+    Onnx {
+        /// The .onnx file.
+        file: PathBuf,
+        /// Samples per (micro-)batch.
+        #[arg(long)]
+        batch: usize,
+        /// Per-sample input shape C,H,W, where the file has none (a dynamic axis) or to
+        /// check the file's.
+        #[arg(long, value_delimiter = ',')]
+        input_shape: Option<Vec<usize>>,
+        /// Element type: float32 or float16.
+        #[arg(long, default_value = "float32")]
+        dtype: String,
+        /// Device model for the analytic times: a built-in name (h100, h100-peak, a100,
+        /// v100) or the path of a model file (devices/README.md).
+        #[arg(long, default_value = "h100")]
+        device_model: String,
+        /// Chain layers: `op` (every node one op, the DAG linearized) or `block` (one
+        /// layer per part of the graph between two single-tensor cuts).
+        #[arg(long, value_parser = ["block", "op"], default_value = "op")]
+        granularity: String,
+        /// Where to write the instance (atomically).
+        #[arg(long, short = 'o')]
+        out: PathBuf,
+        /// The network's name (default: the file's stem).
+        #[arg(long)]
+        name: Option<String>,
+        /// Print a JSON summary on stdout.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -59,6 +99,71 @@ pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
                     instance.len(),
                     ShowSeconds(sums.u(1, instance.len())),
                     ShowBytes(sums.weights(1, instance.len())),
+                    out.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ImportCommand::Onnx {
+            file,
+            batch,
+            input_shape,
+            dtype,
+            device_model,
+            granularity,
+            out,
+            name,
+            json,
+        } => {
+            if batch == 0 {
+                return Err(InputError::new("--batch", "", "must be at least 1").into());
+            }
+            let dtype = super::parse_dtype(&dtype)?;
+            let device = super::parse_device_model(&device_model)?;
+            let granularity = Granularity::parse(&granularity).unwrap_or(Granularity::Op);
+            let bytes = std::fs::read(&file).map_err(|e| InputError::file(&file, e))?;
+            let name = name.unwrap_or_else(|| {
+                file.file_stem()
+                    .map_or("onnx".into(), |s| s.to_string_lossy().into_owned())
+            });
+            let instance = pipeopt::nets::onnx::onnx_instance(
+                &bytes,
+                &file.display().to_string(),
+                &name,
+                input_shape.as_deref(),
+                batch,
+                dtype,
+                &device,
+                granularity,
+            )
+            .map_err(|e| InputError::file(&file, e))?;
+            instance.check()?;
+            let text = serde_json::to_string_pretty(&instance)? + "\n";
+            pipeopt::error::write_atomic(&out, text.as_bytes())?;
+            let sums = instance.sums();
+            let l = instance.len();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "instance": out,
+                        "name": instance.name,
+                        "layers": l,
+                        "blocks": instance.meta.get("blocks"),
+                        "sequential_seconds": sums.u(1, l),
+                        "weights_bytes": sums.weights(1, l),
+                        "stash_bytes": sums.stash(1, l),
+                        "parameters": instance.meta.get("parameters"),
+                    })
+                );
+            } else {
+                println!(
+                    "{}: {} chain layers, U(1,L) = {}, weights {}, stash {} -> {}",
+                    instance.name,
+                    l,
+                    ShowSeconds(sums.u(1, l)),
+                    ShowBytes(sums.weights(1, l)),
+                    ShowBytes(sums.stash(1, l)),
                     out.display()
                 );
             }

@@ -13,6 +13,7 @@ mod densenet;
 pub mod device;
 pub mod fit;
 mod inception;
+pub mod onnx;
 pub mod ops;
 pub mod random;
 mod resnet;

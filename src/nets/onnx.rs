@@ -1,0 +1,1172 @@
+//! ONNX models as [`Network`]s: a user's own network, exported once from PyTorch
+//! (`torch.onnx.export`), planned like the built-in ones.
+//!
+//! # What is read
+//! The file is decoded by the `onnx-rs` crate (the ONNX protobuf as typed structs). Of the
+//! model, pipeopt keeps the data input (its per-sample shape, from the file or from the
+//! caller), every node in the file's order (ONNX requires a topological order), the shapes of
+//! the initializers (weights), and the attributes of each node. Every node becomes one op of
+//! [`OpKind`] and its output shape is computed by the same per-op rules that build the
+//! built-in networks ([`super::B`]): one shape rule in the code base, which is why no shape
+//! inference crate is used. Weights come from the initializers' shapes and are checked
+//! against the op's parameter count, so a model whose weights do not match its attributes
+//! is refused rather than planned.
+//!
+//! # Ops
+//! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu`,
+//! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
+//! `Flatten` and a `Reshape` to `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
+//! `Dropout`, `Add` and `Concat` of activations (channel axis), `Identity`, `Constant`.
+//! Training rules are those of [`super::analytic`]: what each op keeps for its backward
+//! (a ReLU runs in place when nothing else reads its input, as torchvision's
+//! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error naming the op and
+//! the node: never a silent guess.
+//!
+//! # Blocks
+//! The op DAG is cut into blocks wherever exactly one tensor is alive (a cut of the DAG
+//! that carries one tensor), but never just before a ReLU or a flatten (ops that write
+//! into their input's storage or view it: a block of one of them alone would hold only an
+//! alias of the tensor it receives): `--granularity block` makes each such block a chain layer,
+//! `--granularity op` linearizes the whole DAG like any op-level chain ([`super::ops`]).
+//! These blocks are finer than the built-in networks' (ResNet's stem is four blocks here,
+//! one there), so the per-layer overhead of a device model (`per_layer_seconds`, charged
+//! once per block) adds up differently; per-op times, sizes and stashes are the same rules.
+
+use std::collections::HashMap;
+
+use onnx_rs::ast::{Attribute, DataType, Dimension, Graph, Node, OpType, TensorProto};
+
+use serde_json::json;
+
+use super::analytic::{keeps_output, saves_input};
+use super::{Block, DType, DeviceModel, Granularity, Network, Op, OpKind, Shape, B};
+use crate::model::Instance;
+
+/// Why an ONNX model cannot be imported. `node` is the node's name (or its first output's
+/// when the node has no name).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OnnxError {
+    #[error("not a readable ONNX model: {0}")]
+    Decode(String),
+    #[error("the model has no graph")]
+    NoGraph,
+    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
+    UnsupportedOp { op: String, node: String },
+    #[error("node {node:?} ({op}): {reason}")]
+    Unsupported {
+        op: String,
+        node: String,
+        reason: String,
+    },
+    #[error("the graph's input: {0}")]
+    Input(String),
+    #[error("the graph: {0}")]
+    Graph(String),
+    #[error("node {node:?}: the output would be empty (the input is too small for the network)")]
+    Empty { node: String },
+}
+
+fn node_name(node: &Node) -> String {
+    if node.name.is_empty() {
+        node.output.first().copied().unwrap_or("").to_string()
+    } else {
+        node.name.to_string()
+    }
+}
+
+/// The attributes of one node, read with defaults.
+struct Attrs<'n, 'a> {
+    node: &'n Node<'a>,
+}
+
+impl<'n, 'a> Attrs<'n, 'a> {
+    fn get(&self, name: &str) -> Option<&'n Attribute<'a>> {
+        self.node.attribute.iter().find(|a| a.name == name)
+    }
+    fn int(&self, name: &str, default: i64) -> i64 {
+        self.get(name).map_or(default, |a| a.i)
+    }
+    fn float(&self, name: &str, default: f64) -> f64 {
+        self.get(name).map_or(default, |a| a.f as f64)
+    }
+    fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.get(name).map(|a| a.ints.clone())
+    }
+    fn string(&self, name: &str) -> Option<String> {
+        self.get(name)
+            .map(|a| String::from_utf8_lossy(a.s).into_owned())
+    }
+}
+
+/// A window op's output size (height, width), strides and paddings.
+struct Window {
+    out: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+}
+
+/// The importer's state: the network as one builder, and what each tensor name is.
+struct Importer<'g, 'a> {
+    graph: &'g Graph<'a>,
+    /// Initializer (and `Constant`) tensors by name.
+    constants: HashMap<&'a str, TensorProto<'a>>,
+    /// The op producing each activation tensor.
+    producer: HashMap<&'a str, usize>,
+    b: B,
+}
+
+/// Largest size or count accepted in a file (per dimension, and per weight tensor's
+/// elements): beyond it a number is damage, not a network.
+const LIMIT: usize = 1 << 31;
+
+fn usize_of(v: i64, node: &Node, what: &str) -> Result<usize, OnnxError> {
+    usize::try_from(v)
+        .ok()
+        .filter(|&v| v <= LIMIT)
+        .ok_or_else(|| unsupported(node, format!("{what} = {v} is out of range")))
+}
+
+/// Elements of a weight tensor, refused beyond [`LIMIT`] squared (a damaged file).
+fn checked_elems(node: &Node, dims: &[usize]) -> Result<usize, OnnxError> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .filter(|&n| n <= LIMIT * LIMIT)
+        .ok_or_else(|| unsupported(node, format!("weight of dims {dims:?} is out of range")))
+}
+
+fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
+    OnnxError::Unsupported {
+        op: node.op_type.as_str().to_string(),
+        node: node_name(node),
+        reason: reason.into(),
+    }
+}
+
+impl<'a> Importer<'_, 'a> {
+    /// The op producing the activation `name` read by `node`.
+    fn activation(&self, node: &Node<'a>, name: &str) -> Result<usize, OnnxError> {
+        self.producer.get(name).copied().ok_or_else(|| {
+            if self.constants.contains_key(name) {
+                unsupported(
+                    node,
+                    format!("input {name:?} is a constant where pipeopt needs an activation"),
+                )
+            } else {
+                OnnxError::Graph(format!(
+                    "node {:?} reads {name:?}, which no earlier node produces (the nodes must \
+                     be in topological order)",
+                    node_name(node)
+                ))
+            }
+        })
+    }
+
+    /// The dims of the weight `name` read by `node`.
+    fn weight_dims(&self, node: &Node<'a>, name: &str) -> Result<Vec<i64>, OnnxError> {
+        self.constants
+            .get(name)
+            .map(|t| t.dims().to_vec())
+            .ok_or_else(|| {
+                unsupported(
+                    node,
+                    format!("weight {name:?} is not an initializer (a computed weight)"),
+                )
+            })
+    }
+
+    fn push(
+        &mut self,
+        node: &Node<'a>,
+        kind: OpKind,
+        inputs: &[usize],
+        shape: Shape,
+    ) -> Result<(), OnnxError> {
+        let name = node_name(node);
+        let id = self
+            .b
+            .op(&name, kind, inputs, shape)
+            .map_err(|_| OnnxError::Empty { node: name.clone() })?;
+        let out = node
+            .output
+            .first()
+            .ok_or_else(|| OnnxError::Graph(format!("node {name:?} has no output")))?;
+        self.producer.insert(out, id);
+        Ok(())
+    }
+
+    /// Spatial output size of a window op, after checking padding and dilation.
+    fn window(
+        &self,
+        node: &Node<'a>,
+        x: usize,
+        kernel: (usize, usize),
+        ceil: bool,
+    ) -> Result<Window, OnnxError> {
+        let at = Attrs { node };
+        if let Some(pad) = at.string("auto_pad") {
+            if !(pad.is_empty() || pad == "NOTSET") {
+                return Err(unsupported(
+                    node,
+                    format!("auto_pad = {pad} (only explicit pads)"),
+                ));
+            }
+        }
+        if let Some(d) = at.ints("dilations") {
+            if d.iter().any(|&v| v != 1) {
+                return Err(unsupported(node, format!("dilations {d:?} (only 1)")));
+            }
+        }
+        let strides = at.ints("strides").unwrap_or_else(|| vec![1, 1]);
+        let pads = at.ints("pads").unwrap_or_else(|| vec![0; 4]);
+        if strides.len() != 2 || pads.len() != 4 {
+            return Err(unsupported(node, "only 2-d windows (NCHW)"));
+        }
+        if pads[0] != pads[2] || pads[1] != pads[3] {
+            return Err(unsupported(
+                node,
+                format!("asymmetric pads {pads:?} (begin and end must be equal)"),
+            ));
+        }
+        let s = (
+            usize_of(strides[0], node, "stride")?,
+            usize_of(strides[1], node, "stride")?,
+        );
+        let p = (
+            usize_of(pads[0], node, "pad")?,
+            usize_of(pads[1], node, "pad")?,
+        );
+        if self.b.shape(x).len() != 3 {
+            return Err(unsupported(node, "the input is not an NCHW feature map"));
+        }
+        let name = node_name(node);
+        let out = self
+            .b
+            .spatial(x, &name, kernel, s, p, ceil)
+            .map_err(|_| OnnxError::Empty { node: name })?;
+        Ok(Window {
+            out,
+            stride: s,
+            padding: p,
+        })
+    }
+
+    fn square_kernel(&self, node: &Node<'a>) -> Result<usize, OnnxError> {
+        let k = Attrs { node }
+            .ints("kernel_shape")
+            .ok_or_else(|| unsupported(node, "no kernel_shape"))?;
+        if k.len() != 2 || k[0] != k[1] {
+            return Err(unsupported(
+                node,
+                format!("kernel {k:?} (only square 2-d windows)"),
+            ));
+        }
+        usize_of(k[0], node, "kernel")
+    }
+
+    fn node(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let input = |i: usize| node.input.get(i).copied().filter(|s| !s.is_empty());
+        let first = input(0).ok_or_else(|| unsupported(node, "no input"));
+        match &node.op_type {
+            OpType::Constant => {
+                let t = at
+                    .get("value")
+                    .and_then(|a| a.t.clone())
+                    .ok_or_else(|| unsupported(node, "only tensor constants (`value`)"))?;
+                if let Some(out) = node.output.first() {
+                    self.constants.insert(out, t);
+                }
+            }
+            OpType::Identity => {
+                let x = self.activation(node, first?)?;
+                if let Some(out) = node.output.first() {
+                    self.producer.insert(out, x);
+                }
+            }
+            OpType::Conv => {
+                let x = self.activation(node, first?)?;
+                let w = self.weight_dims(node, input(1).unwrap_or(""))?;
+                if w.len() != 4 {
+                    return Err(unsupported(
+                        node,
+                        format!("weight dims {w:?} (only 2-d convolutions)"),
+                    ));
+                }
+                let groups = usize_of(at.int("group", 1), node, "group")?;
+                let cin = self.b.shape(x)[0];
+                let cout = usize_of(w[0], node, "weight dim 0")?;
+                let kernel = (
+                    usize_of(w[2], node, "kernel")?,
+                    usize_of(w[3], node, "kernel")?,
+                );
+                let per_group = usize_of(w[1], node, "weight dim 1")?;
+                if groups == 0 || per_group.checked_mul(groups) != Some(cin) {
+                    return Err(unsupported(
+                        node,
+                        format!("weight dims {w:?} with group {groups} do not match {cin} input channels"),
+                    ));
+                }
+                if let Some(k) = at.ints("kernel_shape") {
+                    if k != [w[2], w[3]] {
+                        return Err(unsupported(
+                            node,
+                            format!("kernel_shape {k:?} differs from the weight's {w:?}"),
+                        ));
+                    }
+                }
+                let bias = input(2).is_some();
+                if let Some(bname) = input(2) {
+                    let bd = self.weight_dims(node, bname)?;
+                    if bd != [w[0]] {
+                        return Err(unsupported(
+                            node,
+                            format!("bias dims {bd:?} for {cout} output channels"),
+                        ));
+                    }
+                }
+                let Window {
+                    out: (h, wd),
+                    stride,
+                    padding,
+                } = self.window(node, x, kernel, false)?;
+                let kind = OpKind::Conv2d {
+                    cin,
+                    cout,
+                    kernel,
+                    stride,
+                    padding,
+                    groups,
+                    bias,
+                };
+                self.push(node, kind, &[x], vec![cout, h, wd])?;
+            }
+            OpType::BatchNormalization => {
+                let x = self.activation(node, first?)?;
+                let shape = self.b.shape(x).clone();
+                if shape.len() != 3 {
+                    return Err(unsupported(node, "only 2-d batch normalization (NCHW)"));
+                }
+                for i in 1..=2 {
+                    let d = self.weight_dims(node, input(i).unwrap_or(""))?;
+                    if d != [shape[0] as i64] {
+                        return Err(unsupported(
+                            node,
+                            format!("scale or bias dims {d:?} for {} channels", shape[0]),
+                        ));
+                    }
+                }
+                let kind = OpKind::BatchNorm2d {
+                    channels: shape[0],
+                    eps: at.float("epsilon", 1e-5),
+                };
+                self.push(node, kind, &[x], shape)?;
+            }
+            OpType::Relu => {
+                let x = self.activation(node, first?)?;
+                let shape = self.b.shape(x).clone();
+                self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
+            }
+            OpType::MaxPool | OpType::AveragePool => {
+                let x = self.activation(node, first?)?;
+                if node.output.len() > 1 && !node.output[1].is_empty() {
+                    return Err(unsupported(node, "the Indices output"));
+                }
+                let k = self.square_kernel(node)?;
+                let ceil_mode = at.int("ceil_mode", 0) != 0;
+                let Window {
+                    out: (h, w),
+                    stride: s,
+                    padding: p,
+                } = self.window(node, x, (k, k), ceil_mode)?;
+                if s.0 != s.1 || p.0 != p.1 {
+                    return Err(unsupported(
+                        node,
+                        "only equal strides and pads in both dimensions",
+                    ));
+                }
+                let (stride, padding) = (s.0, p.0);
+                let kind = if node.op_type == OpType::MaxPool {
+                    OpKind::MaxPool2d {
+                        kernel: k,
+                        stride,
+                        padding,
+                        ceil_mode,
+                    }
+                } else {
+                    OpKind::AvgPool2d {
+                        kernel: k,
+                        stride,
+                        padding,
+                        ceil_mode,
+                    }
+                };
+                let c = self.b.shape(x)[0];
+                self.push(node, kind, &[x], vec![c, h, w])?;
+            }
+            OpType::GlobalAveragePool => {
+                let x = self.activation(node, first?)?;
+                if self.b.shape(x).len() != 3 {
+                    return Err(unsupported(node, "the input is not an NCHW feature map"));
+                }
+                let c = self.b.shape(x)[0];
+                let kind = OpKind::AdaptiveAvgPool2d { out: (1, 1) };
+                self.push(node, kind, &[x], vec![c, 1, 1])?;
+            }
+            OpType::Flatten | OpType::Reshape => {
+                let x = self.activation(node, first?)?;
+                let n = self
+                    .b
+                    .shape(x)
+                    .iter()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .filter(|&n| n <= LIMIT * LIMIT)
+                    .ok_or_else(|| unsupported(node, "the flattened size is out of range"))?;
+                if node.op_type == OpType::Flatten {
+                    let axis = at.int("axis", 1);
+                    if axis != 1 {
+                        return Err(unsupported(
+                            node,
+                            format!("axis {axis} (only 1: keep the batch)"),
+                        ));
+                    }
+                } else {
+                    let target = input(1)
+                        .and_then(|s| self.constants.get(s))
+                        .and_then(|t| t.as_i64().map(|v| v.into_owned()))
+                        .ok_or_else(|| unsupported(node, "the target shape is not a constant"))?;
+                    let flat = target.len() == 2
+                        && (target[1] == -1 || target[1] == n as i64)
+                        && target[0] != -1;
+                    if !flat {
+                        return Err(unsupported(
+                            node,
+                            format!("target shape {target:?} (only a flatten to [batch, -1])"),
+                        ));
+                    }
+                }
+                self.push(node, OpKind::Flatten, &[x], vec![n])?;
+            }
+            OpType::Gemm => {
+                let x = self.activation(node, first?)?;
+                if at.int("transA", 0) != 0 {
+                    return Err(unsupported(node, "transA = 1 (the activation must be A)"));
+                }
+                let w = self.weight_dims(node, input(1).unwrap_or(""))?;
+                if w.len() != 2 {
+                    return Err(unsupported(node, format!("weight dims {w:?}")));
+                }
+                let (fout, fin) = if at.int("transB", 0) != 0 {
+                    (w[0], w[1])
+                } else {
+                    (w[1], w[0])
+                };
+                let (fin, fout) = (usize_of(fin, node, "fin")?, usize_of(fout, node, "fout")?);
+                checked_elems(node, &[fin, fout])?;
+                let shape = self.b.shape(x).clone();
+                if shape != [fin] {
+                    return Err(unsupported(
+                        node,
+                        format!("input shape {shape:?} for a weight of {fin} inputs"),
+                    ));
+                }
+                let bias = input(2).is_some();
+                if let Some(bname) = input(2) {
+                    let bd = self.weight_dims(node, bname)?;
+                    if bd.iter().product::<i64>() != fout as i64 {
+                        return Err(unsupported(
+                            node,
+                            format!("bias dims {bd:?} for {fout} outputs"),
+                        ));
+                    }
+                }
+                self.push(node, OpKind::Linear { fin, fout, bias }, &[x], vec![fout])?;
+            }
+            OpType::Dropout => {
+                let x = self.activation(node, first?)?;
+                let p = match input(1) {
+                    Some(r) => self
+                        .constants
+                        .get(r)
+                        .and_then(|t| {
+                            t.as_f32()
+                                .and_then(|v| v.first().map(|&f| f as f64))
+                                .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
+                        })
+                        .ok_or_else(|| unsupported(node, "the ratio is not a constant"))?,
+                    None => at.float("ratio", 0.5),
+                };
+                let shape = self.b.shape(x).clone();
+                self.push(node, OpKind::Dropout { p }, &[x], shape)?;
+            }
+            OpType::Add => {
+                let xs = (0..node.input.len())
+                    .map(|i| self.activation(node, node.input[i]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if xs.len() != 2 {
+                    return Err(unsupported(node, "only the sum of two activations"));
+                }
+                let shape = self.b.shape(xs[0]).clone();
+                if xs.len() != 2 || xs.iter().any(|&x| *self.b.shape(x) != shape) {
+                    return Err(unsupported(
+                        node,
+                        "only the sum of two activations of one shape",
+                    ));
+                }
+                self.push(node, OpKind::Add, &xs, shape)?;
+            }
+            OpType::Concat => {
+                let xs = (0..node.input.len())
+                    .map(|i| self.activation(node, node.input[i]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let axis = at.int("axis", 1);
+                let Some(&x0) = xs.first() else {
+                    return Err(unsupported(node, "no inputs"));
+                };
+                let mut shape = self.b.shape(x0).clone();
+                if axis != 1 || shape.len() != 3 {
+                    return Err(unsupported(
+                        node,
+                        format!("axis {axis} (only channels of NCHW)"),
+                    ));
+                }
+                if xs.iter().any(|&x| self.b.shape(x)[1..] != shape[1..]) {
+                    return Err(unsupported(node, "inputs of different spatial sizes"));
+                }
+                shape[0] = xs.iter().map(|&x| self.b.shape(x)[0]).sum();
+                self.push(node, OpKind::Cat, &xs, shape)?;
+            }
+            other => {
+                return Err(OnnxError::UnsupportedOp {
+                    op: other.as_str().to_string(),
+                    node: node_name(node),
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The per-sample shape of the graph's data input: from the file, or `given` (which must
+/// agree with the file where the file has numbers).
+fn input_shape<'a>(
+    graph: &Graph<'a>,
+    given: Option<&[usize]>,
+) -> Result<(&'a str, Shape), OnnxError> {
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    let data: Vec<_> = graph
+        .input
+        .iter()
+        .filter(|v| !inits.contains(v.name))
+        .collect();
+    let [input] = data.as_slice() else {
+        return Err(OnnxError::Input(format!(
+            "{} data inputs ({}); pipeopt plans networks with one",
+            data.len(),
+            data.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
+        )));
+    };
+    match input.tensor_elem_type() {
+        Some(DataType::Float) | Some(DataType::Float16) | Some(DataType::Bfloat16) | None => {}
+        Some(t) => {
+            return Err(OnnxError::Input(format!(
+                "{:?} has element type {t:?}; only floating-point images are supported",
+                input.name
+            )))
+        }
+    }
+    let dims: Vec<Option<usize>> = input
+        .tensor_shape()
+        .map(|s| {
+            s.dim
+                .iter()
+                .map(|d| match d.value {
+                    Dimension::Value(v) if v > 0 && v as usize <= LIMIT => Some(v as usize),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let per_sample: Vec<Option<usize>> = dims.iter().skip(1).copied().collect();
+    let shape = match given {
+        Some(g) => {
+            if !per_sample.is_empty()
+                && (per_sample.len() != g.len()
+                    || per_sample
+                        .iter()
+                        .zip(g)
+                        .any(|(d, &v)| d.is_some_and(|d| d != v)))
+            {
+                return Err(OnnxError::Input(format!(
+                    "--input-shape {g:?} disagrees with {:?}'s shape {dims:?} in the file \
+                     (per sample, without the batch dimension)",
+                    input.name
+                )));
+            }
+            g.to_vec()
+        }
+        None => per_sample
+            .iter()
+            .copied()
+            .collect::<Option<Vec<_>>>()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                OnnxError::Input(format!(
+                    "{:?} has no fixed per-sample shape in the file ({dims:?}); give \
+                     --input-shape C,H,W",
+                    input.name
+                ))
+            })?,
+    };
+    if shape.len() != 3 || shape.contains(&0) || shape.iter().any(|&d| d > LIMIT) {
+        return Err(OnnxError::Input(format!(
+            "per-sample shape {shape:?}: pipeopt imports image networks (C,H,W, all positive)"
+        )));
+    }
+    Ok((input.name, shape))
+}
+
+/// Cuts the op list of one builder (op 0 the input, ops in topological order) into blocks
+/// at every point where exactly one tensor is alive (module doc).
+fn split_blocks(ops: Vec<Op>) -> Vec<Block> {
+    let n = ops.len();
+    // Last reader of each op's output; the last op's output is the network's.
+    let mut last_use: Vec<usize> = (0..n).collect();
+    for op in &ops {
+        for &x in &op.inputs {
+            last_use[x] = last_use[x].max(op.id);
+        }
+    }
+    last_use[n - 1] = n;
+    let mut cuts = vec![0usize];
+    let mut alive = 1usize; // the input
+    for i in 1..n - 1 {
+        alive += usize::from(last_use[i] > i);
+        alive -= ops[..i].iter().filter(|o| last_use[o.id] == i).count();
+        // No cut before an op that writes no tensor of its own (an in-place ReLU, a view):
+        // its block would hold nothing but an alias of the boundary tensor.
+        let aliasing = matches!(ops[i + 1].kind, OpKind::Relu { .. } | OpKind::Flatten);
+        if alive == 1 && last_use[i] > i && !aliasing {
+            cuts.push(i);
+        }
+    }
+    cuts.push(n - 1);
+    // A cut where neither side keeps the boundary tensor (the block before does not save
+    // its output, the block after does not save its input) would make the pair's overlap
+    // larger than the first block's stash: such a cut is dropped, its blocks merged.
+    let mut kept = vec![0usize];
+    for k in 1..cuts.len() - 1 {
+        let before = make_block(&ops, *kept.last().expect("kept starts with 0"), cuts[k]);
+        let after = make_block(&ops, cuts[k], cuts[k + 1]);
+        if keeps_output(&before) || saves_input(&after) {
+            kept.push(cuts[k]);
+        }
+    }
+    kept.push(n - 1);
+    kept.windows(2)
+        .map(|w| make_block(&ops, w[0], w[1]))
+        .collect()
+}
+
+/// The block of ops `from + 1 ..= to`, whose input is op `from`'s output.
+fn make_block(ops: &[Op], from: usize, to: usize) -> Block {
+    let map = |x: usize| if x == from { 0 } else { x - from };
+    let mut block_ops = vec![Op {
+        id: 0,
+        name: "input".into(),
+        kind: OpKind::Input,
+        inputs: vec![],
+        shape: ops[from].shape.clone(),
+    }];
+    for op in &ops[from + 1..=to] {
+        block_ops.push(Op {
+            id: map(op.id),
+            name: op.name.clone(),
+            kind: op.kind.clone(),
+            inputs: op.inputs.iter().map(|&x| map(x)).collect(),
+            shape: op.shape.clone(),
+        });
+    }
+    Block {
+        name: block_name(&ops[from + 1..=to]),
+        ops: block_ops,
+    }
+}
+
+/// A block's name: the longest `/`-separated prefix its ops' names share (PyTorch's
+/// exporter names nodes by module path, `/layer1/layer1.0/conv1/Conv`), else its first op's.
+fn block_name(ops: &[Op]) -> String {
+    let parts: Vec<Vec<&str>> = ops
+        .iter()
+        .map(|o| o.name.split('/').filter(|s| !s.is_empty()).collect())
+        .collect();
+    let mut common = parts[0].len().saturating_sub(usize::from(ops.len() == 1));
+    for p in &parts[1..] {
+        common = common.min(p.iter().zip(&parts[0]).take_while(|(a, b)| a == b).count());
+    }
+    if common == 0 || (ops.len() == 1 && parts[0].len() <= 1) {
+        ops[0].name.clone()
+    } else {
+        parts[0][..common].join(".")
+    }
+}
+
+/// The network of an ONNX model (module doc): `name` is the network's name, `input_shape`
+/// the per-sample input shape where the file has none (or to check the file's).
+pub fn network_from_onnx(
+    bytes: &[u8],
+    name: &str,
+    given_shape: Option<&[usize]>,
+) -> Result<Network, OnnxError> {
+    let model = onnx_rs::parse(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
+    if graph.node.is_empty() {
+        return Err(OnnxError::Graph("no nodes".into()));
+    }
+    let (input_name, shape) = input_shape(graph, given_shape)?;
+    let mut importer = Importer {
+        graph,
+        constants: graph
+            .initializer
+            .iter()
+            .map(|t| (t.name(), t.clone()))
+            .collect(),
+        producer: HashMap::from([(input_name, 0)]),
+        b: B::new(name, shape.clone()),
+    };
+    for node in &graph.node {
+        if !node.domain.is_empty() && node.domain != "ai.onnx" {
+            return Err(OnnxError::UnsupportedOp {
+                op: format!("{}::{}", node.domain, node.op_type.as_str()),
+                node: node_name(node),
+            });
+        }
+        importer.node(node)?;
+    }
+    let outputs = &importer.graph.output;
+    let [output] = outputs.as_slice() else {
+        return Err(OnnxError::Graph(format!(
+            "{} outputs ({}); pipeopt plans chains with one (export without auxiliary outputs)",
+            outputs.len(),
+            outputs
+                .iter()
+                .map(|v| v.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let out = *importer.producer.get(output.name).ok_or_else(|| {
+        OnnxError::Graph(format!("the output {:?} is not an activation", output.name))
+    })?;
+    let ops = importer.b.finish().ops;
+    if out != ops.len() - 1 || out == 0 {
+        return Err(OnnxError::Graph(format!(
+            "the output {:?} is not computed by the last node",
+            output.name
+        )));
+    }
+    // Every op must lead to the output: a dead branch would be planned for nothing.
+    let mut used = vec![false; ops.len()];
+    used[out] = true;
+    for op in ops.iter().rev() {
+        if used[op.id] {
+            for &x in &op.inputs {
+                used[x] = true;
+            }
+        }
+    }
+    if let Some(dead) = ops.iter().find(|o| !used[o.id]) {
+        return Err(OnnxError::Graph(format!(
+            "node {:?}'s output never reaches the graph's output",
+            dead.name
+        )));
+    }
+    Ok(Network {
+        name: name.into(),
+        input: shape,
+        input_elem_bytes: None,
+        blocks: split_blocks(ops),
+    })
+}
+
+/// The instance of an ONNX model (module doc): its network for `batch` samples at
+/// `granularity`, analytic times from `device`. `file` names the model in `meta` (with its
+/// SHA-256), `name` is the network's name.
+#[allow(clippy::too_many_arguments)]
+pub fn onnx_instance(
+    bytes: &[u8],
+    file: &str,
+    name: &str,
+    input_shape: Option<&[usize]>,
+    batch: usize,
+    dtype: DType,
+    device: &DeviceModel,
+    granularity: Granularity,
+) -> Result<Instance, OnnxError> {
+    use sha2::Digest;
+    let net = network_from_onnx(bytes, name, input_shape)?;
+    let mut inst = match granularity {
+        Granularity::Op => super::op_instance(&net, batch, dtype, device),
+        Granularity::Block => super::analytic_instance(&net, batch, dtype, device),
+    }
+    .map_err(|e| OnnxError::Graph(e.to_string()))?;
+    // The file's stem names the network (an image size in it is the user's to give).
+    inst.name = match granularity {
+        Granularity::Op => format!("{name}-b{batch}-op"),
+        Granularity::Block => format!("{name}-b{batch}"),
+    };
+    let meta = &mut inst.meta;
+    meta.insert("source".into(), json!("onnx (pipeopt import onnx)"));
+    meta.insert("onnx_file".into(), json!(file));
+    meta.insert(
+        "onnx_sha256".into(),
+        json!(format!("{:x}", sha2::Sha256::digest(bytes))),
+    );
+    meta.insert("blocks".into(), json!(net.blocks.len()));
+    if granularity == Granularity::Block {
+        meta.insert("granularity".into(), json!("block"));
+    }
+    Ok(inst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onnx_rs::ast::{
+        AttributeType, Model, OperatorSetId, TensorShape, TensorShapeDimension, TensorTypeProto,
+        TypeProto, TypeValue, ValueInfo,
+    };
+
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    fn ints(name: &'static str, v: &[usize]) -> Attribute<'static> {
+        Attribute {
+            name,
+            r#type: AttributeType::Ints,
+            ints: v.iter().map(|&x| x as i64).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn int(name: &'static str, v: i64) -> Attribute<'static> {
+        Attribute {
+            name,
+            r#type: AttributeType::Int,
+            i: v,
+            ..Default::default()
+        }
+    }
+
+    fn float(name: &'static str, v: f64) -> Attribute<'static> {
+        Attribute {
+            name,
+            r#type: AttributeType::Float,
+            f: v as f32,
+            ..Default::default()
+        }
+    }
+
+    fn value_info(name: &'static str, dims: &[i64]) -> ValueInfo<'static> {
+        ValueInfo {
+            name,
+            r#type: Some(TypeProto {
+                value: Some(TypeValue::Tensor(TensorTypeProto {
+                    elem_type: DataType::Float,
+                    shape: Some(TensorShape {
+                        dim: dims
+                            .iter()
+                            .map(|&d| TensorShapeDimension {
+                                value: if d > 0 {
+                                    Dimension::Value(d)
+                                } else {
+                                    Dimension::Param("batch")
+                                },
+                                denotation: "",
+                            })
+                            .collect(),
+                    }),
+                })),
+                denotation: "",
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// `net` written as an ONNX model the way PyTorch's exporter writes it (weights as
+    /// initializers with their dims and no data: the importer reads only shapes).
+    pub(crate) fn to_onnx(net: &Network) -> Vec<u8> {
+        let mut nodes = Vec::new();
+        let mut inits = Vec::new();
+        let mut prev = "input";
+        for block in &net.blocks {
+            let tensor = |i: usize| -> &'static str {
+                if i == 0 {
+                    prev
+                } else {
+                    leak(format!("/{}/{}_out", block.name, block.ops[i].name))
+                }
+            };
+            for op in &block.ops[1..] {
+                let base = leak(format!("/{}/{}", block.name, op.name));
+                let mut input: Vec<&'static str> = op.inputs.iter().map(|&x| tensor(x)).collect();
+                let mut weight = |suffix: &str, dims: Vec<usize>| {
+                    let name = leak(format!("{base}.{suffix}"));
+                    let dims = dims.into_iter().map(|d| d as i64).collect();
+                    inits.push(TensorProto::from_raw(name, dims, DataType::Float, &[]));
+                    name
+                };
+                let (op_type, attribute) = match &op.kind {
+                    OpKind::Conv2d {
+                        cin,
+                        cout,
+                        kernel,
+                        stride,
+                        padding,
+                        groups,
+                        bias,
+                    } => {
+                        input.push(weight(
+                            "weight",
+                            vec![*cout, cin / groups, kernel.0, kernel.1],
+                        ));
+                        if *bias {
+                            input.push(weight("bias", vec![*cout]));
+                        }
+                        let attrs = vec![
+                            ints("kernel_shape", &[kernel.0, kernel.1]),
+                            ints("strides", &[stride.0, stride.1]),
+                            ints("pads", &[padding.0, padding.1, padding.0, padding.1]),
+                            ints("dilations", &[1, 1]),
+                            int("group", *groups as i64),
+                        ];
+                        (OpType::Conv, attrs)
+                    }
+                    OpKind::BatchNorm2d { channels, eps } => {
+                        for w in ["weight", "bias", "running_mean", "running_var"] {
+                            input.push(weight(w, vec![*channels]));
+                        }
+                        (OpType::BatchNormalization, vec![float("epsilon", *eps)])
+                    }
+                    OpKind::Relu { .. } => (OpType::Relu, vec![]),
+                    OpKind::MaxPool2d {
+                        kernel,
+                        stride,
+                        padding,
+                        ceil_mode,
+                    }
+                    | OpKind::AvgPool2d {
+                        kernel,
+                        stride,
+                        padding,
+                        ceil_mode,
+                    } => {
+                        let t = if matches!(op.kind, OpKind::MaxPool2d { .. }) {
+                            OpType::MaxPool
+                        } else {
+                            OpType::AveragePool
+                        };
+                        let attrs = vec![
+                            ints("kernel_shape", &[*kernel, *kernel]),
+                            ints("strides", &[*stride, *stride]),
+                            ints("pads", &[*padding; 4]),
+                            int("ceil_mode", i64::from(*ceil_mode)),
+                        ];
+                        (t, attrs)
+                    }
+                    OpKind::AdaptiveAvgPool2d { out: (1, 1) } => {
+                        (OpType::GlobalAveragePool, vec![])
+                    }
+                    OpKind::Flatten => (OpType::Flatten, vec![int("axis", 1)]),
+                    OpKind::Linear { fin, fout, bias } => {
+                        input.push(weight("weight", vec![*fout, *fin]));
+                        if *bias {
+                            input.push(weight("bias", vec![*fout]));
+                        }
+                        (OpType::Gemm, vec![int("transB", 1)])
+                    }
+                    OpKind::Dropout { p } => (OpType::Dropout, vec![float("ratio", *p)]),
+                    OpKind::Add => (OpType::Add, vec![]),
+                    OpKind::Cat => (OpType::Concat, vec![int("axis", 1)]),
+                    other => panic!("no ONNX writer for {other:?}"),
+                };
+                nodes.push(Node {
+                    name: base,
+                    op_type,
+                    input,
+                    output: vec![tensor(op.id)],
+                    attribute,
+                    ..Default::default()
+                });
+            }
+            prev = tensor(block.ops.len() - 1);
+        }
+        let mut dims = vec![-1];
+        dims.extend(net.input.iter().map(|&d| d as i64));
+        let mut graph_inputs = vec![value_info("input", &dims)];
+        graph_inputs.extend(inits.iter().map(|t| value_info(t.name(), t.dims())));
+        let model = Model {
+            ir_version: 8,
+            opset_import: vec![OperatorSetId {
+                domain: "",
+                version: 11,
+            }],
+            producer_name: "pipeopt tests",
+            graph: Some(Graph {
+                name: "main",
+                node: nodes,
+                initializer: inits,
+                input: graph_inputs,
+                output: vec![value_info(prev, &[-1, 1000])],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        onnx_rs::encode(&model)
+    }
+
+    fn without_per_layer() -> DeviceModel {
+        let mut d = DeviceModel::resolve("h100", "test").unwrap();
+        d.fwd.per_layer = 0.0;
+        d.bwd.per_layer = 0.0;
+        d
+    }
+
+    /// A built-in network written as ONNX imports to the same op-level instance: every
+    /// layer's sizes to the byte and, without per-layer overheads (charged per block, and
+    /// the blocks differ), its times.
+    #[test]
+    fn built_in_networks_round_trip_through_onnx() {
+        let device = without_per_layer();
+        for (name, image) in [("resnet50", 64), ("densenet121", 64), ("inception_v3", 96)] {
+            let net = super::super::network(name, image).unwrap();
+            let bytes = to_onnx(&net);
+            let imported = network_from_onnx(&bytes, name, None).unwrap();
+            assert_eq!(imported.parameter_count(), net.parameter_count(), "{name}");
+            let ours = super::super::op_instance(&net, 8, DType::F32, &device).unwrap();
+            let theirs = super::super::op_instance(&imported, 8, DType::F32, &device).unwrap();
+            assert_eq!(ours.len(), theirs.len(), "{name}: chain layers");
+            for (a, b) in ours.layers.iter().zip(&theirs.layers) {
+                assert_eq!(
+                    (a.weights, a.out, a.stash, a.stash_overlap),
+                    (b.weights, b.out, b.stash, b.stash_overlap),
+                    "{name}: layer {}",
+                    a.name
+                );
+                assert!(
+                    (a.fwd - b.fwd).abs() <= 1e-12 * a.fwd.max(1e-9),
+                    "{name}: {}",
+                    a.name
+                );
+                assert!(
+                    (a.bwd - b.bwd).abs() <= 1e-12 * a.bwd.max(1e-9),
+                    "{name}: {}",
+                    a.name
+                );
+            }
+            assert_eq!(ours.stash_shared, theirs.stash_shared, "{name}");
+            assert_eq!(ours.input, theirs.input, "{name}");
+            // At block level (the imported network's blocks are its single-tensor cuts) the
+            // chain is a valid instance with the same weights.
+            let blocks =
+                super::super::analytic_instance(&imported, 8, DType::F32, &device).unwrap();
+            blocks.check().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let w = |i: &Instance| i.layers.iter().map(|l| l.weights).sum::<f64>();
+            assert_eq!(w(&blocks), w(&ours), "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_op_and_the_node() {
+        let net = super::super::network("resnet50", 64).unwrap();
+        let bytes = to_onnx(&net);
+        // Truncated: a decode error, never a partial network.
+        let cut = network_from_onnx(&bytes[..bytes.len() / 2], "r", None).unwrap_err();
+        assert!(
+            matches!(cut, OnnxError::Decode(_) | OnnxError::Graph(_)),
+            "{cut}"
+        );
+        // An op without a rule.
+        let mut model = onnx_rs::parse(&bytes).unwrap();
+        let g = model.graph.as_mut().unwrap();
+        g.node[2].op_type = OpType::Sigmoid;
+        let err = network_from_onnx(&onnx_rs::encode(&model), "r", None).unwrap_err();
+        assert_eq!(
+            err,
+            OnnxError::UnsupportedOp {
+                op: "Sigmoid".into(),
+                node: "/stem/relu".into()
+            }
+        );
+        assert!(err.to_string().contains("Sigmoid") && err.to_string().contains("/stem/relu"));
+        // Dilation is refused, not ignored.
+        let mut model = onnx_rs::parse(&bytes).unwrap();
+        model.graph.as_mut().unwrap().node[0].attribute[3] = ints("dilations", &[2, 2]);
+        let err = network_from_onnx(&onnx_rs::encode(&model), "r", None).unwrap_err();
+        assert!(err.to_string().contains("dilations"), "{err}");
+        // A shape given that disagrees with the file's.
+        let err = network_from_onnx(&bytes, "r", Some(&[3, 32, 32])).unwrap_err();
+        assert!(matches!(err, OnnxError::Input(_)), "{err}");
+        // The file's own shape, given again, is accepted.
+        assert!(network_from_onnx(&bytes, "r", Some(&[3, 64, 64])).is_ok());
+    }
+
+    /// Damaged files (bytes flipped, cut anywhere) are errors or networks, never a panic.
+    #[test]
+    fn damaged_files_never_panic() {
+        let net = super::super::network("resnet50", 32).unwrap();
+        let bytes = to_onnx(&net);
+        let device = without_per_layer();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..2000 {
+            let mut b = bytes.clone();
+            let cut = (next() as usize) % b.len();
+            if next() % 2 == 0 {
+                b.truncate(cut);
+            } else {
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % b.len();
+                    b[i] ^= 1 << (next() % 8);
+                }
+            }
+            if let Ok(net) = network_from_onnx(&b, "r", None) {
+                let _ = super::super::op_instance(&net, 2, DType::F32, &device);
+                let _ = super::super::analytic_instance(&net, 2, DType::F32, &device);
+            }
+        }
+    }
+
+    #[test]
+    fn split_cuts_where_one_tensor_lives() {
+        // input -> a -> (b, c) -> add -> d: cuts after a and after the add.
+        let mut b = B::new("t", vec![4, 8, 8]);
+        let a = b.conv("a", 0, 4, 3, 1, 1).unwrap();
+        let x = b.bn("b", a, 1e-5).unwrap();
+        let y = b.bn("c", a, 1e-5).unwrap();
+        let s = b.add("s", &[x, y]).unwrap();
+        b.conv("d", s, 4, 1, 1, 0).unwrap();
+        let blocks = split_blocks(b.finish().ops);
+        let sizes: Vec<usize> = blocks.iter().map(|b| b.ops.len() - 1).collect();
+        assert_eq!(sizes, vec![1, 3, 1]);
+        assert_eq!(blocks[1].ops[3].inputs, vec![1, 2]);
+        // No cut before a ReLU or a flatten, nor where neither side keeps the tensor (a
+        // convolution's output read only by a global average pool).
+        let mut b = B::new("t", vec![4, 8, 8]);
+        let a = b.conv("a", 0, 4, 3, 1, 1).unwrap();
+        let r = b.relu("r", a).unwrap();
+        let c = b.conv("c", r, 4, 3, 1, 1).unwrap();
+        let g = b.adaptive_avgpool("g", c, (1, 1)).unwrap();
+        let f = b.flatten("f", g).unwrap();
+        b.linear("fc", f, 10, true).unwrap();
+        let blocks = split_blocks(b.finish().ops);
+        let sizes: Vec<usize> = blocks.iter().map(|b| b.ops.len() - 1).collect();
+        assert_eq!(sizes, vec![2, 3, 1]);
+    }
+}
