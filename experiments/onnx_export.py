@@ -6,7 +6,9 @@
 NET is among resnet50, resnet101, inception_v3, densenet121, vgg16 (default: all). The models
 are exported in training mode (TrainingMode.TRAINING), so that Dropout stays in the graph
 as in training (in eval mode the exporter removes it), with the TorchScript exporter
-(dynamo=False), whose nodes are torchvision's modules in forward order. Inception-v3 without
+(dynamo=False), whose nodes are torchvision's modules in forward order: the default
+exporter (dynamo=True) folds every batch norm into its convolution, even in training mode,
+and pipeopt refuses such files (docs/onnx.md). Inception-v3 without
 its auxiliary head (aux_logits=False), as pipeopt's built-in network. Files are large
 (100-550 MB: the weights are in them); do not commit them.
 

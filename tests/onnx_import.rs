@@ -187,7 +187,7 @@ fn a_small_model_imports_with_its_exact_sizes_and_plans() {
             String::from_utf8_lossy(&o.stderr)
         );
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(r["parameters"], 466, "{r}");
+        assert_eq!(r["meta"]["parameters"], 466, "{r}");
         assert_eq!(r["weights_bytes"], 466.0 * 4.0, "{r}");
         let inst: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();

@@ -4,10 +4,24 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use pipeopt::nets::Granularity;
 use pipeopt::units::{ShowBytes, ShowSeconds};
 use pipeopt::InputError;
+
+/// Where the imported instance goes, and how it is reported.
+#[derive(Args)]
+pub struct ImportOutput {
+    /// Where to write the instance (atomically).
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// The instance's name (default: the file's stem).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 #[derive(Subcommand)]
 pub enum ImportCommand {
@@ -17,15 +31,8 @@ pub enum ImportCommand {
     Pipedream {
         /// The graph.txt file.
         file: PathBuf,
-        /// Where to write the instance (atomically).
-        #[arg(long, short = 'o')]
-        out: PathBuf,
-        /// The instance's name (default: the file's stem).
-        #[arg(long)]
-        name: Option<String>,
-        /// Print a JSON summary on stdout.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: ImportOutput,
         /// Import a DAG that does not look like a whole network (a source that is not an
         /// Input, a node with no path to the output, too few edges): by default an error
         /// naming the node, since a file cut short still parses.
@@ -35,8 +42,8 @@ pub enum ImportCommand {
     /// An ONNX model (e.g. from `torch.onnx.export`) as an instance: every node one op with
     /// its exact output and weight sizes and what it keeps for the backward, times from a
     /// device model (docs/onnx.md). Supported ops: Conv,
-    /// BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape
-    /// to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant; any other is an error
+    /// BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, ReduceMean
+    /// over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant; any other is an error
     /// naming the op and the node.
     Onnx {
         /// The .onnx file.
@@ -59,15 +66,13 @@ pub enum ImportCommand {
         /// layer per part of the graph between two single-tensor cuts).
         #[arg(long, value_parser = ["block", "op"], default_value = "op")]
         granularity: String,
-        /// Where to write the instance (atomically).
-        #[arg(long, short = 'o')]
-        out: PathBuf,
-        /// The network's name (default: the file's stem).
+        /// Plan a file in which the exporter fused batch normalizations into convolutions
+        /// (PyTorch's default `dynamo=True` exporter does, even in training mode): by
+        /// default an error, since the file is then not the network that trains.
         #[arg(long)]
-        name: Option<String>,
-        /// Print a JSON summary on stdout.
-        #[arg(long)]
-        json: bool,
+        accept_fused: bool,
+        #[command(flatten)]
+        output: ImportOutput,
     },
 }
 
@@ -75,9 +80,7 @@ pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
     match command {
         ImportCommand::Pipedream {
             file,
-            out,
-            name,
-            json,
+            output: ImportOutput { out, name, json },
             accept_incomplete,
         } => {
             let instance = pipeopt::io::pipedream::import_pipedream_with(
@@ -111,9 +114,8 @@ pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
             dtype,
             device_model,
             granularity,
-            out,
-            name,
-            json,
+            accept_fused,
+            output: ImportOutput { out, name, json },
         } => {
             if batch == 0 {
                 return Err(InputError::new("--batch", "", "must be at least 1").into());
@@ -130,44 +132,17 @@ pub fn run(command: ImportCommand) -> anyhow::Result<ExitCode> {
                 &bytes,
                 &file.display().to_string(),
                 &name,
-                input_shape.as_deref(),
+                &pipeopt::nets::onnx::ReadOptions {
+                    input_shape: input_shape.as_deref(),
+                    accept_fused,
+                },
                 batch,
                 dtype,
                 &device,
                 granularity,
             )
             .map_err(|e| InputError::file(&file, e))?;
-            instance.check()?;
-            let text = serde_json::to_string_pretty(&instance)? + "\n";
-            pipeopt::error::write_atomic(&out, text.as_bytes())?;
-            let sums = instance.sums();
-            let l = instance.len();
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "instance": out,
-                        "name": instance.name,
-                        "layers": l,
-                        "blocks": instance.meta.get("blocks"),
-                        "sequential_seconds": sums.u(1, l),
-                        "weights_bytes": sums.weights(1, l),
-                        "stash_bytes": sums.stash(1, l),
-                        "parameters": instance.meta.get("parameters"),
-                    })
-                );
-            } else {
-                println!(
-                    "{}: {} chain layers, U(1,L) = {}, weights {}, stash {} -> {}",
-                    instance.name,
-                    l,
-                    ShowSeconds(sums.u(1, l)),
-                    ShowBytes(sums.weights(1, l)),
-                    ShowBytes(sums.stash(1, l)),
-                    out.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            super::instance::write_and_report(&instance, &out, json)
         }
     }
 }

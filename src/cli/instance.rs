@@ -1,9 +1,10 @@
 //! `pipeopt instance`: a built-in network's instance from its exact shapes (`nets`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use pipeopt::model::Instance;
 use pipeopt::units::{ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 
@@ -60,16 +61,22 @@ pub fn run(args: InstanceArgs) -> anyhow::Result<ExitCode> {
         ),
     }
     .map_err(|e| InputError::new("--model", "", e.to_string()))?;
+    write_and_report(&inst, &args.out, args.json)
+}
+
+/// Checks `inst`, writes it to `out` (atomically) and prints its summary: one JSON object
+/// with `--json`, else one line.
+pub fn write_and_report(inst: &Instance, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     inst.check()?;
-    let text = serde_json::to_string_pretty(&inst)? + "\n";
-    pipeopt::error::write_atomic(&args.out, text.as_bytes())?;
+    let text = serde_json::to_string_pretty(inst)? + "\n";
+    pipeopt::error::write_atomic(out, text.as_bytes())?;
     let sums = inst.sums();
     let l = inst.len();
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::json!({
-                "instance": args.out,
+                "instance": out,
                 "name": inst.name,
                 "layers": l,
                 "sequential_seconds": sums.u(1, l),
@@ -86,7 +93,7 @@ pub fn run(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             ShowSeconds(sums.u(1, l)),
             ShowBytes(sums.weights(1, l)),
             ShowBytes(sums.stash(1, l)),
-            args.out.display()
+            out.display()
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -15,12 +15,22 @@
 //! # Ops
 //! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu`,
 //! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
-//! `Flatten` and a `Reshape` to `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
+//! `ReduceMean` over the spatial axes (a global average pool), `Flatten` and a `Reshape` to
+//! `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
 //! `Dropout`, `Add` and `Concat` of activations (channel axis), `Identity`, `Constant`.
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
 //! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error naming the op and
 //! the node: never a silent guess.
+//!
+//! # Exporters that rewrite the network
+//! PyTorch's default exporter since 2.9 (`dynamo=True`) runs onnxscript's optimizer, which
+//! folds every batch normalization into the convolution before it, even for a model in
+//! training mode: the file then has no batch norms, and planning it would leave out their
+//! time and half the stash. The optimizer marks the nodes it rewrote
+//! (`pkg.onnxscript.rewriter.rule_name`); a node marked `FuseBatchNorm...` is refused
+//! unless the caller accepts it (`--accept-fused`). Export with `dynamo=False` and
+//! `training=TrainingMode.TRAINING` instead.
 //!
 //! # Blocks
 //! The op DAG is cut into blocks wherever exactly one tensor is alive (a cut of the DAG
@@ -50,7 +60,7 @@ pub enum OnnxError {
     Decode(String),
     #[error("the model has no graph")]
     NoGraph,
-    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
+    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
     UnsupportedOp { op: String, node: String },
     #[error("node {node:?} ({op}): {reason}")]
     Unsupported {
@@ -64,6 +74,8 @@ pub enum OnnxError {
     Graph(String),
     #[error("node {node:?}: the output would be empty (the input is too small for the network)")]
     Empty { node: String },
+    #[error("node {node:?}: the exporter fused a batch normalization into it (onnxscript's FuseBatchNormIntoConv), so the file is not the network that trains; export with torch.onnx.export(..., dynamo=False, training=torch.onnx.TrainingMode.TRAINING), or plan the file as it is with --accept-fused")]
+    Fused { node: String },
 }
 
 fn node_name(node: &Node) -> String {
@@ -172,6 +184,21 @@ impl<'a> Importer<'_, 'a> {
                     format!("weight {name:?} is not an initializer (a computed weight)"),
                 )
             })
+    }
+
+    /// Whether `node` has a bias (its input `name`), checked to hold `outputs` values.
+    fn bias(&self, node: &Node<'a>, name: Option<&str>, outputs: usize) -> Result<bool, OnnxError> {
+        let Some(name) = name else {
+            return Ok(false);
+        };
+        let dims = self.weight_dims(node, name)?;
+        if dims.iter().try_fold(1i64, |a, &d| a.checked_mul(d)) != Some(outputs as i64) {
+            return Err(unsupported(
+                node,
+                format!("bias dims {dims:?} for {outputs} outputs"),
+            ));
+        }
+        Ok(true)
     }
 
     fn push(
@@ -314,16 +341,7 @@ impl<'a> Importer<'_, 'a> {
                         ));
                     }
                 }
-                let bias = input(2).is_some();
-                if let Some(bname) = input(2) {
-                    let bd = self.weight_dims(node, bname)?;
-                    if bd != [w[0]] {
-                        return Err(unsupported(
-                            node,
-                            format!("bias dims {bd:?} for {cout} output channels"),
-                        ));
-                    }
-                }
+                let bias = self.bias(node, input(2), cout)?;
                 let Window {
                     out: (h, wd),
                     stride,
@@ -403,14 +421,44 @@ impl<'a> Importer<'_, 'a> {
                 let c = self.b.shape(x)[0];
                 self.push(node, kind, &[x], vec![c, h, w])?;
             }
-            OpType::GlobalAveragePool => {
+            OpType::GlobalAveragePool | OpType::ReduceMean => {
                 let x = self.activation(node, first?)?;
                 if self.b.shape(x).len() != 3 {
                     return Err(unsupported(node, "the input is not an NCHW feature map"));
                 }
+                // A mean over the spatial axes is a global average pool; `keepdims = 0`
+                // adds a flatten (a view).
+                let mut flat = false;
+                if node.op_type == OpType::ReduceMean {
+                    let axes = match input(1) {
+                        Some(a) => self
+                            .constants
+                            .get(a)
+                            .and_then(|t| t.as_i64().map(|v| v.into_owned())),
+                        None => at.ints("axes"),
+                    };
+                    let mut axes = axes.unwrap_or_default();
+                    axes.sort_unstable();
+                    if axes != [2, 3] && axes != [-2, -1] {
+                        return Err(unsupported(
+                            node,
+                            format!("axes {axes:?} (only the spatial mean, [2, 3])"),
+                        ));
+                    }
+                    flat = at.int("keepdims", 1) == 0;
+                }
                 let c = self.b.shape(x)[0];
                 let kind = OpKind::AdaptiveAvgPool2d { out: (1, 1) };
-                self.push(node, kind, &[x], vec![c, 1, 1])?;
+                if flat {
+                    let name = node_name(node);
+                    let pool = self
+                        .b
+                        .op(&format!("{name}/pool"), kind, &[x], vec![c, 1, 1])
+                        .map_err(|_| OnnxError::Empty { node: name })?;
+                    self.push(node, OpKind::Flatten, &[pool], vec![c])?;
+                } else {
+                    self.push(node, kind, &[x], vec![c, 1, 1])?;
+                }
             }
             OpType::Flatten | OpType::Reshape => {
                 let x = self.activation(node, first?)?;
@@ -469,16 +517,7 @@ impl<'a> Importer<'_, 'a> {
                         format!("input shape {shape:?} for a weight of {fin} inputs"),
                     ));
                 }
-                let bias = input(2).is_some();
-                if let Some(bname) = input(2) {
-                    let bd = self.weight_dims(node, bname)?;
-                    if bd.iter().product::<i64>() != fout as i64 {
-                        return Err(unsupported(
-                            node,
-                            format!("bias dims {bd:?} for {fout} outputs"),
-                        ));
-                    }
-                }
+                let bias = self.bias(node, input(2), fout)?;
                 self.push(node, OpKind::Linear { fin, fout, bias }, &[x], vec![fout])?;
             }
             OpType::Dropout => {
@@ -711,13 +750,27 @@ fn block_name(ops: &[Op]) -> String {
     }
 }
 
-/// The network of an ONNX model (module doc): `name` is the network's name, `input_shape`
-/// the per-sample input shape where the file has none (or to check the file's).
+/// How a file is read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions<'s> {
+    /// The per-sample input shape where the file has none (or to check the file's).
+    pub input_shape: Option<&'s [usize]>,
+    /// Plan a file whose exporter fused batch normalizations into convolutions (refused by
+    /// default: module doc).
+    pub accept_fused: bool,
+}
+
+/// Where the exporter says which rewrites it applied to a node (onnxscript's optimizer,
+/// used by `torch.onnx.export(dynamo=True)`).
+const REWRITE_KEY: &str = "pkg.onnxscript.rewriter.rule_name";
+
+/// The network of an ONNX model (module doc), named `name`.
 pub fn network_from_onnx(
     bytes: &[u8],
     name: &str,
-    given_shape: Option<&[usize]>,
+    read: &ReadOptions,
 ) -> Result<Network, OnnxError> {
+    let given_shape = read.input_shape;
     let model = onnx_rs::parse(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
     let graph = model.graph.as_ref().ok_or(OnnxError::NoGraph)?;
     if graph.node.is_empty() {
@@ -738,6 +791,15 @@ pub fn network_from_onnx(
         if !node.domain.is_empty() && node.domain != "ai.onnx" {
             return Err(OnnxError::UnsupportedOp {
                 op: format!("{}::{}", node.domain, node.op_type.as_str()),
+                node: node_name(node),
+            });
+        }
+        let fused = node
+            .metadata_props
+            .iter()
+            .any(|e| e.key == REWRITE_KEY && e.value.contains("FuseBatchNorm"));
+        if fused && !read.accept_fused {
+            return Err(OnnxError::Fused {
                 node: node_name(node),
             });
         }
@@ -790,21 +852,21 @@ pub fn network_from_onnx(
 }
 
 /// The instance of an ONNX model (module doc): its network for `batch` samples at
-/// `granularity`, analytic times from `device`. `file` names the model in `meta` (with its
+/// `granularity`, analytic times from `device`, the file read with `read`. `file` names the model in `meta` (with its
 /// SHA-256), `name` is the network's name.
 #[allow(clippy::too_many_arguments)]
 pub fn onnx_instance(
     bytes: &[u8],
     file: &str,
     name: &str,
-    input_shape: Option<&[usize]>,
+    read: &ReadOptions,
     batch: usize,
     dtype: DType,
     device: &DeviceModel,
     granularity: Granularity,
 ) -> Result<Instance, OnnxError> {
     use sha2::Digest;
-    let net = network_from_onnx(bytes, name, input_shape)?;
+    let net = network_from_onnx(bytes, name, read)?;
     let mut inst = match granularity {
         Granularity::Op => super::op_instance(&net, batch, dtype, device),
         Granularity::Block => super::analytic_instance(&net, batch, dtype, device),
@@ -1042,7 +1104,7 @@ mod tests {
         for (name, image) in [("resnet50", 64), ("densenet121", 64), ("inception_v3", 96)] {
             let net = super::super::network(name, image).unwrap();
             let bytes = to_onnx(&net);
-            let imported = network_from_onnx(&bytes, name, None).unwrap();
+            let imported = network_from_onnx(&bytes, name, &ReadOptions::default()).unwrap();
             assert_eq!(imported.parameter_count(), net.parameter_count(), "{name}");
             let ours = super::super::op_instance(&net, 8, DType::F32, &device).unwrap();
             let theirs = super::super::op_instance(&imported, 8, DType::F32, &device).unwrap();
@@ -1077,12 +1139,20 @@ mod tests {
         }
     }
 
+    fn shape(s: &[usize]) -> ReadOptions<'_> {
+        ReadOptions {
+            input_shape: Some(s),
+            ..ReadOptions::default()
+        }
+    }
+
     #[test]
     fn errors_name_the_op_and_the_node() {
         let net = super::super::network("resnet50", 64).unwrap();
         let bytes = to_onnx(&net);
         // Truncated: a decode error, never a partial network.
-        let cut = network_from_onnx(&bytes[..bytes.len() / 2], "r", None).unwrap_err();
+        let cut =
+            network_from_onnx(&bytes[..bytes.len() / 2], "r", &ReadOptions::default()).unwrap_err();
         assert!(
             matches!(cut, OnnxError::Decode(_) | OnnxError::Graph(_)),
             "{cut}"
@@ -1091,7 +1161,8 @@ mod tests {
         let mut model = onnx_rs::parse(&bytes).unwrap();
         let g = model.graph.as_mut().unwrap();
         g.node[2].op_type = OpType::Sigmoid;
-        let err = network_from_onnx(&onnx_rs::encode(&model), "r", None).unwrap_err();
+        let err =
+            network_from_onnx(&onnx_rs::encode(&model), "r", &ReadOptions::default()).unwrap_err();
         assert_eq!(
             err,
             OnnxError::UnsupportedOp {
@@ -1103,13 +1174,78 @@ mod tests {
         // Dilation is refused, not ignored.
         let mut model = onnx_rs::parse(&bytes).unwrap();
         model.graph.as_mut().unwrap().node[0].attribute[3] = ints("dilations", &[2, 2]);
-        let err = network_from_onnx(&onnx_rs::encode(&model), "r", None).unwrap_err();
+        let err =
+            network_from_onnx(&onnx_rs::encode(&model), "r", &ReadOptions::default()).unwrap_err();
         assert!(err.to_string().contains("dilations"), "{err}");
         // A shape given that disagrees with the file's.
-        let err = network_from_onnx(&bytes, "r", Some(&[3, 32, 32])).unwrap_err();
+        let err = network_from_onnx(&bytes, "r", &shape(&[3, 32, 32])).unwrap_err();
         assert!(matches!(err, OnnxError::Input(_)), "{err}");
         // The file's own shape, given again, is accepted.
-        assert!(network_from_onnx(&bytes, "r", Some(&[3, 64, 64])).is_ok());
+        assert!(network_from_onnx(&bytes, "r", &shape(&[3, 64, 64])).is_ok());
+    }
+
+    /// A spatial `ReduceMean` is a global average pool (with `keepdims = 0`, one followed by
+    /// a flatten); a fused batch norm is refused unless accepted.
+    #[test]
+    fn reduce_mean_and_fused_batch_norms() {
+        use onnx_rs::ast::StringStringEntry;
+        let net = super::super::network("resnet50", 64).unwrap();
+        let bytes = to_onnx(&net);
+        let device = without_per_layer();
+        let chain = |bytes: &[u8]| {
+            let n = network_from_onnx(bytes, "r", &ReadOptions::default()).unwrap();
+            super::super::op_instance(&n, 2, DType::F32, &device).unwrap()
+        };
+        let reference = chain(&bytes);
+        let gap = |m: &mut Model| {
+            let g = m.graph.as_mut().unwrap();
+            g.node
+                .iter()
+                .position(|n| n.op_type == OpType::GlobalAveragePool)
+                .unwrap()
+        };
+        for keepdims in [1, 0] {
+            let mut m = onnx_rs::parse(&bytes).unwrap();
+            let i = gap(&mut m);
+            let g = m.graph.as_mut().unwrap();
+            g.node[i].op_type = OpType::ReduceMean;
+            g.node[i].attribute = vec![ints("axes", &[2, 3]), int("keepdims", keepdims)];
+            if keepdims == 0 {
+                g.node[i + 1].op_type = OpType::Identity;
+                g.node[i + 1].attribute.clear();
+            }
+            let r = chain(&onnx_rs::encode(&m));
+            assert_eq!(
+                r.layers.len(),
+                reference.layers.len(),
+                "keepdims {keepdims}"
+            );
+            for (a, b) in r.layers.iter().zip(&reference.layers) {
+                assert_eq!((a.weights, a.out, a.stash), (b.weights, b.out, b.stash));
+                assert!(
+                    (a.fwd - b.fwd).abs() <= 1e-12 * b.fwd
+                        && (a.bwd - b.bwd).abs() <= 1e-12 * b.bwd
+                );
+            }
+        }
+        let mut m = onnx_rs::parse(&bytes).unwrap();
+        m.graph.as_mut().unwrap().node[0].metadata_props = vec![StringStringEntry {
+            key: REWRITE_KEY,
+            value: "RemoveOptionalBiasFromConv, FuseBatchNormIntoConv",
+        }];
+        let fused = onnx_rs::encode(&m);
+        let err = network_from_onnx(&fused, "r", &ReadOptions::default()).unwrap_err();
+        assert_eq!(
+            err,
+            OnnxError::Fused {
+                node: "/stem/conv1".into()
+            }
+        );
+        let accept = ReadOptions {
+            accept_fused: true,
+            ..ReadOptions::default()
+        };
+        assert!(network_from_onnx(&fused, "r", &accept).is_ok());
     }
 
     /// Damaged files (bytes flipped, cut anywhere) are errors or networks, never a panic.
@@ -1136,7 +1272,7 @@ mod tests {
                     b[i] ^= 1 << (next() % 8);
                 }
             }
-            if let Ok(net) = network_from_onnx(&b, "r", None) {
+            if let Ok(net) = network_from_onnx(&b, "r", &ReadOptions::default()) {
                 let _ = super::super::op_instance(&net, 2, DType::F32, &device);
                 let _ = super::super::analytic_instance(&net, 2, DType::F32, &device);
             }
