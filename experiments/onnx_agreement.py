@@ -13,6 +13,10 @@ with the h100 model as is, the whole network's weights, one-batch stash and U(1,
 same at block granularity. Prints a Markdown table; exits 1 if a size or a time differs
 on a network whose chains have the same length (the same DAG, op for op), or if the whole
 network's weights differ.
+
+Files of networks pipeopt does not build in (any other torchvision model) go to a second
+table: the import's parameter count against torch's (NET-IMAGE.params, written by
+onnx_export.py), its chain and its one-batch stash, or the import's error.
 """
 import argparse
 import json
@@ -21,6 +25,10 @@ import re
 import subprocess
 import sys
 import tempfile
+
+
+# The image networks of `pipeopt instance --model`.
+BUILT_IN = ["resnet50", "resnet101", "inception_v3", "densenet121", "vgg16"]
 
 
 def run(cmd):
@@ -59,11 +67,15 @@ def main():
           "U(1,L) ONNX / ours, without per-layer overhead | U(1,L) ONNX / ours (h100) | blocks (ours / ONNX) | block level: weights, stash |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     bad = 0
+    others = []
     for path in args.files:
         m = re.match(r"(.+)-(\d+)\.onnx$", os.path.basename(path))
         if not m:
             sys.exit(f"{path}: expected NET-IMAGE.onnx")
         net, image = m.group(1), m.group(2)
+        if net not in BUILT_IN:
+            others.append((path, net, image))
+            continue
         out = {}
         for dev, tag in [(flat, "flat"), ("h100", "h100")]:
             for gran in ["op", "block"]:
@@ -106,6 +118,26 @@ def main():
               f"{times} | {'equal' if ow == tw else f'{tw:.0f} vs {ow:.0f}'} | "
               f"{'equal' if os_ == ts else f'{ts:.0f} vs {os_:.0f}'} | {u_flat:.4f} | {u_ratio:.3f} | "
               f"{ob['meta'].get('blocks', len(ob['layers']))} / {tb['meta'].get('blocks')} | {bw}, {bs} |")
+    if others:
+        print()
+        print("| network (not built in) | image | torch parameters | imported parameters | "
+              "chain layers | blocks | one-batch stash (MiB) |")
+        print("|---|---|---|---|---|---|---|")
+    for path, net, image in others:
+        with open(path[: -len(".onnx")] + ".params") as f:
+            torch_params = int(f.read())
+        out = os.path.join(tmp, f"{net}-{image}-other.json")
+        r = subprocess.run([args.pipeopt, "import", "onnx", path, "--batch", "8", "--out", out,
+                            "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            why = r.stderr.strip().split(": ", 2)[-1].split(" (supported")[0]
+            print(f"| {net} | {image} | {torch_params} | refused: {why} | | | |")
+            continue
+        s = json.loads(r.stdout)
+        ours = s["meta"]["parameters"]
+        bad += int(ours != torch_params)
+        print(f"| {net} | {image} | {torch_params} | {ours} | {s['layers']} | "
+              f"{s['meta']['blocks']} | {s['stash_bytes'] / 2**20:.1f} |")
     sys.exit(1 if bad else 0)
 
 

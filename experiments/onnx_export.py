@@ -3,7 +3,11 @@
 
     python3 experiments/onnx_export.py --out /tmp/onnx [--image 1000] [NET ...]
 
-NET is among resnet50, resnet101, inception_v3, densenet121, vgg16 (default: all). The models
+NET is among resnet50, resnet101, inception_v3, densenet121, vgg16 (default: those, the
+networks built into pipeopt) or any other torchvision classification model
+(resnext50_32x4d, googlenet, mobilenet_v2...). Beside each NET-IMAGE.onnx it writes
+NET-IMAGE.params, torch's parameter count, which onnx_agreement.py compares with the
+import's. The models
 are exported in training mode (TrainingMode.TRAINING), so that Dropout stays in the graph
 as in training (in eval mode the exporter removes it), with the TorchScript exporter
 (dynamo=False), whose nodes are torchvision's modules in forward order: the default
@@ -27,11 +31,11 @@ NETS = ["resnet50", "resnet101", "inception_v3", "densenet121", "vgg16"]
 
 
 def build(name):
-    if name == "inception_v3":
-        return torchvision.models.inception_v3(
+    if name in ("inception_v3", "googlenet"):
+        return getattr(torchvision.models, name)(
             weights=None, aux_logits=False, init_weights=False
         )
-    return getattr(torchvision.models, name)(weights=None)
+    return torchvision.models.get_model(name, weights=None)
 
 
 def main():
@@ -43,8 +47,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     failed = 0
     for name in args.nets:
-        if name not in NETS:
-            sys.exit(f"unknown network {name}; known: {', '.join(NETS)}")
+        if name not in torchvision.models.list_models(module=torchvision.models):
+            sys.exit(f"unknown network {name}; torchvision has "
+                     f"{', '.join(torchvision.models.list_models(module=torchvision.models))}")
         model = build(name).train()
         x = torch.randn(1, 3, args.image, args.image)
         path = os.path.join(args.out, f"{name}-{args.image}.onnx")
@@ -65,6 +70,8 @@ def main():
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             print(f"{name}: not exported: {first}", flush=True)
             continue
+        with open(path[: -len(".onnx")] + ".params", "w") as f:
+            f.write(f"{sum(p.numel() for p in model.parameters())}\n")
         print(f"{path}: {os.path.getsize(path) / 1e6:.1f} MB", flush=True)
     sys.exit(1 if failed else 0)
 

@@ -42,7 +42,7 @@ pub enum ImportCommand {
     /// An ONNX model (e.g. from `torch.onnx.export`) as an instance: every node one op with
     /// its exact output and weight sizes and what it keeps for the backward, times from a
     /// device model (docs/onnx.md). Supported ops: Conv,
-    /// BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, ReduceMean
+    /// BatchNormalization, Relu, Clip from 0 (ReLU6), MaxPool, AveragePool, GlobalAveragePool, ReduceMean
     /// over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant; any other is an error
     /// naming the op and the node.
     Onnx {

@@ -13,7 +13,8 @@
 //! is refused rather than planned.
 //!
 //! # Ops
-//! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu`,
+//! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu` and
+//! `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the same bytes),
 //! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
 //! `ReduceMean` over the spatial axes (a global average pool), `Flatten` and a `Reshape` to
 //! `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
@@ -60,7 +61,7 @@ pub enum OnnxError {
     Decode(String),
     #[error("the model has no graph")]
     NoGraph,
-    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
+    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), MaxPool, AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
     UnsupportedOp { op: String, node: String },
     #[error("node {node:?} ({op}): {reason}")]
     Unsupported {
@@ -381,6 +382,31 @@ impl<'a> Importer<'_, 'a> {
             }
             OpType::Relu => {
                 let x = self.activation(node, first?)?;
+                let shape = self.b.shape(x).clone();
+                self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
+            }
+            OpType::Clip => {
+                // A clip from 0 (ReLU6, torchvision's `ReLU6(inplace=True)`) keeps its
+                // output for the backward and moves the bytes of a ReLU: it is costed as
+                // one. Bounds are inputs from opset 11, attributes before.
+                let x = self.activation(node, first?)?;
+                let bound = |i: usize, attr: &str| -> Option<f64> {
+                    match input(i) {
+                        Some(c) => self.constants.get(c).and_then(|t| {
+                            t.as_f32()
+                                .and_then(|v| v.first().map(|&f| f as f64))
+                                .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
+                        }),
+                        None => at.get(attr).map(|a| a.f as f64),
+                    }
+                };
+                let min = bound(1, "min");
+                if min != Some(0.0) {
+                    return Err(unsupported(
+                        node,
+                        format!("minimum {min:?} (only a clip from 0: ReLU6)"),
+                    ));
+                }
                 let shape = self.b.shape(x).clone();
                 self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
             }
@@ -1228,6 +1254,25 @@ mod tests {
                 );
             }
         }
+        // ReLU6 (a clip from 0 to 6, bounds as constant inputs) is costed as a ReLU.
+        let mut m = onnx_rs::parse(&bytes).unwrap();
+        let g = m.graph.as_mut().unwrap();
+        g.initializer
+            .push(TensorProto::from_f32("zero", vec![], vec![0.0]));
+        g.initializer
+            .push(TensorProto::from_f32("six", vec![], vec![6.0]));
+        for n in g.node.iter_mut().filter(|n| n.op_type == OpType::Relu) {
+            n.op_type = OpType::Clip;
+            n.input.extend(["zero", "six"]);
+        }
+        let r = chain(&onnx_rs::encode(&m));
+        assert_eq!(r.layers, reference.layers);
+        let g = m.graph.as_mut().unwrap();
+        let last = g.initializer.len() - 2;
+        g.initializer[last] = TensorProto::from_f32("zero", vec![], vec![-1.0]);
+        let err = network_from_onnx(&onnx_rs::encode(&m), "r", &ReadOptions::default());
+        assert!(err.unwrap_err().to_string().contains("only a clip from 0"));
+
         let mut m = onnx_rs::parse(&bytes).unwrap();
         m.graph.as_mut().unwrap().node[0].metadata_props = vec![StringStringEntry {
             key: REWRITE_KEY,
