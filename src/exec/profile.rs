@@ -572,12 +572,7 @@ pub fn profile_ops(
     for (k, block) in desc.blocks.iter().enumerate() {
         let ranges = torchnet::param_ranges(block);
         let n = block.ops.len();
-        let mut last_use = vec![0usize; n];
-        for op in &block.ops {
-            for &i in &op.inputs {
-                last_use[i] = last_use[i].max(op.id);
-            }
-        }
+        let last_use = nets::last_readers(&block.ops);
         let mut vals: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
         vals[0] = Some(x);
         let mut block_times = vec![(0.0, 0.0); n];

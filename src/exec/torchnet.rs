@@ -216,12 +216,7 @@ fn forward_block(
     x: &Tensor,
 ) -> Tensor {
     let n = block.ops.len();
-    let mut last_use = vec![0usize; n];
-    for op in &block.ops {
-        for &i in &op.inputs {
-            last_use[i] = last_use[i].max(op.id);
-        }
-    }
+    let last_use = nets::last_readers(&block.ops);
     let mut vals: Vec<Option<Tensor>> = (0..n).map(|_| None).collect();
     vals[0] = Some(x.shallow_clone());
     for op in block.ops.iter().skip(1) {

@@ -135,6 +135,18 @@ pub struct Block {
     pub ops: Vec<Op>,
 }
 
+/// For each op of a DAG listed in topological order (`ops[i].id == i`), the id of the last
+/// op that reads its output, or its own id when none does: where its tensor can be freed.
+pub fn last_readers(ops: &[Op]) -> Vec<usize> {
+    let mut last: Vec<usize> = (0..ops.len()).collect();
+    for op in ops {
+        for &x in &op.inputs {
+            last[x] = last[x].max(op.id);
+        }
+    }
+    last
+}
+
 impl Block {
     pub fn input_shape(&self) -> &Shape {
         &self.ops[0].shape

@@ -696,12 +696,7 @@ fn input_shape<'a>(
 fn split_blocks(ops: Vec<Op>) -> Vec<Block> {
     let n = ops.len();
     // Last reader of each op's output; the last op's output is the network's.
-    let mut last_use: Vec<usize> = (0..n).collect();
-    for op in &ops {
-        for &x in &op.inputs {
-            last_use[x] = last_use[x].max(op.id);
-        }
-    }
+    let mut last_use = super::last_readers(&ops);
     last_use[n - 1] = n;
     let mut cuts = vec![0usize];
     let mut alive = 1usize; // the input
