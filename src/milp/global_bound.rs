@@ -116,6 +116,9 @@
 //! vanish. If the relaxation is infeasible even then, no plan of any allocation fits at any
 //! period: `case_infeasible`. Otherwise it is feasible at the sequential period
 //! `U(1,L) + 2 sum_c comm_c`, the upper end of the bisection (or at a known plan's period).
+//! At an infinite period the relaxation is a bin packing of runs of layers into the
+//! processors, which a combinatorial search decides exactly and, on the real chains, in
+//! milliseconds ([`infinite`]); the MILP decides it only where the search runs out of time.
 //!
 //! # Safety margins
 //! The judge treats instants closer than `1e-9 T` as one, so an accepted plan may shorten
@@ -137,6 +140,8 @@ use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::bounds::period_lower_bound;
 use crate::model::{Instance, Platform};
 use crate::units::Seconds;
+
+pub mod infinite;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
 pub const MAX_TRANSFER_PERIODS: usize = 1;
@@ -1245,19 +1250,49 @@ pub fn global_lower_bound_learning(
     } else {
         0.9
     };
-    match probe(
-        &relax,
-        f64::INFINITY,
-        &milp,
-        time_left().map(|t| t.mul_f64(share)),
-        &mut out.nodes,
-        pool,
-    )? {
+    // The packing search first ("Infeasibility of a case"): exact and usually fast. It
+    // gets at most half of that share (a minute without a time limit); the MILP answers
+    // only where it runs out of time.
+    let packing_time = time_left().map_or(Duration::from_secs(60), |t| t.mul_f64(share * 0.5));
+    let packing = match infinite::Packing::new(&relax).decide(Some(Instant::now() + packing_time)) {
+        infinite::Answer::Infeasible => Probe::Infeasible,
+        // Checked like a MILP solution; one that failed would go to the MILP instead.
+        infinite::Answer::Feasible(a)
+            if relaxation_fits(&relax, &a, f64::INFINITY)
+                && relax
+                    .violated(&a, f64::INFINITY, Windows::Waited)
+                    .is_empty() =>
+        {
+            Probe::Feasible(a)
+        }
+        _ => Probe::Undecided,
+    };
+    let searched = !matches!(packing, Probe::Undecided);
+    let answer = match packing {
+        Probe::Undecided => probe(
+            &relax,
+            f64::INFINITY,
+            &milp,
+            time_left().map(|t| t.mul_f64(share)),
+            &mut out.nodes,
+            pool,
+        )?,
+        decided => decided,
+    };
+    match answer {
         Probe::Infeasible => {
             out.infeasible = true;
             out.lower_bound = f64::INFINITY;
             out.complete = true;
-            out.method = "relaxation infeasible at every period: no allocation holds one batch of its layers".into();
+            out.method = format!(
+                "relaxation infeasible at every period: no allocation holds one batch of its \
+                 layers (proven by {})",
+                if searched {
+                    "the packing search"
+                } else {
+                    "the MILP"
+                }
+            );
             return finish(out);
         }
         Probe::Undecided => undecided = true,
