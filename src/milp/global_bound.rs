@@ -1251,9 +1251,12 @@ pub fn global_lower_bound_learning(
         0.9
     };
     // The packing search first ("Infeasibility of a case"): exact and usually fast. It
-    // gets at most half of that share (a minute without a time limit); the MILP answers
-    // only where it runs out of time.
-    let packing_time = time_left().map_or(Duration::from_secs(60), |t| t.mul_f64(share * 0.5));
+    // gets half of that share, but at least a second even when the limit has passed (it
+    // needs milliseconds on the real chains) and at most a minute; the MILP answers only
+    // where it runs out of time.
+    let packing_time = time_left()
+        .map_or(Duration::from_secs(60), |t| t.mul_f64(share * 0.5))
+        .clamp(Duration::from_secs(1), Duration::from_secs(60));
     let packing = match infinite::Packing::new(&relax).decide(Some(Instant::now() + packing_time)) {
         infinite::Answer::Infeasible => Probe::Infeasible,
         // Checked like a MILP solution; one that failed would go to the MILP instead.
@@ -1269,6 +1272,22 @@ pub fn global_lower_bound_learning(
     };
     let searched = !matches!(packing, Probe::Undecided);
     let answer = match packing {
+        Probe::Infeasible => Probe::Infeasible,
+        // Feasible: the MILP's loop still runs, as before the search existed, for what it
+        // learns: premises that fail at an infinite period fail at every period, and the
+        // bisection and `best`'s exact checks reuse them. Whatever it ends with, the
+        // search's assignment proves the relaxation feasible.
+        Probe::Feasible(a) => match probe(
+            &relax,
+            f64::INFINITY,
+            &milp,
+            time_left().map(|t| t.mul_f64(share)),
+            &mut out.nodes,
+            pool,
+        )? {
+            Probe::Feasible(b) => Probe::Feasible(b),
+            _ => Probe::Feasible(a),
+        },
         Probe::Undecided => probe(
             &relax,
             f64::INFINITY,
@@ -1277,7 +1296,6 @@ pub fn global_lower_bound_learning(
             &mut out.nodes,
             pool,
         )?,
-        decided => decided,
     };
     match answer {
         Probe::Infeasible => {
