@@ -118,7 +118,9 @@
 //! `U(1,L) + 2 sum_c comm_c`, the upper end of the bisection (or at a known plan's period).
 //! At an infinite period the relaxation is a bin packing of runs of layers into the
 //! processors, which a combinatorial search decides exactly and, on the real chains, in
-//! milliseconds ([`infinite`]); the MILP decides it only where the search runs out of time.
+//! milliseconds ([`infinite`]). Where it finds the relaxation feasible, the MILP's loop
+//! still runs there for the premises it learns (they fail at every period); where the
+//! search runs out of time, the MILP decides.
 //!
 //! # Safety margins
 //! The judge treats instants closer than `1e-9 T` as one, so an accepted plan may shorten
