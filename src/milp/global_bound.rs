@@ -177,6 +177,7 @@ pub struct GlobalBound {
     pub candidates: Vec<Vec<usize>>,
     /// True when the bisection reached its precision with every solve decided.
     pub complete: bool,
+    /// Relaxation MILPs run (each a Benders loop at one period).
     pub solves: usize,
     pub nodes: u64,
     pub solve_seconds: f64,
@@ -1246,7 +1247,6 @@ pub fn global_lower_bound_learning(
     // what it can); without one, nine tenths: a proof that no plan exists is then what
     // closes the case.
     let mut undecided = false;
-    out.solves += 1;
     let share = if options.known_period.is_some() {
         0.5
     } else {
@@ -1273,31 +1273,26 @@ pub fn global_lower_bound_learning(
         _ => Probe::Undecided,
     };
     let searched = !matches!(packing, Probe::Undecided);
-    let answer = match packing {
-        Probe::Infeasible => Probe::Infeasible,
-        // Feasible: the MILP's loop still runs, as before the search existed, for what it
-        // learns: premises that fail at an infinite period fail at every period, and the
-        // bisection and `best`'s exact checks reuse them. Whatever it ends with, the
-        // search's assignment proves the relaxation feasible.
-        Probe::Feasible(a) => match probe(
+    // Where the search found a packing, the MILP's loop still runs, as before the search
+    // existed, for what it learns: premises that fail at an infinite period fail at every
+    // period, and the bisection and `best`'s exact checks reuse them. Whatever it ends
+    // with, the search's assignment proves the relaxation feasible.
+    let answer = if matches!(packing, Probe::Infeasible) {
+        Probe::Infeasible
+    } else {
+        out.solves += 1;
+        let by_milp = probe(
             &relax,
             f64::INFINITY,
             &milp,
             time_left().map(|t| t.mul_f64(share)),
             &mut out.nodes,
             pool,
-        )? {
-            Probe::Feasible(b) => Probe::Feasible(b),
-            _ => Probe::Feasible(a),
-        },
-        Probe::Undecided => probe(
-            &relax,
-            f64::INFINITY,
-            &milp,
-            time_left().map(|t| t.mul_f64(share)),
-            &mut out.nodes,
-            pool,
-        )?,
+        )?;
+        match (packing, by_milp) {
+            (Probe::Feasible(a), Probe::Infeasible | Probe::Undecided) => Probe::Feasible(a),
+            (_, answer) => answer,
+        }
     };
     match answer {
         Probe::Infeasible => {
