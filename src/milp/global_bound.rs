@@ -1254,8 +1254,7 @@ pub fn global_lower_bound_learning(
     };
     // The packing search first ("Infeasibility of a case"): exact and usually fast. It
     // gets half of that share, but at least a second even when the limit has passed (it
-    // needs milliseconds on the real chains) and at most a minute; the MILP answers only
-    // where it runs out of time.
+    // needs milliseconds on the real chains) and at most a minute.
     let packing_time = time_left()
         .map_or(Duration::from_secs(60), |t| t.mul_f64(share * 0.5))
         .clamp(Duration::from_secs(1), Duration::from_secs(60));
@@ -1272,12 +1271,12 @@ pub fn global_lower_bound_learning(
         }
         _ => Probe::Undecided,
     };
-    let searched = !matches!(packing, Probe::Undecided);
+    let proven_by_search = matches!(packing, Probe::Infeasible);
     // Where the search found a packing, the MILP's loop still runs, as before the search
     // existed, for what it learns: premises that fail at an infinite period fail at every
     // period, and the bisection and `best`'s exact checks reuse them. Whatever it ends
     // with, the search's assignment proves the relaxation feasible.
-    let answer = if matches!(packing, Probe::Infeasible) {
+    let answer = if proven_by_search {
         Probe::Infeasible
     } else {
         out.solves += 1;
@@ -1302,7 +1301,7 @@ pub fn global_lower_bound_learning(
             out.method = format!(
                 "relaxation infeasible at every period: no allocation holds one batch of its \
                  layers (proven by {})",
-                if searched {
+                if proven_by_search {
                     "the packing search"
                 } else {
                     "the MILP"
