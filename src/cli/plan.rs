@@ -38,7 +38,8 @@ pub struct PlanArgs {
     pub threads: Option<usize>,
     /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
     /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
-    /// Exact for the chain only without it (or with N >= layers); 16 is a good start on
+    /// Exact for the chain only without it (or with N >= layers), on chains whose layers
+    /// share no stashed tensor (a group is always its own stage); 16 is a good start on
     /// real networks.
     #[arg(long)]
     pub coarsen: Option<usize>,

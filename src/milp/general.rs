@@ -104,9 +104,14 @@
 //!
 //! # Bounds reported
 //! `lower_bound` holds for every plan of the *original* chain: with no coarsening (or `N >=
-//! L`), the search's proven bound; with coarsening, only the instance bounds of
-//! `model::bounds` (a grouped search bounds plans with cuts between groups, not every plan).
-//! The grouped bound is kept in [`GeneralOutcome::group_lower_bound`].
+//! L`) on a chain whose layers share no stashed tensor, the search's proven bound;
+//! otherwise only the instance bounds of `model::bounds`. A grouped search bounds plans
+//! with cuts between groups, not every plan; and every group here is its own stage, so
+//! where two layers share a tensor (`stash_overlap`, `stash_shared`) a plan that keeps them
+//! in one stage keeps that tensor once, and may beat every plan the search sees (ResNet-50
+//! on 2 processors at 16 GiB, 12 GB/s: the search's optimum was 0.0853 s, while a plan
+//! with layers 2-5 and 6-9 as two stages of one processor reaches 0.0674 s). The grouped
+//! bound is kept in [`GeneralOutcome::group_lower_bound`].
 
 // Index loops mirror the formulation (x[g][p], z[c]...) and read better than iterators here.
 #![allow(clippy::needless_range_loop)]
@@ -689,7 +694,11 @@ pub fn optimum_over_groups(
 ) -> crate::error::Result<GeneralOutcome> {
     let started = Instant::now();
     let grouped = group_instance(instance, &groups);
-    let exact_for_chain = groups.len() == instance.len();
+    // The search's bound holds for every plan only when its groups are every possible
+    // stage: no coarsening, and no tensor shared across a layer boundary (module docs).
+    let shares_tensors = !instance.stash_shared.is_empty()
+        || (1..instance.len()).any(|l| instance.stash_overlap(l) > 0.0);
+    let exact_for_chain = groups.len() == instance.len() && !shares_tensors;
     let chain_bound = period_lower_bound(instance, platform);
     let deadline = options.time_limit.map(|d| started + d);
     let time_left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
