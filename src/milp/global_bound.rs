@@ -235,7 +235,26 @@ pub struct Relaxation {
     comm: Vec<f64>,
     /// Relative slack on capacities and copy counts (module docs, "Safety margins").
     slack: f64,
+    /// The case, for the scheduled checks (module docs, "Scheduled premises"); `None` where
+    /// they do not apply (tensors shared further apart than neighbours) or are switched
+    /// off.
+    scheduling: Option<Scheduling>,
 }
+
+/// What the scheduled checks need: the case itself, and the most layers one processor may
+/// hold for its check to run (beyond, its MILP is too large to answer in time).
+#[derive(Debug, Clone)]
+struct Scheduling {
+    instance: Instance,
+    platform: Platform,
+}
+
+/// Processors holding more layers than this get no scheduled check (a MILP with a pair of
+/// integers per two of their operations).
+const MAX_SCHEDULED_LAYERS: usize = 24;
+
+/// The longest one scheduled check may take; one that takes longer proves nothing.
+const SCHEDULED_CHECK_LIMIT: Duration = Duration::from_secs(3);
 
 impl Relaxation {
     pub fn new(instance: &Instance, platform: &Platform) -> Self {
@@ -270,7 +289,18 @@ impl Relaxation {
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
             out,
             slack: 1e-6 * (n as f64 / 100.0).max(1.0),
+            scheduling: instance.stash_shared.is_empty().then(|| Scheduling {
+                instance: instance.clone(),
+                platform: platform.clone(),
+            }),
         }
+    }
+
+    /// The same relaxation without the scheduled checks: closed forms only (what
+    /// [`relaxation_fits`] evaluates).
+    pub fn closed_forms_only(mut self) -> Self {
+        self.scheduling = None;
+        self
     }
 
     fn suffix(&self, j: usize) -> f64 {
@@ -698,6 +728,127 @@ impl Relaxation {
     }
 }
 
+impl Relaxation {
+    /// The scheduled checks (module docs, "Scheduled premises"): for each processor of
+    /// `assignment`, the scheduling MILP focused on it at `period` (its own operations and
+    /// memory, every stage structure of its runs, each other layer's forward and backward
+    /// and each cut's two transfers on resources of their own). A processor proven to have
+    /// no pattern yields a premise: its runs with only their boundary cuts crossing when
+    /// that alone cannot fit, else with every crossing cut from its first layer on. A check
+    /// cut short by the time proves nothing.
+    fn scheduled_premises(
+        &self,
+        assignment: &[usize],
+        period: f64,
+        threads: std::num::NonZeroU32,
+        deadline: Option<Instant>,
+    ) -> crate::error::Result<Vec<Premise>> {
+        let Some(s) = &self.scheduling else {
+            return Ok(Vec::new());
+        };
+        if !period.is_finite() {
+            return Ok(Vec::new());
+        }
+        let n = self.layers;
+        let mut out = Vec::new();
+        for p in 0..self.processors {
+            let Some(h) = Holding::of(assignment, p) else {
+                continue;
+            };
+            if h.layers() > MAX_SCHEDULED_LAYERS {
+                continue;
+            }
+            let limit = || {
+                deadline
+                    .map_or(SCHEDULED_CHECK_LIMIT, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    })
+                    .min(SCHEDULED_CHECK_LIMIT)
+            };
+            if limit().is_zero() {
+                break;
+            }
+            if focused_check(s, assignment, p, period, threads, limit())? != Some(false) {
+                continue;
+            }
+            // Proven. More general if it holds with only the boundary cuts of p's runs
+            // crossing (every layer not on p on one other processor).
+            let boundary: Vec<usize> = h
+                .cuts
+                .iter()
+                .copied()
+                .filter(|&c| h.is_boundary(c))
+                .collect();
+            let mut proven = h.clone();
+            if boundary.len() < h.cuts.len() && !limit().is_zero() {
+                let other = usize::from(p == 0);
+                let alone: Vec<usize> = (0..n)
+                    .map(|l| if assignment[l] == p { p } else { other })
+                    .collect();
+                if focused_check(s, &alone, p, period, threads, limit())? == Some(false) {
+                    proven.cuts = boundary;
+                }
+            }
+            out.push(Premise::Scheduled {
+                holding: proven,
+                period,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Whether processor `p` of `assignment` can fit at `period` by the focused scheduling MILP
+/// (a stage per layer, its own consecutive layers that share a tensor free to merge):
+/// `Some(false)` proven not, `None` undecided within `limit`.
+fn focused_check(
+    s: &Scheduling,
+    assignment: &[usize],
+    p: usize,
+    period: f64,
+    threads: std::num::NonZeroU32,
+    limit: Duration,
+) -> crate::error::Result<Option<bool>> {
+    use crate::milp::pattern_milp::{PatternMilp, Scope};
+    use crate::model::{Allocation, Stage};
+    let n = assignment.len();
+    let allocation = Allocation::new(
+        (0..n)
+            .map(|l| Stage {
+                first: l + 1,
+                last: l + 1,
+                processor: assignment[l],
+            })
+            .collect(),
+    );
+    let mergeable: Vec<bool> = (0..n)
+        .map(|l| {
+            l + 1 < n
+                && assignment[l] == p
+                && assignment[l + 1] == p
+                && s.instance.stash_overlap(l + 1) > 0.0
+        })
+        .collect();
+    let scope = Scope {
+        focus: Some(p),
+        mergeable,
+    };
+    let Some(milp) = PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope) else {
+        return Ok(Some(false));
+    };
+    let options = MilpOptions {
+        threads,
+        time_limit: Some(limit),
+        ..MilpOptions::default()
+    };
+    let r = milp.model.solve(&options, Some(limit))?;
+    Ok(match r.status {
+        SolveStatus::Infeasible => Some(false),
+        SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => Some(true),
+        SolveStatus::NoSolutionWithinLimit => None,
+    })
+}
+
 /// What the bound has learnt cannot fit (module docs, "Exact windows").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Premise {
@@ -710,6 +861,10 @@ pub enum Premise {
     /// no plan at `period` or below ([`decide_period`]); it excludes nothing at longer
     /// periods.
     Excluded { assignment: Vec<usize>, period: f64 },
+    /// These runs on one processor with these cuts crossing, which the scheduling MILP
+    /// focused on that processor proved to have no pattern at `period` (module docs,
+    /// "Scheduled premises"); valid at `period` and below.
+    Scheduled { holding: Holding, period: f64 },
 }
 
 /// True when the assignment (`assignment[l]` the processor of layer `l+1`) satisfies the
@@ -965,7 +1120,7 @@ fn relaxation_model(relax: &Relaxation, period: f64, premises: &[Premise]) -> (M
                 m.le(&terms, n as f64 - 1.0);
                 continue;
             }
-            Premise::Exact(h) => (h, Vec::new(), None),
+            Premise::Exact(h) | Premise::Scheduled { holding: h, .. } => (h, Vec::new(), None),
             Premise::Limited(h) => match relax.transfer_limit(h, period) {
                 None => continue,
                 Some(r) if r < 0.0 || !finite => (h, Vec::new(), None),
@@ -1020,7 +1175,9 @@ fn probe(
         .filter(|h| match h {
             Premise::Exact(h) => !relax.holding_fits(h, period),
             Premise::Limited(_) => true,
-            Premise::Excluded { period: t, .. } => period <= *t,
+            Premise::Excluded { period: t, .. } | Premise::Scheduled { period: t, .. } => {
+                period <= *t
+            }
         })
         .cloned()
         .collect();
@@ -1064,6 +1221,11 @@ fn probe(
             violated = relax.violated(&assignment, period, windows);
         }
         if violated.is_empty() {
+            // The closed forms hold: now each processor's own scheduling problem.
+            let deadline = time_left.map(|t| started + t);
+            violated = relax.scheduled_premises(&assignment, period, milp.threads, deadline)?;
+        }
+        if violated.is_empty() {
             return Ok(Probe::Feasible(assignment));
         }
         for h in violated {
@@ -1099,8 +1261,12 @@ pub fn relaxation_feasible(
 }
 
 /// The smallest period (within `precision`) at which `assignment` satisfies the relaxation,
-/// knowing it does at `hi`.
+/// knowing it does at `hi`. With scheduled checks, `hi` itself: only a probe knows whether
+/// an assignment passes them.
 fn tighten(relax: &Relaxation, assignment: &[usize], lo: f64, hi: f64, precision: f64) -> f64 {
+    if relax.scheduling.is_some() {
+        return hi;
+    }
     let (mut lo, mut hi) = (lo, hi);
     while hi > lo * (1.0 + precision * 0.5) {
         let mid = 0.5 * (lo + hi);
@@ -1469,6 +1635,12 @@ mod tests {
                 assignment: a,
                 period: t,
             } => return period > *t || a.as_slice() != assignment,
+            Premise::Scheduled { holding, period: t } => {
+                if period > *t {
+                    return true;
+                }
+                holding
+            }
         };
         let holds_on = |q: usize| {
             h.runs
@@ -1479,7 +1651,7 @@ mod tests {
         (0..relax.processors)
             .filter(|&q| holds_on(q))
             .all(|_| match premise {
-                Premise::Exact(_) | Premise::Excluded { .. } => false,
+                Premise::Exact(_) | Premise::Excluded { .. } | Premise::Scheduled { .. } => false,
                 Premise::Limited(h) => match relax.transfer_limit(h, period) {
                     None => true,
                     Some(r) if r < 0.0 => false,
