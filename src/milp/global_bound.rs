@@ -1493,42 +1493,67 @@ pub fn global_lower_bound_learning(
     }
     out.method =
         "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
-    // With a known plan, once the first probes have taught the loop its premises, the
-    // next one decides whether that plan is within `CLOSING_GAP` of optimal; the bisection
-    // then goes on from what it proved.
-    let mut closing: Option<f64> = options
-        .known_period
-        .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
-        .filter(|&t| t > lo * (1.0 + options.precision) && t < hi);
-    while hi > lo * (1.0 + options.precision) {
-        if time_left().is_some_and(|t| t.is_zero()) {
-            undecided = true;
-            break;
-        }
-        let due = if out.solves > CLOSING_PROBE_AFTER {
-            closing.take()
-        } else {
-            None
-        };
-        let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(0.5 * (lo + hi));
-        out.solves += 1;
-        // A probe gets at most half of what is left (but a second at least), so that one
-        // hard period near the threshold leaves time for easier ones below it.
-        let budget = time_left().map(|t| (t / 2).max(Duration::from_secs(1)).min(t));
-        match probe(&relax, mid, &milp, budget, &mut out.nodes, pool)? {
-            Probe::Infeasible => lo = mid,
-            Probe::Feasible(a) => {
-                hi = tighten(&relax, &a, lo, mid, options.precision).min(mid);
-                out.candidates.retain(|c| c != &a);
-                out.candidates.push(a.clone());
-                out.assignment = Some(a);
+    // Two phases when the scheduled checks apply: the closed forms alone first (cheap
+    // probes, at most half of the time), then, from the bound they prove, the scheduled
+    // checks too (module docs, "Scheduled premises"). Premises carry over.
+    let closed_forms = relax.clone().closed_forms_only();
+    let phases: Vec<(&Relaxation, f64)> = if relax.scheduling.is_some() {
+        vec![(&closed_forms, 0.5), (&relax, 1.0)]
+    } else {
+        vec![(&relax, 1.0)]
+    };
+    let upper = hi;
+    let mut relaxed_hi = hi;
+    let infinite_undecided = undecided;
+    for (phase, (phase_relax, share)) in phases.into_iter().enumerate() {
+        let phase_started = Instant::now();
+        let phase_limit = time_left().map(|t| t.mul_f64(share));
+        let phase_left = || phase_limit.map(|t| t.saturating_sub(phase_started.elapsed()));
+        let mut hi = upper.max(lo);
+        let mut phase_solves = 0;
+        let mut phase_undecided = false;
+        // With a known plan, once the first probes have taught the loop its premises (in the
+        // first phase; at once in the second), the next one decides whether that plan is
+        // within `CLOSING_GAP` of optimal; the bisection then goes on from what it proved.
+        let mut closing: Option<f64> = options
+            .known_period
+            .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
+            .filter(|&t| t > lo * (1.0 + options.precision) && t < hi);
+        let closing_after = if phase == 0 { CLOSING_PROBE_AFTER } else { 0 };
+        while hi > lo * (1.0 + options.precision) {
+            if phase_left().is_some_and(|t| t.is_zero()) {
+                phase_undecided = true;
+                break;
             }
-            Probe::Undecided => {
-                undecided = true;
-                hi = mid;
+            let due = if phase_solves >= closing_after {
+                closing.take()
+            } else {
+                None
+            };
+            let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(0.5 * (lo + hi));
+            out.solves += 1;
+            phase_solves += 1;
+            // A probe gets at most half of what is left (but a second at least), so that
+            // one hard period near the threshold leaves time for easier ones below it.
+            let budget = phase_left().map(|t| (t / 2).max(Duration::from_secs(1)).min(t));
+            match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
+                Probe::Infeasible => lo = mid,
+                Probe::Feasible(a) => {
+                    hi = tighten(phase_relax, &a, lo, mid, options.precision).min(mid);
+                    out.candidates.retain(|c| c != &a);
+                    out.candidates.push(a.clone());
+                    out.assignment = Some(a);
+                }
+                Probe::Undecided => {
+                    phase_undecided = true;
+                    hi = mid;
+                }
             }
         }
+        undecided = infinite_undecided || phase_undecided;
+        relaxed_hi = hi;
     }
+    let hi = relaxed_hi;
     out.lower_bound = lo;
     out.relaxed_period = out.assignment.as_ref().map(|_| hi);
     out.complete = !undecided;
