@@ -219,6 +219,13 @@ impl Planner for BestPlanner {
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let started = Instant::now();
         let deadline = started + self.time_limit;
+        // Seconds spent in each phase, for the report.
+        let mut phases: Vec<(&str, f64)> = Vec::new();
+        let mut phase_started = Instant::now();
+        let mut lap = |name: &'static str, phases: &mut Vec<(&str, f64)>| {
+            phases.push((name, phase_started.elapsed().as_secs_f64()));
+            phase_started = Instant::now();
+        };
         let left = || deadline.saturating_duration_since(Instant::now());
         let (instance, platform) = (problem.instance, problem.platform);
         let layers = instance.len();
@@ -254,6 +261,7 @@ impl Planner for BestPlanner {
         if let Some((a, p)) = contiguous.best {
             offer(&mut incumbent, a, p, "contiguous optimum");
         }
+        lap("contiguous optimum", &mut phases);
         let milp_with = |limit: Duration| MilpOptions {
             time_limit: Some(limit),
             ..self.milp.clone()
@@ -286,6 +294,7 @@ impl Planner for BestPlanner {
         if madpipe_first {
             madpipe(&mut incumbent);
         }
+        lap("MadPipe", &mut phases);
         // 3. The bound, with at most two thirds of the time.
         let mut pool: Vec<Premise> = Vec::new();
         let bound: GlobalBound = global_lower_bound_learning(
@@ -323,10 +332,12 @@ impl Planner for BestPlanner {
         };
         let closed = |inc: &Option<Incumbent>| closed_at(inc, lower);
 
+        lap("bound", &mut phases);
         // 4. MadPipe's plans, unless they came first.
         if !madpipe_first && !closed(&incumbent) {
             madpipe(&mut incumbent);
         }
+        lap("MadPipe", &mut phases);
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
         // Asks the scheduling MILP for a pattern of `assignment` below the incumbent, over
@@ -401,6 +412,7 @@ impl Planner for BestPlanner {
             attempt(&mut incumbent, &assignment, "seed", &mut schedules)?;
         }
 
+        lap("seeds", &mut phases);
         // 6. Local search around the incumbent.
         let mut stopped_by_clock = false;
         'search: while let Some(current) = incumbent
@@ -437,6 +449,7 @@ impl Planner for BestPlanner {
                 break;
             }
         }
+        lap("local search", &mut phases);
         // 7. Exact checks: is there any plan below the incumbent? The relaxation's loop at
         // just below its period, each assignment that passes scheduled exactly over every
         // stage structure ([`decide_period`]): a plan found becomes the incumbent and the
@@ -506,12 +519,22 @@ impl Planner for BestPlanner {
                 }
             }
         }
+        lap("exact checks", &mut phases);
         if left().is_zero() && !closed_at(&incumbent, lower) {
             stopped_by_clock = true;
         }
         messages.push(format!(
             "global bound {:.6} s ({}, {} MILPs); {} allocations scheduled, {} of them in exact checks",
             lower, bound.method, bound.solves, schedules, proofs
+        ));
+        messages.push(format!(
+            "seconds per phase: {}",
+            phases
+                .iter()
+                .filter(|(_, t)| *t >= 0.05)
+                .map(|(name, t)| format!("{name} {t:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         let Some(best) = incumbent else {
             return Ok(Outcome::NoPlanWithinLimit {

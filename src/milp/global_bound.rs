@@ -156,6 +156,10 @@ pub const CLOSING_GAP: f64 = 0.05;
 /// gap: the first ones are far from the threshold, cheap, and teach the loop its premises.
 const CLOSING_PROBE_AFTER: usize = 3;
 
+/// Relative precision of the first of two bisection phases (closed forms alone, before the
+/// scheduled checks): the second phase goes on from where it stops.
+const FIRST_PHASE_PRECISION: f64 = 0.01;
+
 /// Levels per period of fact 3's transfer term.
 const LEVELS_PER_PERIOD: usize = 1;
 
@@ -1505,6 +1509,7 @@ pub fn global_lower_bound_learning(
     let upper = hi;
     let mut relaxed_hi = hi;
     let infinite_undecided = undecided;
+    let two_phases = phases.len() > 1;
     for (phase, (phase_relax, share)) in phases.into_iter().enumerate() {
         let phase_started = Instant::now();
         let phase_limit = time_left().map(|t| t.mul_f64(share));
@@ -1512,15 +1517,25 @@ pub fn global_lower_bound_learning(
         let mut hi = upper.max(lo);
         let mut phase_solves = 0;
         let mut phase_undecided = false;
+        // Before a second phase, the first needs no fine precision: the second goes on from
+        // where it stops.
+        let precision = if two_phases && phase == 0 {
+            options.precision.max(FIRST_PHASE_PRECISION)
+        } else {
+            options.precision
+        };
+        // The second phase's threshold is at or above the first's: it gallops up from
+        // there (steps of 1%, 2%, 4%...) until a probe passes, then bisects.
+        let mut step = (phase > 0).then_some(0.01);
         // With a known plan, once the first probes have taught the loop its premises (in the
         // first phase; at once in the second), the next one decides whether that plan is
         // within `CLOSING_GAP` of optimal; the bisection then goes on from what it proved.
         let mut closing: Option<f64> = options
             .known_period
             .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
-            .filter(|&t| t > lo * (1.0 + options.precision) && t < hi);
+            .filter(|&t| t > lo * (1.0 + precision) && t < hi);
         let closing_after = if phase == 0 { CLOSING_PROBE_AFTER } else { 0 };
-        while hi > lo * (1.0 + options.precision) {
+        while hi > lo * (1.0 + precision) {
             if phase_left().is_some_and(|t| t.is_zero()) {
                 phase_undecided = true;
                 break;
@@ -1530,23 +1545,32 @@ pub fn global_lower_bound_learning(
             } else {
                 None
             };
-            let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(0.5 * (lo + hi));
+            let next = match step {
+                Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
+                _ => 0.5 * (lo + hi),
+            };
+            let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
             out.solves += 1;
             phase_solves += 1;
-            // A probe gets at most half of what is left (but a second at least), so that
+            // A probe gets at most a third of what is left (but a second at least), so that
             // one hard period near the threshold leaves time for easier ones below it.
-            let budget = phase_left().map(|t| (t / 2).max(Duration::from_secs(1)).min(t));
+            let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
             match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
-                Probe::Infeasible => lo = mid,
+                Probe::Infeasible => {
+                    lo = mid;
+                    step = step.map(|s| 2.0 * s);
+                }
                 Probe::Feasible(a) => {
-                    hi = tighten(phase_relax, &a, lo, mid, options.precision).min(mid);
+                    hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
                     out.candidates.retain(|c| c != &a);
                     out.candidates.push(a.clone());
                     out.assignment = Some(a);
+                    step = None;
                 }
                 Probe::Undecided => {
                     phase_undecided = true;
                     hi = mid;
+                    step = None;
                 }
             }
         }
