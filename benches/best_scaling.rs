@@ -5,7 +5,8 @@
 //! one run of up to the limit). `BEST_LIMIT=30s` and `BEST_MAX_LAYERS=12` shorten it.
 //!
 //! For each memory level, chains of 8, 10, 12, ... layers (seeds 1..=6 each) until a length
-//! where no seed is proven (optimal to 0.1%, or infeasible) within the limit. The same runs
+//! where no seed is proven (optimal to 0.1%, or infeasible) within the limit;
+//! `BEST_MIN_LAYERS=16` starts there, `BEST_MEMORY=tight` (or `loose`) runs one level. The same runs
 //! from the command line: write the chain with `nets::random::random_chain` and run
 //! `pipeopt plan --algorithm best --processors 4 --bandwidth 6 --time-limit 60s`.
 
@@ -33,14 +34,22 @@ fn main() {
         .ok()
         .map(|s| s.parse().expect("BEST_MAX_LAYERS: a whole number"))
         .unwrap_or(if smoke { 4 } else { 24 });
+    let min_layers: usize = std::env::var("BEST_MIN_LAYERS")
+        .ok()
+        .map(|s| s.parse().expect("BEST_MIN_LAYERS: a whole number"))
+        .unwrap_or(if smoke { 4 } else { 8 });
+    let only = std::env::var("BEST_MEMORY").ok();
     let seeds = if smoke { 1 } else { 6u64 };
     let processors = 4;
     println!("best, P = {processors}, limit {limit:?} per run");
     println!("| memory | layers | seed | outcome | period | bound | gap | seconds | message |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for (label, share) in [("loose (1.0x)", 1.0), ("tight (0.6x)", 0.6)] {
+        if only.as_deref().is_some_and(|o| !label.starts_with(o)) {
+            continue;
+        }
         let mut longest_proven = None;
-        let mut layers = if smoke { 4 } else { 8 };
+        let mut layers = min_layers;
         while layers <= max_layers {
             let mut proven = 0;
             for seed in 1..=seeds {

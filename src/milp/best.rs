@@ -546,10 +546,13 @@ impl Planner for BestPlanner {
                 lower_bound: Some(lower),
             });
         };
+        // A plan proven optimal (to the precision) is a finished answer, whatever limits the
+        // phases before the proof met.
+        let proven = best.period() <= lower * (1.0 + precision);
         messages.push(format!("best plan from: {}", best.source));
         let mut sol = Solution::new(best.allocation, Some(best.pattern));
         sol.lower_bound = Some(lower);
-        sol.stopped_at_limit = stopped_by_clock || !bound.complete;
+        sol.stopped_at_limit = !proven && (stopped_by_clock || !bound.complete);
         sol.messages = messages;
         Ok(Outcome::Found(sol))
     }

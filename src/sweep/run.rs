@@ -24,6 +24,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
+use wait_timeout::ChildExt;
 
 use crate::algorithm::{self, Problem};
 use crate::error::InputError;
@@ -716,19 +717,14 @@ fn run_job_in_child(exe: &Path, job: &Job, ctx: &RunContext, timeout: Duration) 
         }
         lines.join("\n")
     });
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if started.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(
-                Duration::from_millis(20).min(timeout.saturating_sub(started.elapsed())),
-            ),
-            Err(_) => break None,
+    let status = match child.wait_timeout(timeout.saturating_sub(started.elapsed())) {
+        Ok(Some(s)) => Some(s),
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
         }
+        Err(_) => None,
     };
     let out = out_reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
