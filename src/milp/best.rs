@@ -48,7 +48,7 @@ use crate::algorithm::{Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::fixed_allocation::{
-    assignment_structures, runs_of, schedule_assignment_below, shared_tensor_relaxation,
+    assignment_structures, runs_of, schedule_assignment_below, structures_lower_bound,
 };
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
@@ -57,8 +57,7 @@ use crate::milp::global_bound::{
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
 use crate::milp::{MilpOptions, SolveStatus};
-use crate::model::bounds::allocation_lower_bound;
-use crate::model::{Allocation, BatchGraph, Instance, Pattern, Placement};
+use crate::model::{Allocation, Instance, Pattern, Placement};
 use crate::partition::madpipe::MadPipeConfig;
 use crate::units::Seconds;
 
@@ -131,28 +130,14 @@ fn exact_checks_may_apply(instance: &Instance) -> bool {
 }
 
 /// A lower bound on the period of every stage structure of an assignment
-/// ([`assignment_structures`]): the allocation bound of its finest stages on the
-/// shared-tensor relaxation (which charges merged stages no more than they keep).
+/// ([`assignment_structures`]).
 fn assignment_lower_bound(
     instance: &Instance,
     platform: &crate::model::Platform,
     assignment: &[usize],
 ) -> f64 {
     let (finest, mergeable) = assignment_structures(instance, assignment);
-    let open: Vec<usize> = (0..finest.stages.len())
-        .filter(|&s| mergeable.get(s).copied().unwrap_or(false))
-        .map(|s| finest.stages[s].last)
-        .collect();
-    let graph = if open.is_empty() {
-        BatchGraph::new(instance, platform, &finest)
-    } else {
-        BatchGraph::new(
-            &shared_tensor_relaxation(instance, &open),
-            platform,
-            &finest,
-        )
-    };
-    allocation_lower_bound(&graph, platform.memory)
+    structures_lower_bound(instance, platform, &finest, &mergeable)
 }
 
 /// The neighbours of an assignment (module docs), canonical, without repeats.
@@ -341,7 +326,8 @@ impl Planner for BestPlanner {
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
         // Asks the scheduling MILP for a pattern of `assignment` below the incumbent, over
-        // the stage structures [`search_structures`] gives it.
+        // every stage structure of it ([`assignment_structures`]; one stage per run of
+        // layers on chains longer than `FINEST_SEARCH_LAYERS`).
         let attempt = |inc: &mut Option<Incumbent>,
                        assignment: &[usize],
                        source: &str,

@@ -193,6 +193,33 @@ pub fn shared_tensor_relaxation(instance: &Instance, open: &[usize]) -> Instance
     relaxed
 }
 
+/// The allocation bound (`model::bounds::allocation_lower_bound`: loads and memory
+/// windows) of every stage structure of `finest` that merges only where `mergeable` says
+/// so: with merges, computed on the shared-tensor relaxation
+/// ([`shared_tensor_relaxation`]), which charges a merged stage no more than it keeps.
+pub fn structures_lower_bound(
+    instance: &Instance,
+    platform: &Platform,
+    finest: &Allocation,
+    mergeable: &[bool],
+) -> Seconds {
+    let open: Vec<usize> = (0..finest.stages.len())
+        .filter(|&s| mergeable.get(s).copied().unwrap_or(false))
+        .map(|s| finest.stages[s].last)
+        .collect();
+    if open.is_empty() {
+        return allocation_lower_bound(
+            &BatchGraph::new(instance, platform, finest),
+            platform.memory,
+        );
+    }
+    let relaxed = shared_tensor_relaxation(instance, &open);
+    allocation_lower_bound(
+        &BatchGraph::new(&relaxed, platform, finest),
+        platform.memory,
+    )
+}
+
 /// The period search of [`schedule_allocation_below`], over `allocation` or, where
 /// `mergeable` says so, over its stages merged (a stage per layer then; module docs of
 /// `pattern_milp`). Returns the allocation of the best pattern with the outcome.
@@ -240,21 +267,8 @@ fn search(
         .into());
     }
     out.lower_bound = load_bound;
-    // With memory (windows and averages, `model::bounds`): often much tighter. With merges,
-    // on the shared-tensor relaxation, which bounds every stage structure.
-    let bound = if merges {
-        let open: Vec<usize> = (0..allocation.stages.len())
-            .filter(|&s| mergeable.get(s).copied().unwrap_or(false))
-            .map(|s| allocation.stages[s].last)
-            .collect();
-        let relaxed = shared_tensor_relaxation(instance, &open);
-        allocation_lower_bound(
-            &BatchGraph::new(&relaxed, platform, allocation),
-            platform.memory,
-        )
-    } else {
-        allocation_lower_bound(&graph, platform.memory)
-    };
+    // With memory (windows and averages, `model::bounds`): often much tighter.
+    let bound = structures_lower_bound(instance, platform, allocation, mergeable);
     if bound.is_infinite() {
         return done(out, best_allocation);
     }

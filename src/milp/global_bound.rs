@@ -245,8 +245,7 @@ pub struct Relaxation {
     scheduling: Option<Scheduling>,
 }
 
-/// What the scheduled checks need: the case itself, and the most layers one processor may
-/// hold for its check to run (beyond, its MILP is too large to answer in time).
+/// What the scheduled checks need: the case itself.
 #[derive(Debug, Clone)]
 struct Scheduling {
     instance: Instance,
@@ -813,26 +812,14 @@ fn focused_check(
     threads: std::num::NonZeroU32,
     limit: Duration,
 ) -> crate::error::Result<Option<bool>> {
+    use crate::milp::fixed_allocation::assignment_structures;
     use crate::milp::pattern_milp::{PatternMilp, Scope};
-    use crate::model::{Allocation, Stage};
-    let n = assignment.len();
-    let allocation = Allocation::new(
-        (0..n)
-            .map(|l| Stage {
-                first: l + 1,
-                last: l + 1,
-                processor: assignment[l],
-            })
-            .collect(),
-    );
-    let mergeable: Vec<bool> = (0..n)
-        .map(|l| {
-            l + 1 < n
-                && assignment[l] == p
-                && assignment[l + 1] == p
-                && s.instance.stash_overlap(l + 1) > 0.0
-        })
-        .collect();
+    // Every stage structure of the assignment, merges only on processor p (the scheduled
+    // checks run only without `stash_shared`, where these are a stage per layer).
+    let (allocation, mut mergeable) = assignment_structures(&s.instance, assignment);
+    for (l, m) in mergeable.iter_mut().enumerate() {
+        *m &= assignment[l] == p;
+    }
     let scope = Scope {
         focus: Some(p),
         mergeable,
