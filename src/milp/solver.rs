@@ -28,6 +28,9 @@ pub struct MilpOptions {
     pub node_limit: Option<u64>,
     /// Relative precision of searches over the period (1e-4 by default).
     pub period_precision: f64,
+    /// Whether HiGHS runs its sub-MIP primal heuristics (RENS and RINS; on by default).
+    /// On small feasibility MILPs solved many times over they can take most of each solve.
+    pub sub_mip_heuristics: bool,
 }
 
 impl Default for MilpOptions {
@@ -38,6 +41,7 @@ impl Default for MilpOptions {
             mip_rel_gap: 1e-6,
             node_limit: None,
             period_precision: 1e-4,
+            sub_mip_heuristics: true,
         }
     }
 }
@@ -234,6 +238,10 @@ impl Model {
             "primal_feasibility_tolerance",
             OptionValue::F(1e-9),
         )?;
+        if !options.sub_mip_heuristics {
+            opt(&mut model, "mip_heuristic_run_rens", OptionValue::B(false))?;
+            opt(&mut model, "mip_heuristic_run_rins", OptionValue::B(false))?;
+        }
         let limit = time_left.or(options.time_limit);
         if let Some(t) = limit {
             opt(
