@@ -167,10 +167,8 @@ const CLOSING_PROBE_AFTER: usize = 3;
 /// scheduled checks): the second phase goes on from where it stops.
 const FIRST_PHASE_PRECISION: f64 = 0.01;
 
-/// Levels per period of fact 3's transfer term. Two, not one, since the relaxation MILP
-/// runs without sub-MIP heuristics: halves of a period catch the transfers of the
-/// link-bound cases (DenseNet-121 at 24 GB/s) at the price of one more binary per layer.
-const LEVELS_PER_PERIOD: usize = 2;
+/// Levels per period of fact 3's transfer term.
+const LEVELS_PER_PERIOD: usize = 1;
 
 /// What [`global_lower_bound`] proved.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
