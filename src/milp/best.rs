@@ -13,7 +13,8 @@
 //!    internal error, never a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
-//!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022); then, in
+//!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022); the
+//!    general MILP on 8 groups of layers (`ilp --coarsen 8`, at most 3 s); then, in
 //!    increasing order of their allocation bound, the incumbent's assignment and the
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
@@ -50,6 +51,7 @@ use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::fixed_allocation::{
     assignment_structures, runs_of, schedule_assignment_below, structures_lower_bound,
 };
+use crate::milp::general::general_optimum;
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
     Relaxation, Verdict,
@@ -115,6 +117,11 @@ fn canonical(assignment: &[usize]) -> Vec<usize> {
         })
         .collect()
 }
+
+/// The seed of the general MILP: this many groups of layers ([`general_optimum`]), at most
+/// this long.
+const COARSE_GROUPS: usize = 8;
+const COARSE_LIMIT: Duration = Duration::from_secs(3);
 
 /// Chains of at most this many layers are searched over every stage structure of an
 /// assignment (a stage per layer, merges of layers that share a tensor decided by the
@@ -323,6 +330,25 @@ impl Planner for BestPlanner {
             madpipe(&mut incumbent);
         }
         lap("MadPipe", &mut phases);
+        // The general MILP on a few groups of layers (`ilp --coarsen 8`): on memory-bound
+        // cases its non-contiguous allocations of whole groups often beat every other seed.
+        if layers > COARSE_GROUPS && !closed(&incumbent) && !left().is_zero() {
+            let coarse = general_optimum(
+                instance,
+                platform,
+                Some(COARSE_GROUPS),
+                &milp_with(left().min(COARSE_LIMIT)),
+            )?;
+            if let Some((allocation, pattern)) = coarse.best {
+                offer(
+                    &mut incumbent,
+                    allocation,
+                    pattern,
+                    "general MILP on 8 groups",
+                );
+            }
+        }
+        lap("general MILP on groups", &mut phases);
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
         // Asks the scheduling MILP for a pattern of `assignment` below the incumbent, over
