@@ -471,3 +471,55 @@ fn plans_satisfy_the_relaxation(seeds: std::ops::Range<u64>) {
     assert!(waited > 0, "no plan's windows had waits");
     eprintln!("{waited} plans with waits");
 }
+
+/// The sweep gives a case the bounds and infeasibility proofs of every case that dominates
+/// it (as many processors, memory and bandwidth or more; `sweep::run::fill_case_columns`).
+/// That rests on one fact of the model, checked here on every allocation of small chains:
+/// a plan judged valid on a platform is judged valid, at the same period, on every platform
+/// with more processors, more memory or a faster link; so the optimum can only fall.
+#[test]
+fn a_plan_stays_valid_with_more_processors_memory_or_bandwidth() {
+    let mut checked = 0;
+    for seed in 0..3 {
+        let inst = with_overlaps(random_chain(seed, 4));
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth) in [(2, 0.9, 2.0), (3, 0.7, 6.0)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            let mut optimum: Option<f64> = None;
+            for alloc in all_allocations(inst.len(), processors, true) {
+                let out =
+                    schedule_allocation(&inst, &platform, &alloc, &MilpOptions::default()).unwrap();
+                let Some(pattern) = out.pattern else { continue };
+                let base = judge(&inst, &platform, &alloc, &pattern);
+                assert!(base.valid, "{:?}", base.violations);
+                optimum = Some(optimum.map_or(base.period, |t: f64| t.min(base.period)));
+                let mut bigger = vec![
+                    Platform::new(processors + 1, platform.memory, bandwidth),
+                    Platform::new(processors, platform.memory * 1.5, bandwidth),
+                    Platform::new(processors, platform.memory, bandwidth * 2.0),
+                    Platform::new(processors + 2, platform.memory * 2.0, bandwidth * 10.0),
+                ];
+                for p in &mut bigger {
+                    p.full_duplex = platform.full_duplex;
+                }
+                for p in &bigger {
+                    let j = judge(&inst, p, &alloc, &pattern);
+                    assert!(
+                        j.valid,
+                        "{} seed {seed}: valid on {platform:?}, not on {p:?}: {:?}",
+                        inst.name, j.violations
+                    );
+                    assert!((j.period - base.period).abs() <= 1e-12 * base.period);
+                    checked += 1;
+                }
+            }
+            // And so the exhaustive optimum with one more processor is at most this one.
+            if let Some(t) = optimum {
+                let more = Platform::new(processors + 1, platform.memory, bandwidth);
+                let t_more = exhaustive_optimum(&inst, &more, true).expect("a plan fits");
+                assert!(t_more <= t * (1.0 + 1e-9), "{t_more} > {t}");
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} plans checked");
+}

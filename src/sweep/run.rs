@@ -144,10 +144,19 @@ impl Row {
 }
 
 /// Gives every row the strongest global lower bound and infeasibility proof that any row of
-/// its case (instance, processors, memory, bandwidth) holds, and its gap to that bound.
+/// its case holds, or of any case that dominates it, and its gap to that bound.
+///
+/// A case is (instance, processors, memory, bandwidth). A case with at least as many
+/// processors, as much memory and as much bandwidth *dominates* it: every plan of the
+/// smaller case is a plan of the larger one (the extra processors idle; the memory rule
+/// does not depend on transfer times, and shorter transfers keep every dependency and
+/// leave each link's busy intervals disjoint), so the larger case's optimum is at most the
+/// smaller one's. A lower bound proven for the larger case therefore holds for the smaller
+/// one, and a proof that nothing fits the larger case proves it of the smaller one.
 pub fn fill_case_columns(rows: &mut [Row]) {
     use std::collections::HashMap;
-    let case = |r: &Row| {
+    type Case = (String, usize, u64, u64);
+    let case = |r: &Row| -> Case {
         (
             r.instance_hash.clone(),
             r.processors,
@@ -155,16 +164,41 @@ pub fn fill_case_columns(rows: &mut [Row]) {
             r.bandwidth.to_bits(),
         )
     };
-    let mut cases: HashMap<_, (Option<f64>, bool)> = HashMap::new();
+    // What the rows of each case proved themselves.
+    let mut own: HashMap<Case, (Option<f64>, bool)> = HashMap::new();
     for r in rows.iter() {
-        let e = cases.entry(case(r)).or_insert((None, false));
+        let e = own.entry(case(r)).or_insert((None, false));
         if let Some(b) = r.global_lower_bound.filter(|b| b.is_finite()) {
             e.0 = Some(e.0.map_or(b, |x: f64| x.max(b)));
         }
         e.1 |= r.case_infeasible;
     }
+    let dominates = |big: &Case, small: &Case| {
+        big.0 == small.0
+            && big.1 >= small.1
+            && f64::from_bits(big.2) >= f64::from_bits(small.2)
+            && f64::from_bits(big.3) >= f64::from_bits(small.3)
+    };
+    let filled: HashMap<Case, (Option<f64>, bool)> = own
+        .keys()
+        .map(|small| {
+            let mut bound: Option<f64> = None;
+            let mut infeasible = false;
+            for &(b, inf) in own
+                .iter()
+                .filter(|(big, _)| dominates(big, small))
+                .map(|(_, v)| v)
+            {
+                if let Some(b) = b {
+                    bound = Some(bound.map_or(b, |x| x.max(b)));
+                }
+                infeasible |= inf;
+            }
+            (small.clone(), (bound, infeasible))
+        })
+        .collect();
     for r in rows.iter_mut() {
-        let (bound, infeasible) = cases[&case(r)];
+        let (bound, infeasible) = filled[&case(r)];
         r.global_lower_bound = bound;
         r.case_infeasible = infeasible;
         r.gap = match (r.period, bound) {
@@ -806,4 +840,66 @@ pub fn sweep_job_main() -> Result<(), InputError> {
         serde_json::to_string(&row).expect("a row always serializes")
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(hash: &str, processors: usize, memory: f64, bandwidth: f64) -> Row {
+        let job = Job {
+            key: format!("{hash}-{processors}-{memory}-{bandwidth}"),
+            instance_path: "x.json".into(),
+            processors,
+            memory,
+            bandwidth,
+            algorithm: AlgorithmSpec {
+                name: "best".into(),
+                label: None,
+                options: Default::default(),
+            },
+            repetition: 0,
+        };
+        let ctx = RunContext {
+            experiment: "t".into(),
+            config_hash: String::new(),
+            git_revision: String::new(),
+        };
+        let mut r = Row::skeleton(&job, &ctx);
+        r.instance_hash = hash.into();
+        r
+    }
+
+    #[test]
+    fn a_case_takes_the_bounds_and_proofs_of_the_cases_that_dominate_it() {
+        let mut small = row("a", 2, 4.0, 10.0);
+        small.period = Some(2.0);
+        small.global_lower_bound = Some(1.0);
+        let mut more_processors = row("a", 4, 4.0, 10.0);
+        more_processors.global_lower_bound = Some(1.5);
+        // Less bandwidth: it does not dominate the small case, its bound must not be taken.
+        let mut slower = row("a", 8, 8.0, 5.0);
+        slower.global_lower_bound = Some(1.9);
+        // Another instance: never.
+        let mut other = row("b", 8, 8.0, 10.0);
+        other.global_lower_bound = Some(1.8);
+        let mut tight = row("a", 1, 2.0, 10.0);
+        let mut infeasible = row("a", 2, 2.0, 20.0);
+        infeasible.case_infeasible = true;
+        tight.global_lower_bound = Some(0.5);
+        let mut rows = vec![small, more_processors, slower, other, tight, infeasible];
+        fill_case_columns(&mut rows);
+        // The small case: the bound of 4 processors (1.5), not of the slower link nor of
+        // the other instance; its gap follows.
+        assert_eq!(rows[0].global_lower_bound, Some(1.5));
+        assert!((rows[0].gap.unwrap() - (2.0 / 1.5 - 1.0)).abs() < 1e-12);
+        assert!(!rows[0].case_infeasible);
+        assert_eq!(rows[1].global_lower_bound, Some(1.5));
+        assert_eq!(rows[2].global_lower_bound, Some(1.9));
+        assert_eq!(rows[3].global_lower_bound, Some(1.8));
+        // One processor with 2 units: dominated by the proof that 2 processors with 2
+        // units and a faster link fit nothing; its own bound stays the largest finite one.
+        assert!(rows[4].case_infeasible);
+        assert_eq!(rows[4].global_lower_bound, Some(1.5));
+    }
 }
