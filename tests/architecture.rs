@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md's invariants that a look at the sources can check: which modules know
 //! HiGHS, polars, plotters and libtorch; that the algorithm API is a leaf and only the
-//! registry knows the planners; where `anyhow` is used.
+//! registry knows the planners; where `anyhow` is used; that no modules depend on each
+//! other in a cycle.
 
 use std::path::{Path, PathBuf};
 
@@ -113,5 +114,129 @@ fn anyhow_stays_in_the_binary() {
     assert!(
         all_under(&anyhow, &["src/main.rs", "src/cli/"]),
         "{anyhow:?}"
+    );
+}
+
+/// The module a `::`-path names: its longest prefix that is a module of the crate.
+fn module_of(path: &[&str], modules: &std::collections::BTreeSet<String>) -> Option<String> {
+    (1..=path.len())
+        .rev()
+        .map(|k| path[..k].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+/// Identifiers after `prefix` joined by `::` (`crate::sweep::row::Row` -> sweep, row, Row).
+fn paths_after<'a>(code: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let mut parts = Vec::new();
+        let mut tail = rest;
+        loop {
+            let n = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            if n == 0 {
+                break;
+            }
+            parts.push(&tail[..n]);
+            match tail[n..].strip_prefix("::") {
+                Some(t) => tail = t,
+                None => break,
+            }
+        }
+        out.push(parts);
+    }
+    out
+}
+
+/// No cycle between the files of the crate: each file's module (its path, `mod.rs` standing
+/// for its directory) depends on the modules its code (tests and comments left out) names
+/// through `crate::` or `super::`, never on its own ancestors; those dependencies form no
+/// cycle, so every layer of ARCHITECTURE.md's code map only looks down.
+#[test]
+fn modules_depend_on_each_other_without_cycles() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let files = sources();
+    let module_name = |path: &str| -> String {
+        let rel = path.trim_start_matches("src/").trim_end_matches(".rs");
+        let mut parts: Vec<&str> = rel.split('/').collect();
+        if matches!(parts.last(), Some(&"mod") | Some(&"lib") | Some(&"main")) {
+            parts.pop();
+        }
+        parts.join("::")
+    };
+    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_name(p)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in &files {
+        let me = module_name(path);
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or("")
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parent: Vec<&str> = me.split("::").filter(|s| !s.is_empty()).collect();
+        let parent = &parent[..parent.len().saturating_sub(1)];
+        let mut named: Vec<Vec<&str>> = paths_after(&code, "crate::");
+        for p in paths_after(&code, "super::") {
+            named.push(parent.iter().copied().chain(p).collect());
+        }
+        let deps = graph.entry(me.clone()).or_default();
+        for p in named {
+            if let Some(m) = module_of(&p, &modules) {
+                let ancestor = me == m || me.starts_with(&format!("{m}::")) || m.is_empty();
+                if !ancestor {
+                    deps.insert(m);
+                }
+            }
+        }
+    }
+    // Depth-first search for a back edge.
+    fn visit(
+        m: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(m) {
+            Some(2) => return None,
+            Some(1) => {
+                let from = stack.iter().position(|s| s == m).unwrap_or(0);
+                let mut cycle = stack[from..].to_vec();
+                cycle.push(m.to_string());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(m.to_string(), 1);
+        stack.push(m.to_string());
+        for d in graph.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, graph, state, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in graph.keys() {
+        if let Some(cycle) = visit(m, &graph, &mut state, &mut Vec::new()) {
+            panic!("modules in a cycle: {}", cycle.join(" -> "));
+        }
+    }
+    // The check sees dependencies at all: the sweep's runner uses its rows.
+    assert!(
+        graph["sweep::run"].contains("sweep::row"),
+        "{:?}",
+        graph["sweep::run"]
     );
 }

@@ -473,7 +473,7 @@ fn plans_satisfy_the_relaxation(seeds: std::ops::Range<u64>) {
 }
 
 /// The sweep gives a case the bounds and infeasibility proofs of every case that dominates
-/// it (as many processors, memory and bandwidth or more; `sweep::run::fill_case_columns`).
+/// it (as many processors, memory and bandwidth or more; `sweep::row::fill_case_columns`).
 /// That rests on one fact of the model, checked here on every allocation of small chains:
 /// a plan judged valid on a platform is judged valid, at the same period, on every platform
 /// with more processors, more memory or a faster link; so the optimum can only fall.

@@ -113,7 +113,7 @@ fn two_sweeps_started_at_once_on_one_output_run_each_job_once() {
 #[test]
 fn a_journal_holding_a_job_twice_gives_one_row_the_last() {
     use pipeopt::sweep::config::Experiment;
-    use pipeopt::sweep::run::{self, read_journal, Journal, Row};
+    use pipeopt::sweep::run::{self, read_journal, Journal};
     let dir = tempfile::tempdir().unwrap();
     let file = sweep_file(dir.path(), "dup", "", TWO_1F1B);
     let exp = Experiment::load(&file).unwrap();
@@ -122,9 +122,9 @@ fn a_journal_holding_a_job_twice_gives_one_row_the_last() {
     {
         let mut j = Journal::open(&journal).unwrap();
         let ctx = run::RunContext::default();
-        let mut first = Row::skeleton(&jobs[0], &ctx);
+        let mut first = run::skeleton(&jobs[0], &ctx);
         first.message = "first".into();
-        let other = Row::skeleton(&jobs[1], &ctx);
+        let other = run::skeleton(&jobs[1], &ctx);
         let mut last = first.clone();
         last.status = "valid".into();
         last.message = "last".into();
@@ -542,7 +542,8 @@ fn a_resumed_table_is_byte_identical() {
 
 #[test]
 fn journal_floats_round_trip_exactly() {
-    use pipeopt::sweep::run::{read_journal, Journal, Row};
+    use pipeopt::sweep::row::Row;
+    use pipeopt::sweep::run::{read_journal, skeleton, Journal};
     let dir = tempfile::tempdir().unwrap();
     let file = sweep_file(dir.path(), "floats", "", TWO_1F1B);
     let exp = pipeopt::sweep::config::Experiment::load(&file).unwrap();
@@ -561,7 +562,7 @@ fn journal_floats_round_trip_exactly() {
     {
         let mut j = Journal::open(&path).unwrap();
         for (i, job) in jobs.iter().cycle().take(16).enumerate() {
-            let mut r = Row::skeleton(job, &Default::default());
+            let mut r = skeleton(job, &Default::default());
             r.key = format!("k{i}");
             r.period = Some(next());
             r.lower_bound = Some(next());

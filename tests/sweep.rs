@@ -1,8 +1,9 @@
 //! The sweep: resumable without loss or duplicates, shards merge into the whole grid,
 //! crashed jobs are recorded, tables round-trip.
 
-use pipeopt::sweep::config::Experiment;
-use pipeopt::sweep::run::{self, Isolation, Shard, SweepOptions};
+use pipeopt::sweep::config::{AlgorithmSpec, Experiment};
+use pipeopt::sweep::row::{fill_case_columns, Row};
+use pipeopt::sweep::run::{self, Isolation, Job, RunContext, Shard, SweepOptions};
 use pipeopt::sweep::table;
 use std::path::{Path, PathBuf};
 
@@ -105,7 +106,7 @@ fn shards_merge_into_the_whole_grid() {
     let mut b = table::read_rows(&merged).unwrap();
     a.sort_by(|x, y| x.key.cmp(&y.key));
     b.sort_by(|x, y| x.key.cmp(&y.key));
-    let strip = |rows: &mut Vec<pipeopt::sweep::run::Row>| {
+    let strip = |rows: &mut Vec<pipeopt::sweep::row::Row>| {
         for r in rows.iter_mut() {
             r.solve_seconds = None;
             r.wall_seconds = 0.0;
@@ -296,4 +297,107 @@ fn committed_experiments_parse_and_options_keep_their_form() {
         serde_json::to_string(&spec).unwrap(),
         r#"{"name":"madpipe","label":"madpipe-remap","options":{"madpipe":{"levels_memory":11,"levels_delay":51,"levels_time":101,"iterations":10,"special_full_batches":false},"time_limit":60.0,"remap_stages":true}}"#
     );
+}
+
+// The case columns and the formats of the journal (`sweep::row`).
+
+fn case_row(hash: &str, processors: usize, memory: f64, bandwidth: f64) -> Row {
+    let job = Job {
+        key: format!("{hash}-{processors}-{memory}-{bandwidth}"),
+        instance_path: "x.json".into(),
+        processors,
+        memory,
+        bandwidth,
+        algorithm: AlgorithmSpec {
+            name: "best".into(),
+            label: None,
+            options: Default::default(),
+        },
+        repetition: 0,
+    };
+    let ctx = RunContext {
+        experiment: "t".into(),
+        config_hash: String::new(),
+        git_revision: String::new(),
+    };
+    let mut r = run::skeleton(&job, &ctx);
+    r.instance_hash = hash.into();
+    r
+}
+
+#[test]
+fn a_case_takes_the_bounds_and_proofs_of_the_cases_that_dominate_it() {
+    let mut small = case_row("a", 2, 4.0, 10.0);
+    small.period = Some(2.0);
+    small.global_lower_bound = Some(1.0);
+    let mut more_processors = case_row("a", 4, 4.0, 10.0);
+    more_processors.global_lower_bound = Some(1.5);
+    // Less bandwidth: it does not dominate the small case, its bound must not be taken.
+    let mut slower = case_row("a", 8, 8.0, 5.0);
+    slower.global_lower_bound = Some(1.9);
+    // Another instance: never.
+    let mut other = case_row("b", 8, 8.0, 10.0);
+    other.global_lower_bound = Some(1.8);
+    let mut tight = case_row("a", 1, 2.0, 10.0);
+    let mut infeasible = case_row("a", 2, 2.0, 20.0);
+    infeasible.case_infeasible = true;
+    tight.global_lower_bound = Some(0.5);
+    let mut rows = vec![small, more_processors, slower, other, tight, infeasible];
+    fill_case_columns(&mut rows);
+    // The small case: the bound of 4 processors (1.5), not of the slower link nor of
+    // the other instance; its gap follows.
+    assert_eq!(rows[0].global_lower_bound, Some(1.5));
+    assert!((rows[0].gap.unwrap() - (2.0 / 1.5 - 1.0)).abs() < 1e-12);
+    assert!(!rows[0].case_infeasible);
+    assert_eq!(rows[1].global_lower_bound, Some(1.5));
+    assert_eq!(rows[2].global_lower_bound, Some(1.9));
+    assert_eq!(rows[3].global_lower_bound, Some(1.8));
+    // One processor with 2 units: dominated by the proof that 2 processors with 2
+    // units and a faster link fit nothing; its own bound stays the largest finite one.
+    assert!(rows[4].case_infeasible);
+    assert_eq!(rows[4].global_lower_bound, Some(1.5));
+}
+
+#[test]
+fn rows_of_every_journal_format_read_the_same() {
+    let job = Job {
+        key: "k".into(),
+        instance_path: "x.json".into(),
+        processors: 2,
+        memory: 1.0,
+        bandwidth: 1.0,
+        algorithm: AlgorithmSpec {
+            name: "ilp".into(),
+            label: None,
+            options: Default::default(),
+        },
+        repetition: 0,
+    };
+    let ctx = RunContext {
+        experiment: "t".into(),
+        config_hash: String::new(),
+        git_revision: String::new(),
+    };
+    let mut row = run::skeleton(&job, &ctx);
+    row.solver_gap = Some(0.25);
+    row.gap = Some(0.5);
+    let now = serde_json::to_value(&row).unwrap();
+    assert_eq!(Row::from_json(now.clone()).unwrap(), row);
+    // Before the global bound: the solver's gap was `gap`, no gap to a global bound.
+    let mut oldest = now.clone();
+    let o = oldest.as_object_mut().unwrap();
+    o.remove("solver_gap");
+    o.remove("global_lower_bound");
+    o.remove("case_infeasible");
+    o.insert("gap".into(), serde_json::json!(0.25));
+    let read = Row::from_json(oldest).unwrap();
+    assert_eq!(read.solver_gap, Some(0.25));
+    assert_eq!(read.gap, None);
+    // Then, for a while, `gap_to_global_bound` beside it.
+    let mut old = now;
+    let o = old.as_object_mut().unwrap();
+    o.remove("solver_gap");
+    o.insert("gap".into(), serde_json::json!(0.25));
+    o.insert("gap_to_global_bound".into(), serde_json::json!(0.5));
+    assert_eq!(Row::from_json(old).unwrap(), row);
 }

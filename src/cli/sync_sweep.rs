@@ -34,7 +34,15 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let outcome = run_grid(&exp, &out)?;
+    let mut outcome = run_grid(&exp, &out)?;
+    let figures = pipeopt::sweep::sync_figures::write_figures(
+        &exp,
+        &outcome.rows,
+        &outcome.best,
+        &outcome.optimum,
+        &out,
+    )?;
+    outcome.files.extend(figures);
     let best_path = out.join("best.json");
     let best: serde_json::Value = serde_json::from_slice(
         &std::fs::read(&best_path).map_err(|e| pipeopt::Error::io(&best_path, e))?,

@@ -55,39 +55,9 @@
 
 use serde_json::{json, Map, Value};
 
-pub use super::device::{DeviceModel, Rates};
+pub use super::device::{DType, DeviceModel, Rates};
 use super::{params, Block, NetError, Network, OpKind};
 use crate::model::{Instance, Layer};
-
-/// Element type of activations and weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DType {
-    F32,
-    F16,
-}
-
-impl DType {
-    pub fn bytes(self) -> usize {
-        match self {
-            DType::F32 => 4,
-            DType::F16 => 2,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "float32",
-            DType::F16 => "float16",
-        }
-    }
-    /// Accepts `f32`, `float32`, `f16`, `float16`, `half`.
-    pub fn parse(s: &str) -> Option<DType> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" | "float32" | "float" => Some(DType::F32),
-            "f16" | "float16" | "half" => Some(DType::F16),
-            _ => None,
-        }
-    }
-}
 
 /// Costs of one op for a whole batch.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

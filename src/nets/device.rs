@@ -10,8 +10,37 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::analytic::DType;
 use crate::error::{parse_toml, InputError};
+
+/// Element type of activations and weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    F16,
+}
+
+impl DType {
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 => 2,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F16 => "float16",
+        }
+    }
+    /// Accepts `f32`, `float32`, `f16`, `float16`, `half`.
+    pub fn parse(s: &str) -> Option<DType> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" | "float" => Some(DType::F32),
+            "f16" | "float16" | "half" => Some(DType::F16),
+            _ => None,
+        }
+    }
+}
 
 /// Achieved rates and fixed costs of one direction (forward or backward) on a device: a
 /// roofline per op class plus launch overheads.

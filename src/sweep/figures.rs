@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel};
-use crate::sweep::run::Row;
+use crate::sweep::row::Row;
 
 const GIB: f64 = 1073741824.0;
 

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod figures;
+pub mod row;
 pub mod run;
 pub mod sync;
 pub mod sync_figures;

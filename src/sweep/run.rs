@@ -30,6 +30,7 @@ use crate::algorithm::{self, Problem};
 use crate::error::InputError;
 use crate::model::{Instance, Platform, Status};
 use crate::sweep::config::{AlgorithmSpec, Experiment};
+use crate::sweep::row::Row;
 
 /// One job of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,171 +42,6 @@ pub struct Job {
     pub bandwidth: f64,
     pub algorithm: AlgorithmSpec,
     pub repetition: usize,
-}
-
-/// One row of the results table: docs/model.md section 9's fields plus the context of the
-/// run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub key: String,
-    pub experiment: String,
-    pub config_hash: String,
-    pub git_revision: String,
-    pub instance: String,
-    pub instance_path: String,
-    pub instance_hash: String,
-    pub processors: usize,
-    pub memory: f64,
-    pub bandwidth: f64,
-    /// The algorithm's label in this experiment.
-    pub algorithm: String,
-    /// The registry name it ran under.
-    pub algorithm_name: String,
-    pub repetition: usize,
-    pub status: String,
-    pub period: Option<f64>,
-    pub planned_period: Option<f64>,
-    pub lower_bound: Option<f64>,
-    /// U(1, L) / period.
-    pub speedup: Option<f64>,
-    /// U(1, L): the sequential time of one batch.
-    pub sequential: f64,
-    pub peak_memory: Vec<f64>,
-    pub peak_memory_max: Option<f64>,
-    pub stages: usize,
-    /// The kind of placement of the plan the algorithm returned (`stages` or
-    /// `bipartition`; Bi-Partition returns PipeDream's straight pipeline, `stages`, when
-    /// that one is faster than its own), or none without a plan (and in rows written
-    /// before the column).
-    #[serde(default)]
-    pub placement: Option<String>,
-    pub solve_seconds: Option<f64>,
-    /// Wall-clock seconds of the whole job (loading, planning, judging).
-    pub wall_seconds: f64,
-    /// MILP solver status, gap and node count, when the algorithm used one (the solver's
-    /// gap is the table's `solver_gap`; the journal keeps its first name, `gap`).
-    pub solver_status: Option<String>,
-    #[serde(rename = "gap")]
-    pub solver_gap: Option<f64>,
-    pub nodes: Option<f64>,
-    /// A lower bound valid for every plan of the case (any allocation, any pattern): the
-    /// largest that any row of the case proved (`best`), filled in for every row of the
-    /// case when tables are written ([`fill_case_columns`]).
-    #[serde(default)]
-    pub global_lower_bound: Option<f64>,
-    /// `period / global_lower_bound - 1` (filled in with the case's bound).
-    #[serde(default, rename = "gap_to_global_bound")]
-    pub gap: Option<f64>,
-    /// Proven that no plan of any allocation fits the case (filled in for the case).
-    #[serde(default)]
-    pub case_infeasible: bool,
-    /// Notes and errors, joined.
-    pub message: String,
-}
-
-impl Row {
-    /// A row with the job's coordinates and status "error", before anything ran.
-    pub fn skeleton(job: &Job, ctx: &RunContext) -> Row {
-        Row {
-            key: job.key.clone(),
-            experiment: ctx.experiment.clone(),
-            config_hash: ctx.config_hash.clone(),
-            git_revision: ctx.git_revision.clone(),
-            instance: String::new(),
-            instance_path: job.instance_path.display().to_string(),
-            instance_hash: String::new(),
-            processors: job.processors,
-            memory: job.memory,
-            bandwidth: job.bandwidth,
-            algorithm: job.algorithm.label().to_string(),
-            algorithm_name: job.algorithm.name.clone(),
-            repetition: job.repetition,
-            status: "error".into(),
-            period: None,
-            planned_period: None,
-            lower_bound: None,
-            speedup: None,
-            sequential: 0.0,
-            peak_memory: vec![],
-            peak_memory_max: None,
-            stages: 0,
-            placement: None,
-            solve_seconds: None,
-            wall_seconds: 0.0,
-            solver_status: None,
-            solver_gap: None,
-            nodes: None,
-            global_lower_bound: None,
-            gap: None,
-            case_infeasible: false,
-            message: String::new(),
-        }
-    }
-}
-
-/// Gives every row the strongest global lower bound and infeasibility proof that any row of
-/// its case holds, or of any case that dominates it, and its gap to that bound.
-///
-/// A case is (instance, processors, memory, bandwidth). A case with at least as many
-/// processors, as much memory and as much bandwidth *dominates* it: every plan of the
-/// smaller case is a plan of the larger one (the extra processors idle; the memory rule
-/// does not depend on transfer times, and shorter transfers keep every dependency and
-/// leave each link's busy intervals disjoint), so the larger case's optimum is at most the
-/// smaller one's. A lower bound proven for the larger case therefore holds for the smaller
-/// one, and a proof that nothing fits the larger case proves it of the smaller one.
-pub fn fill_case_columns(rows: &mut [Row]) {
-    use std::collections::HashMap;
-    type Case = (String, usize, u64, u64);
-    let case = |r: &Row| -> Case {
-        (
-            r.instance_hash.clone(),
-            r.processors,
-            r.memory.to_bits(),
-            r.bandwidth.to_bits(),
-        )
-    };
-    // What the rows of each case proved themselves.
-    let mut own: HashMap<Case, (Option<f64>, bool)> = HashMap::new();
-    for r in rows.iter() {
-        let e = own.entry(case(r)).or_insert((None, false));
-        if let Some(b) = r.global_lower_bound.filter(|b| b.is_finite()) {
-            e.0 = Some(e.0.map_or(b, |x: f64| x.max(b)));
-        }
-        e.1 |= r.case_infeasible;
-    }
-    let dominates = |big: &Case, small: &Case| {
-        big.0 == small.0
-            && big.1 >= small.1
-            && f64::from_bits(big.2) >= f64::from_bits(small.2)
-            && f64::from_bits(big.3) >= f64::from_bits(small.3)
-    };
-    let filled: HashMap<Case, (Option<f64>, bool)> = own
-        .keys()
-        .map(|small| {
-            let mut bound: Option<f64> = None;
-            let mut infeasible = false;
-            for &(b, inf) in own
-                .iter()
-                .filter(|(big, _)| dominates(big, small))
-                .map(|(_, v)| v)
-            {
-                if let Some(b) = b {
-                    bound = Some(bound.map_or(b, |x| x.max(b)));
-                }
-                infeasible |= inf;
-            }
-            (small.clone(), (bound, infeasible))
-        })
-        .collect();
-    for r in rows.iter_mut() {
-        let (bound, infeasible) = filled[&case(r)];
-        r.global_lower_bound = bound;
-        r.case_infeasible = infeasible;
-        r.gap = match (r.period, bound) {
-            (Some(t), Some(b)) if b > 0.0 => Some(t / b - 1.0),
-            _ => None,
-        };
-    }
 }
 
 /// The jobs of an experiment, in a stable order, with keys that identify them across runs.
@@ -252,11 +88,49 @@ pub struct RunContext {
     pub git_revision: String,
 }
 
+/// A row with the job's coordinates and status "error", before anything ran.
+pub fn skeleton(job: &Job, ctx: &RunContext) -> Row {
+    Row {
+        key: job.key.clone(),
+        experiment: ctx.experiment.clone(),
+        config_hash: ctx.config_hash.clone(),
+        git_revision: ctx.git_revision.clone(),
+        instance: String::new(),
+        instance_path: job.instance_path.display().to_string(),
+        instance_hash: String::new(),
+        processors: job.processors,
+        memory: job.memory,
+        bandwidth: job.bandwidth,
+        algorithm: job.algorithm.label().to_string(),
+        algorithm_name: job.algorithm.name.clone(),
+        repetition: job.repetition,
+        status: "error".into(),
+        period: None,
+        planned_period: None,
+        lower_bound: None,
+        speedup: None,
+        sequential: 0.0,
+        peak_memory: vec![],
+        peak_memory_max: None,
+        stages: 0,
+        placement: None,
+        solve_seconds: None,
+        wall_seconds: 0.0,
+        solver_status: None,
+        solver_gap: None,
+        nodes: None,
+        global_lower_bound: None,
+        gap: None,
+        case_infeasible: false,
+        message: String::new(),
+    }
+}
+
 /// Runs one job in this process and returns its row. Never panics on bad input: errors
 /// become rows with status "error".
 pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
     let started = Instant::now();
-    let mut row = Row::skeleton(job, ctx);
+    let mut row = skeleton(job, ctx);
     let result = (|| -> Result<(), InputError> {
         let instance = Instance::load(&job.instance_path)?;
         row.instance = instance.name.clone();
@@ -414,7 +288,7 @@ pub fn read_journal_lines(path: &Path) -> Result<Vec<Row>, InputError> {
         if !line.ends_with('\n') {
             break; // torn: the writer was killed mid-line
         }
-        match serde_json::from_str::<Row>(line.trim_end()) {
+        match serde_json::from_str(line.trim_end()).and_then(Row::from_json) {
             Ok(r) => {
                 rows.push(r);
                 good_len = offset;
@@ -692,7 +566,7 @@ fn progress_bar(len: u64, visible: bool) -> indicatif::ProgressBar {
 
 /// The row of a job that did not finish (crash, timeout, panic).
 fn failed_row(job: &Job, ctx: &RunContext, message: String, wall: f64) -> Row {
-    let mut row = Row::skeleton(job, ctx);
+    let mut row = skeleton(job, ctx);
     if let Ok(i) = Instance::load(&job.instance_path) {
         row.instance = i.name.clone();
         row.instance_hash = i.content_hash();
@@ -840,66 +714,4 @@ pub fn sweep_job_main() -> Result<(), InputError> {
         serde_json::to_string(&row).expect("a row always serializes")
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(hash: &str, processors: usize, memory: f64, bandwidth: f64) -> Row {
-        let job = Job {
-            key: format!("{hash}-{processors}-{memory}-{bandwidth}"),
-            instance_path: "x.json".into(),
-            processors,
-            memory,
-            bandwidth,
-            algorithm: AlgorithmSpec {
-                name: "best".into(),
-                label: None,
-                options: Default::default(),
-            },
-            repetition: 0,
-        };
-        let ctx = RunContext {
-            experiment: "t".into(),
-            config_hash: String::new(),
-            git_revision: String::new(),
-        };
-        let mut r = Row::skeleton(&job, &ctx);
-        r.instance_hash = hash.into();
-        r
-    }
-
-    #[test]
-    fn a_case_takes_the_bounds_and_proofs_of_the_cases_that_dominate_it() {
-        let mut small = row("a", 2, 4.0, 10.0);
-        small.period = Some(2.0);
-        small.global_lower_bound = Some(1.0);
-        let mut more_processors = row("a", 4, 4.0, 10.0);
-        more_processors.global_lower_bound = Some(1.5);
-        // Less bandwidth: it does not dominate the small case, its bound must not be taken.
-        let mut slower = row("a", 8, 8.0, 5.0);
-        slower.global_lower_bound = Some(1.9);
-        // Another instance: never.
-        let mut other = row("b", 8, 8.0, 10.0);
-        other.global_lower_bound = Some(1.8);
-        let mut tight = row("a", 1, 2.0, 10.0);
-        let mut infeasible = row("a", 2, 2.0, 20.0);
-        infeasible.case_infeasible = true;
-        tight.global_lower_bound = Some(0.5);
-        let mut rows = vec![small, more_processors, slower, other, tight, infeasible];
-        fill_case_columns(&mut rows);
-        // The small case: the bound of 4 processors (1.5), not of the slower link nor of
-        // the other instance; its gap follows.
-        assert_eq!(rows[0].global_lower_bound, Some(1.5));
-        assert!((rows[0].gap.unwrap() - (2.0 / 1.5 - 1.0)).abs() < 1e-12);
-        assert!(!rows[0].case_infeasible);
-        assert_eq!(rows[1].global_lower_bound, Some(1.5));
-        assert_eq!(rows[2].global_lower_bound, Some(1.9));
-        assert_eq!(rows[3].global_lower_bound, Some(1.8));
-        // One processor with 2 units: dominated by the proof that 2 processors with 2
-        // units and a faster link fit nothing; its own bound stays the largest finite one.
-        assert!(rows[4].case_infeasible);
-        assert_eq!(rows[4].global_lower_bound, Some(1.5));
-    }
 }

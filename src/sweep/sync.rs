@@ -30,12 +30,13 @@
 //! Outputs (each written atomically) in `results/<name>/`: `runs.csv` and `runs.json` (one
 //! row per simulation), `best.csv` and `best.json` (per case, D, S, memory budget and
 //! approach, the fitting run with the highest throughput, with MixPipe's speedup over it),
-//! and the figures of `sweep::sync_figures`.
+//! and the figures of `sweep::sync_figures`, which `pipeopt sync-sweep` draws from the rows
+//! [`run`] returns.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use polars::prelude::*;
+use super::table::{frame_of, Lists};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -415,6 +416,13 @@ pub struct SyncOutcome {
     pub skipped_shapes: usize,
     pub wall_seconds: f64,
     pub files: Vec<PathBuf>,
+    /// The rows written, for the figures (`sweep::sync_figures::write_figures`).
+    #[serde(skip)]
+    pub rows: Vec<SyncRow>,
+    #[serde(skip)]
+    pub best: Vec<BestRow>,
+    #[serde(skip)]
+    pub optimum: Vec<OptimumRow>,
 }
 
 fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
@@ -967,182 +975,14 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
     out
 }
 
-fn polars_err(path: &Path, e: PolarsError) -> crate::Error {
-    crate::Error::io(path, e)
+/// Writes records as a CSV table (lists as JSON text), atomically.
+fn write_csv<R: Serialize>(path: &Path, records: &[R]) -> Result<(), crate::Error> {
+    let mut df = frame_of(records, Lists::Json).map_err(|e| crate::Error::io(path, e))?;
+    super::table::write_csv(&mut df, path)
 }
 
-fn write_csv(path: &Path, mut df: DataFrame) -> Result<(), crate::Error> {
-    let mut buf = Vec::new();
-    CsvWriter::new(&mut buf)
-        .finish(&mut df)
-        .map_err(|e| polars_err(path, e))?;
-    crate::error::write_atomic(path, &buf)
-}
-
-fn runs_frame(rows: &[SyncRow]) -> PolarsResult<DataFrame> {
-    let s = |f: &dyn Fn(&SyncRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
-    let u = |f: &dyn Fn(&SyncRow) -> usize| rows.iter().map(|r| f(r) as u64).collect::<Vec<_>>();
-    let ou = |f: &dyn Fn(&SyncRow) -> Option<usize>| {
-        rows.iter()
-            .map(|r| f(r).map(|x| x as u64))
-            .collect::<Vec<_>>()
-    };
-    let x = |f: &dyn Fn(&SyncRow) -> f64| rows.iter().map(f).collect::<Vec<_>>();
-    DataFrame::new(
-        rows.len(),
-        vec![
-            Column::new("instance".into(), s(&|r| r.instance.clone())),
-            Column::new("study".into(), s(&|r| r.study.clone())),
-            Column::new("stages".into(), u(&|r| r.stages)),
-            Column::new("samples".into(), u(&|r| r.samples)),
-            Column::new("mini_batch".into(), ou(&|r| r.mini_batch)),
-            Column::new("micro_batch_size".into(), u(&|r| r.micro_batch_size)),
-            Column::new("micro_batches".into(), u(&|r| r.micro_batches)),
-            Column::new(
-                "recompute".into(),
-                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
-            ),
-            Column::new("approach".into(), s(&|r| r.approach.clone())),
-            Column::new("schedule".into(), s(&|r| r.schedule.clone())),
-            Column::new("k".into(), ou(&|r| r.k)),
-            Column::new("gamma".into(), ou(&|r| r.gamma)),
-            Column::new("costs_from".into(), s(&|r| r.costs_from.clone())),
-            Column::new("makespan_seconds".into(), x(&|r| r.makespan_seconds)),
-            Column::new("bubble_ratio".into(), x(&|r| r.bubble_ratio)),
-            Column::new(
-                "paper_bubble_ratio".into(),
-                rows.iter()
-                    .map(|r| r.paper_bubble_ratio)
-                    .collect::<Vec<_>>(),
-            ),
-            Column::new("samples_per_second".into(), x(&|r| r.samples_per_second)),
-            Column::new(
-                "samples_per_second_per_gpu".into(),
-                x(&|r| r.samples_per_second_per_gpu),
-            ),
-            Column::new("peak_memory_max".into(), x(&|r| r.peak_memory_max)),
-            Column::new("peak_memory_min".into(), x(&|r| r.peak_memory_min)),
-            Column::new(
-                "peak_memory".into(),
-                s(&|r| serde_json::to_string(&r.peak_memory).expect("numbers serialize")),
-            ),
-            Column::new(
-                "peak_live".into(),
-                s(&|r| serde_json::to_string(&r.peak_live).expect("numbers serialize")),
-            ),
-            Column::new(
-                "optimum_placement".into(),
-                rows.iter()
-                    .map(|r| r.optimum_placement.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "optimum_status".into(),
-                rows.iter()
-                    .map(|r| r.optimum_status.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "optimum_seconds".into(),
-                rows.iter().map(|r| r.optimum_seconds).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "ratio_to_optimum".into(),
-                rows.iter().map(|r| r.ratio_to_optimum).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "optimum_bubble_ratio".into(),
-                rows.iter()
-                    .map(|r| r.optimum_bubble_ratio)
-                    .collect::<Vec<_>>(),
-            ),
-        ],
-    )
-}
-
-fn optimum_frame(rows: &[OptimumRow]) -> PolarsResult<DataFrame> {
-    let s = |f: &dyn Fn(&OptimumRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
-    let os = |f: &dyn Fn(&OptimumRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
-    let u = |f: &dyn Fn(&OptimumRow) -> usize| rows.iter().map(|r| f(r) as u64).collect::<Vec<_>>();
-    let of = |f: &dyn Fn(&OptimumRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
-    DataFrame::new(
-        rows.len(),
-        vec![
-            Column::new("instance".into(), s(&|r| r.instance.clone())),
-            Column::new("stages".into(), u(&|r| r.stages)),
-            Column::new("micro_batch_size".into(), u(&|r| r.micro_batch_size)),
-            Column::new("micro_batches".into(), u(&|r| r.micro_batches)),
-            Column::new(
-                "recompute".into(),
-                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
-            ),
-            Column::new("placement".into(), s(&|r| r.placement.clone())),
-            Column::new("status".into(), s(&|r| r.status.clone())),
-            Column::new("best_seconds".into(), of(&|r| r.best_seconds)),
-            Column::new("lower_bound_seconds".into(), of(&|r| r.lower_bound_seconds)),
-            Column::new("gap".into(), of(&|r| r.gap)),
-            Column::new("optimum_seconds".into(), of(&|r| r.optimum_seconds)),
-            Column::new(
-                "optimum_bubble_ratio".into(),
-                of(&|r| r.optimum_bubble_ratio),
-            ),
-            Column::new("start".into(), os(&|r| r.start.clone())),
-            Column::new("formulation".into(), os(&|r| r.formulation.clone())),
-            Column::new(
-                "solve_seconds".into(),
-                rows.iter().map(|r| r.solve_seconds).collect::<Vec<_>>(),
-            ),
-        ],
-    )
-}
-
-fn best_frame(rows: &[BestRow]) -> PolarsResult<DataFrame> {
-    let s = |f: &dyn Fn(&BestRow) -> String| rows.iter().map(f).collect::<Vec<_>>();
-    let ou = |f: &dyn Fn(&BestRow) -> Option<usize>| {
-        rows.iter()
-            .map(|r| f(r).map(|x| x as u64))
-            .collect::<Vec<_>>()
-    };
-    let of = |f: &dyn Fn(&BestRow) -> Option<f64>| rows.iter().map(f).collect::<Vec<_>>();
-    DataFrame::new(
-        rows.len(),
-        vec![
-            Column::new("instance".into(), s(&|r| r.instance.clone())),
-            Column::new("study".into(), s(&|r| r.study.clone())),
-            Column::new("stages".into(), ou(&|r| Some(r.stages))),
-            Column::new("samples".into(), ou(&|r| Some(r.samples))),
-            Column::new("mini_batch".into(), ou(&|r| r.mini_batch)),
-            Column::new("memory_budget".into(), of(&|r| Some(r.memory_budget))),
-            Column::new("approach".into(), s(&|r| r.approach.clone())),
-            Column::new(
-                "schedule".into(),
-                rows.iter().map(|r| r.schedule.clone()).collect::<Vec<_>>(),
-            ),
-            Column::new("micro_batch_size".into(), ou(&|r| r.micro_batch_size)),
-            Column::new("micro_batches".into(), ou(&|r| r.micro_batches)),
-            Column::new(
-                "recompute".into(),
-                rows.iter().map(|r| r.recompute).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "samples_per_second_per_gpu".into(),
-                of(&|r| r.samples_per_second_per_gpu),
-            ),
-            Column::new("bubble_ratio".into(), of(&|r| r.bubble_ratio)),
-            Column::new("peak_memory_max".into(), of(&|r| r.peak_memory_max)),
-            Column::new("mixpipe_speedup".into(), of(&|r| r.mixpipe_speedup)),
-            Column::new("ratio_to_optimum".into(), of(&|r| r.ratio_to_optimum)),
-            Column::new(
-                "optimum_status".into(),
-                rows.iter()
-                    .map(|r| r.optimum_status.clone())
-                    .collect::<Vec<_>>(),
-            ),
-        ],
-    )
-}
-
-/// Runs the experiment and writes its tables and figures into `out_dir`.
+/// Runs the experiment and writes its tables into `out_dir` (the caller draws the figures
+/// from the rows returned: `sweep::sync_figures`).
 pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
     let (rows, skipped, optimum) = run_grid(exp)?;
@@ -1150,16 +990,10 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::E
     std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
     let mut files = Vec::new();
     let runs_csv = out_dir.join("runs.csv");
-    write_csv(
-        &runs_csv,
-        runs_frame(&rows).map_err(|e| polars_err(&runs_csv, e))?,
-    )?;
+    write_csv(&runs_csv, &rows)?;
     files.push(runs_csv);
     let best_csv = out_dir.join("best.csv");
-    write_csv(
-        &best_csv,
-        best_frame(&best).map_err(|e| polars_err(&best_csv, e))?,
-    )?;
+    write_csv(&best_csv, &best)?;
     files.push(best_csv);
     let runs_json = out_dir.join("runs.json");
     let text = serde_json::to_vec(&rows).map_err(|e| crate::Error::io(&runs_json, e))?;
@@ -1171,10 +1005,7 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::E
     files.push(best_json);
     if exp.optimum.is_some() {
         let optimum_csv = out_dir.join("optimum.csv");
-        write_csv(
-            &optimum_csv,
-            optimum_frame(&optimum).map_err(|e| polars_err(&optimum_csv, e))?,
-        )?;
+        write_csv(&optimum_csv, &optimum)?;
         files.push(optimum_csv);
         let optimum_json = out_dir.join("optimum.json");
         let text =
@@ -1182,9 +1013,6 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::E
         crate::error::write_atomic(&optimum_json, &text)?;
         files.push(optimum_json);
     }
-    files.extend(super::sync_figures::write_figures(
-        exp, &rows, &best, &optimum, out_dir,
-    )?);
     Ok(SyncOutcome {
         runs: rows.len(),
         optimum_solves: optimum.len(),
@@ -1192,6 +1020,9 @@ pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::E
         skipped_shapes: skipped,
         wall_seconds: t0.elapsed().as_secs_f64(),
         files,
+        rows,
+        best,
+        optimum,
     })
 }
 

@@ -5,135 +5,213 @@ use polars::prelude::*;
 use std::path::Path;
 
 use crate::error::InputError;
-use crate::sweep::run::Row;
+use crate::sweep::row::{fill_case_columns, Row};
 
 fn err(path: &Path, e: impl std::fmt::Display) -> InputError {
     InputError::file(path, e)
 }
 
+/// One serialized record's fields, in declaration order (a `serde_json::Map` would sort
+/// them).
+struct Fields(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a record")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    fields.push(entry);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
+/// How a table stores a field whose values are lists of numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lists {
+    /// A list column (Parquet).
+    Column,
+    /// The list as JSON text (CSV, which has no list type).
+    Json,
+}
+
+/// Records as a DataFrame, through serde: a column per field, named and ordered as the
+/// record serializes, typed from the values (unsigned or signed integers, floats, booleans,
+/// text, lists of numbers; a field that is null in every record is a float column).
+pub fn frame_of<R: serde::Serialize>(records: &[R], lists: Lists) -> PolarsResult<DataFrame> {
+    let to_polars = |e: serde_json::Error| PolarsError::ComputeError(e.to_string().into());
+    let mut names: Vec<String> = Vec::new();
+    let mut values: Vec<Vec<serde_json::Value>> = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let text = serde_json::to_string(record).map_err(to_polars)?;
+        let Fields(fields) = serde_json::from_str(&text).map_err(to_polars)?;
+        for (name, value) in fields {
+            let k = match names.iter().position(|n| *n == name) {
+                Some(k) => k,
+                None => {
+                    names.push(name);
+                    values.push(vec![serde_json::Value::Null; i]);
+                    names.len() - 1
+                }
+            };
+            values[k].push(value);
+        }
+        for column in &mut values {
+            column.resize(i + 1, serde_json::Value::Null);
+        }
+    }
+    let columns = names
+        .iter()
+        .zip(&values)
+        .map(|(name, v)| column_of(name, v, lists))
+        .collect();
+    DataFrame::new(records.len(), columns)
+}
+
+/// One column from its JSON values (see [`frame_of`]).
+fn column_of(name: &str, values: &[serde_json::Value], lists: Lists) -> Column {
+    use serde_json::Value;
+    let name: PlSmallStr = name.into();
+    let present = || values.iter().filter(|v| !v.is_null());
+    if present().any(Value::is_array) {
+        if lists == Lists::Json {
+            let text: Vec<Option<String>> = values
+                .iter()
+                .map(|v| (!v.is_null()).then(|| v.to_string()))
+                .collect();
+            return Column::new(name, text);
+        }
+        let lists: ListChunked = values
+            .iter()
+            .map(|v| {
+                v.as_array().map(|items| {
+                    let numbers: Vec<Option<f64>> = items.iter().map(Value::as_f64).collect();
+                    Series::new(PlSmallStr::EMPTY, numbers)
+                })
+            })
+            .collect();
+        return lists.into_series().with_name(name).into_column();
+    }
+    if present().any(Value::is_string) {
+        let text: Vec<Option<String>> = values
+            .iter()
+            .map(|v| match v {
+                Value::Null => None,
+                Value::String(s) => Some(s.clone()),
+                other => Some(other.to_string()),
+            })
+            .collect();
+        return Column::new(name, text);
+    }
+    if present().next().is_some() && present().all(Value::is_boolean) {
+        return Column::new(name, values.iter().map(Value::as_bool).collect::<Vec<_>>());
+    }
+    if present().next().is_some() && present().all(Value::is_u64) {
+        return Column::new(name, values.iter().map(Value::as_u64).collect::<Vec<_>>());
+    }
+    if present().next().is_some() && present().all(Value::is_i64) {
+        return Column::new(name, values.iter().map(Value::as_i64).collect::<Vec<_>>());
+    }
+    Column::new(name, values.iter().map(Value::as_f64).collect::<Vec<_>>())
+}
+
+/// A table cell as JSON (lists as arrays; integer columns as integers).
+fn json_of(v: &AnyValue) -> serde_json::Value {
+    match v {
+        AnyValue::Null => serde_json::Value::Null,
+        AnyValue::String(s) => serde_json::Value::from(*s),
+        AnyValue::StringOwned(s) => serde_json::Value::from(s.as_str()),
+        AnyValue::Boolean(b) => serde_json::Value::from(*b),
+        AnyValue::List(series) => serde_json::Value::Array(
+            (0..series.len())
+                .map(|i| {
+                    series
+                        .get(i)
+                        .map_or(serde_json::Value::Null, |v| json_of(&v))
+                })
+                .collect(),
+        ),
+        v => match v.extract::<f64>() {
+            Some(x) if !v.dtype().is_float() && x.fract() == 0.0 && x.abs() < 9e15 => {
+                serde_json::Value::from(x as i64)
+            }
+            Some(x) => serde_json::Value::from(x),
+            None => serde_json::Value::from(v.to_string()),
+        },
+    }
+}
+
+/// Every row of a DataFrame as a JSON object (column name to cell).
+pub fn records(df: &DataFrame) -> Vec<serde_json::Value> {
+    let columns = df.columns();
+    (0..df.height())
+        .map(|i| {
+            let object: serde_json::Map<String, serde_json::Value> = columns
+                .iter()
+                .map(|c| {
+                    let v = c.get(i).map_or(serde_json::Value::Null, |v| json_of(&v));
+                    (c.name().to_string(), v)
+                })
+                .collect();
+            serde_json::Value::Object(object)
+        })
+        .collect()
+}
+
 /// The rows as a DataFrame (one row per job; `peak_memory` as a list column), with every
 /// row's case columns (`global_lower_bound`, `gap`, `case_infeasible`) filled in from the
-/// rows of its case ([`crate::sweep::run::fill_case_columns`]).
+/// rows of its case and of the cases that dominate it ([`fill_case_columns`]).
 pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
+    frame_with(rows, Lists::Column)
+}
+
+fn frame_with(rows: &[Row], lists: Lists) -> PolarsResult<DataFrame> {
     let mut filled = rows.to_vec();
-    crate::sweep::run::fill_case_columns(&mut filled);
-    let rows = filled.as_slice();
-    fn s<'a>(rows: &'a [Row], f: impl Fn(&'a Row) -> &'a str) -> Vec<&'a str> {
-        rows.iter().map(f).collect()
-    }
-    fn f64s(rows: &[Row], f: impl Fn(&Row) -> Option<f64>) -> Vec<Option<f64>> {
-        rows.iter().map(f).collect()
-    }
-    let peaks: ListChunked = rows
-        .iter()
-        .map(|r| Some(Series::new(PlSmallStr::EMPTY, r.peak_memory.as_slice())))
-        .collect();
-    let columns = vec![
-        Column::new("key".into(), s(rows, |r| &r.key)),
-        Column::new("experiment".into(), s(rows, |r| &r.experiment)),
-        Column::new("instance".into(), s(rows, |r| &r.instance)),
-        Column::new(
-            "processors".into(),
-            rows.iter()
-                .map(|r| r.processors as u32)
-                .collect::<Vec<u32>>(),
-        ),
-        Column::new(
-            "memory".into(),
-            rows.iter().map(|r| r.memory).collect::<Vec<f64>>(),
-        ),
-        Column::new(
-            "bandwidth".into(),
-            rows.iter().map(|r| r.bandwidth).collect::<Vec<f64>>(),
-        ),
-        Column::new("algorithm".into(), s(rows, |r| &r.algorithm)),
-        Column::new("algorithm_name".into(), s(rows, |r| &r.algorithm_name)),
-        Column::new(
-            "repetition".into(),
-            rows.iter()
-                .map(|r| r.repetition as u32)
-                .collect::<Vec<u32>>(),
-        ),
-        Column::new("status".into(), s(rows, |r| &r.status)),
-        Column::new("period".into(), f64s(rows, |r| r.period)),
-        Column::new("planned_period".into(), f64s(rows, |r| r.planned_period)),
-        Column::new("lower_bound".into(), f64s(rows, |r| r.lower_bound)),
-        Column::new("speedup".into(), f64s(rows, |r| r.speedup)),
-        Column::new(
-            "sequential".into(),
-            rows.iter().map(|r| r.sequential).collect::<Vec<f64>>(),
-        ),
-        peaks
-            .into_series()
-            .with_name("peak_memory".into())
-            .into_column(),
-        Column::new("peak_memory_max".into(), f64s(rows, |r| r.peak_memory_max)),
-        Column::new(
-            "stages".into(),
-            rows.iter().map(|r| r.stages as u32).collect::<Vec<u32>>(),
-        ),
-        Column::new(
-            "placement".into(),
-            rows.iter()
-                .map(|r| r.placement.as_deref())
-                .collect::<Vec<Option<&str>>>(),
-        ),
-        Column::new("solve_seconds".into(), f64s(rows, |r| r.solve_seconds)),
-        Column::new(
-            "wall_seconds".into(),
-            rows.iter().map(|r| r.wall_seconds).collect::<Vec<f64>>(),
-        ),
-        Column::new(
-            "solver_status".into(),
-            rows.iter()
-                .map(|r| r.solver_status.as_deref())
-                .collect::<Vec<Option<&str>>>(),
-        ),
-        Column::new("solver_gap".into(), f64s(rows, |r| r.solver_gap)),
-        Column::new("nodes".into(), f64s(rows, |r| r.nodes)),
-        Column::new(
-            "global_lower_bound".into(),
-            f64s(rows, |r| r.global_lower_bound),
-        ),
-        Column::new("gap".into(), f64s(rows, |r| r.gap)),
-        Column::new(
-            "case_infeasible".into(),
-            rows.iter()
-                .map(|r| r.case_infeasible)
-                .collect::<Vec<bool>>(),
-        ),
-        Column::new("message".into(), s(rows, |r| &r.message)),
-        Column::new("instance_path".into(), s(rows, |r| &r.instance_path)),
-        Column::new("instance_hash".into(), s(rows, |r| &r.instance_hash)),
-        Column::new("config_hash".into(), s(rows, |r| &r.config_hash)),
-        Column::new("git_revision".into(), s(rows, |r| &r.git_revision)),
-    ];
-    DataFrame::new(rows.len(), columns)
+    fill_case_columns(&mut filled);
+    frame_of(&filled, lists)
 }
 
 /// Writes the rows as Parquet and CSV, each atomically (the CSV has the per-processor peaks
 /// as a JSON list in `peak_memory`, since CSV has no list type).
 pub fn write_tables(rows: &[Row], parquet: &Path, csv: &Path) -> Result<(), crate::Error> {
-    let err = crate::Error::io;
-    let mut df = frame(rows).map_err(|e| err(parquet, e))?;
+    write_parquet(
+        &mut frame_with(rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?,
+        parquet,
+    )?;
+    write_csv(
+        &mut frame_with(rows, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
+        csv,
+    )
+}
+
+/// Writes a DataFrame as Parquet, atomically.
+pub fn write_parquet(df: &mut DataFrame, path: &Path) -> Result<(), crate::Error> {
     let mut buf = Vec::new();
     ParquetWriter::new(&mut buf)
-        .finish(&mut df)
-        .map_err(|e| err(parquet, e))?;
-    crate::error::write_atomic(parquet, &buf)?;
-    let peaks_json: Vec<String> = rows
-        .iter()
-        .map(|r| serde_json::to_string(&r.peak_memory).expect("numbers serialize"))
-        .collect();
-    let mut flat = df.drop("peak_memory").map_err(|e| err(csv, e))?;
-    let pos = flat.get_column_index("peak_memory_max").unwrap_or(0);
-    flat.insert_column(pos, Column::new("peak_memory".into(), peaks_json))
-        .map_err(|e| err(csv, e))?;
+        .finish(df)
+        .map_err(|e| crate::Error::io(path, e))?;
+    crate::error::write_atomic(path, &buf)
+}
+
+/// Writes a DataFrame as CSV, atomically.
+pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), crate::Error> {
     let mut buf = Vec::new();
     CsvWriter::new(&mut buf)
-        .finish(&mut flat)
-        .map_err(|e| err(csv, e))?;
-    crate::error::write_atomic(csv, &buf)
+        .finish(df)
+        .map_err(|e| crate::Error::io(path, e))?;
+    crate::error::write_atomic(path, &buf)
 }
 
 /// Reads a Parquet results table.
@@ -142,144 +220,23 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, InputError> {
     ParquetReader::new(file).finish().map_err(|e| err(path, e))
 }
 
-/// Reads a Parquet results table back into rows.
+/// Reads a Parquet results table back into rows (tables of every earlier format:
+/// [`Row::from_json`]).
 pub fn read_rows(path: &Path) -> Result<Vec<Row>, InputError> {
     let df = read_frame(path)?;
-    let e = |e: PolarsError| err(path, e);
-    let text = |name: &str| -> Result<Vec<String>, InputError> {
-        let c = df.column(name).map_err(e)?.str().map_err(e)?.clone();
-        Ok(c.iter().map(|v| v.unwrap_or("").to_string()).collect())
-    };
-    let opt_text = |name: &str| -> Result<Vec<Option<String>>, InputError> {
-        let c = df.column(name).map_err(e)?.str().map_err(e)?.clone();
-        Ok(c.iter().map(|v| v.map(str::to_string)).collect())
-    };
-    let num = |name: &str| -> Result<Vec<Option<f64>>, InputError> {
-        let c = df
-            .column(name)
-            .map_err(e)?
-            .cast(&DataType::Float64)
-            .map_err(e)?;
-        Ok(c.f64().map_err(e)?.iter().collect())
-    };
-    let (key, experiment, instance, algorithm, algorithm_name, status, message) = (
-        text("key")?,
-        text("experiment")?,
-        text("instance")?,
-        text("algorithm")?,
-        text("algorithm_name")?,
-        text("status")?,
-        text("message")?,
-    );
-    let (instance_path, instance_hash, config_hash, git_revision) = (
-        text("instance_path")?,
-        text("instance_hash")?,
-        text("config_hash")?,
-        text("git_revision")?,
-    );
-    let solver_status = opt_text("solver_status")?;
-    // Tables written before the column have no `placement`.
-    let placement = if df.column("placement").is_ok() {
-        opt_text("placement")?
-    } else {
-        vec![None; df.height()]
-    };
-    let (processors, memory, bandwidth, repetition) = (
-        num("processors")?,
-        num("memory")?,
-        num("bandwidth")?,
-        num("repetition")?,
-    );
-    let (period, planned, bound, speedup, sequential) = (
-        num("period")?,
-        num("planned_period")?,
-        num("lower_bound")?,
-        num("speedup")?,
-        num("sequential")?,
-    );
-    let (peak_max, stages, solve, wall, gap, nodes) = (
-        num("peak_memory_max")?,
-        num("stages")?,
-        num("solve_seconds")?,
-        num("wall_seconds")?,
-        // Tables written before the global bound call the solver's gap `gap`.
-        if df.column("solver_gap").is_ok() {
-            num("solver_gap")?
-        } else {
-            num("gap")?
-        },
-        num("nodes")?,
-    );
-    let optional = |name: &str| -> Result<Vec<Option<f64>>, InputError> {
-        if df.column(name).is_ok() {
-            num(name)
-        } else {
-            Ok(vec![None; df.height()])
-        }
-    };
-    let global = optional("global_lower_bound")?;
-    let infeasible: Vec<bool> = match df.column("case_infeasible") {
-        Ok(c) => c
-            .bool()
-            .map_err(e)?
-            .iter()
-            .map(|v| v.unwrap_or(false))
-            .collect(),
-        Err(_) => vec![false; df.height()],
-    };
-    let peaks = df
-        .column("peak_memory")
-        .map_err(e)?
-        .list()
-        .map_err(e)?
-        .clone();
-    let mut rows = Vec::with_capacity(df.height());
-    for i in 0..df.height() {
-        let peak_memory = match peaks.get_as_series(i) {
-            Some(s) => s
-                .f64()
-                .map_err(e)?
-                .iter()
-                .map(|v| v.unwrap_or(f64::NAN))
-                .collect(),
-            None => vec![],
-        };
-        rows.push(Row {
-            key: key[i].clone(),
-            experiment: experiment[i].clone(),
-            config_hash: config_hash[i].clone(),
-            git_revision: git_revision[i].clone(),
-            instance: instance[i].clone(),
-            instance_path: instance_path[i].clone(),
-            instance_hash: instance_hash[i].clone(),
-            processors: processors[i].unwrap_or(0.0) as usize,
-            memory: memory[i].unwrap_or(f64::NAN),
-            bandwidth: bandwidth[i].unwrap_or(f64::NAN),
-            algorithm: algorithm[i].clone(),
-            algorithm_name: algorithm_name[i].clone(),
-            repetition: repetition[i].unwrap_or(0.0) as usize,
-            status: status[i].clone(),
-            period: period[i],
-            planned_period: planned[i],
-            lower_bound: bound[i],
-            speedup: speedup[i],
-            sequential: sequential[i].unwrap_or(f64::NAN),
-            peak_memory,
-            peak_memory_max: peak_max[i],
-            stages: stages[i].unwrap_or(0.0) as usize,
-            placement: placement[i].clone(),
-            solve_seconds: solve[i],
-            wall_seconds: wall[i].unwrap_or(f64::NAN),
-            solver_status: solver_status[i].clone(),
-            solver_gap: gap[i],
-            nodes: nodes[i],
-            global_lower_bound: global[i],
-            gap: None,
-            case_infeasible: infeasible[i],
-            message: message[i].clone(),
-        });
-    }
-    Ok(rows)
+    records(&df)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Row::from_json(r).map_err(|e| {
+                InputError::new(
+                    path.display().to_string(),
+                    format!("row {}", i + 1),
+                    e.to_string(),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Where `merge` writes when no output is given: `results/<dir>.parquet` for tables in
@@ -474,27 +431,5 @@ pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsR
 
 /// A DataFrame as a JSON array of objects, for `--json`.
 pub fn to_json(df: &DataFrame) -> serde_json::Value {
-    let columns = df.columns();
-    let mut out = Vec::with_capacity(df.height());
-    for i in 0..df.height() {
-        let mut obj = serde_json::Map::new();
-        for c in columns {
-            let v = match c.get(i) {
-                Ok(AnyValue::Null) | Err(_) => serde_json::Value::Null,
-                Ok(AnyValue::String(s)) => serde_json::Value::from(s),
-                Ok(AnyValue::StringOwned(s)) => serde_json::Value::from(s.as_str()),
-                Ok(AnyValue::Boolean(b)) => serde_json::Value::from(b),
-                Ok(v) => match v.extract::<f64>() {
-                    Some(x) if x.fract() == 0.0 && x.abs() < 9e15 && !v.dtype().is_float() => {
-                        serde_json::Value::from(x as i64)
-                    }
-                    Some(x) => serde_json::Value::from(x),
-                    None => serde_json::Value::from(v.to_string()),
-                },
-            };
-            obj.insert(c.name().to_string(), v);
-        }
-        out.push(serde_json::Value::Object(obj));
-    }
-    serde_json::Value::Array(out)
+    serde_json::Value::Array(records(df))
 }
