@@ -283,6 +283,69 @@ fn sync_sweep_writes_tables_and_figures() {
     refused(&out, "memory");
 }
 
+/// The synchronous grid runs on the sweep engine: one job per configuration, a journal,
+/// Parquet beside CSV and JSON; a second run finds every configuration done and writes the
+/// same tables; a lost record runs again, alone.
+#[test]
+fn sync_sweep_resumes_from_its_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
+                schedules = [\"gpipe\", \"mixpipe\"]\nworkers = 2\n";
+    let (exp, out_dir, first) = sweep_in(dir.path(), head);
+    let configurations = first["configurations"].as_u64().unwrap();
+    assert!(configurations >= 4, "{first}");
+    assert_eq!(first["ran"], configurations);
+    for f in ["runs.parquet", "best.parquet", "journal.jsonl"] {
+        assert!(out_dir.join(f).exists(), "{f} missing");
+    }
+    let runs = std::fs::read(out_dir.join("runs.csv")).unwrap();
+    let journal = out_dir.join("journal.jsonl");
+    let lines = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(lines.lines().count() as u64, configurations);
+    let again = |dir: &Path| -> serde_json::Value {
+        let out = pipeopt()
+            .args([
+                "sync-sweep",
+                exp.to_str().unwrap(),
+                "--out",
+                dir.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let second = again(&out_dir);
+    assert_eq!(second["ran"], 0);
+    assert_eq!(second["already_done"], configurations);
+    assert_eq!(std::fs::read(out_dir.join("runs.csv")).unwrap(), runs);
+    // Drop the first record and cut the last line in half (a run killed mid-write).
+    let mut kept: Vec<&str> = lines.lines().skip(1).collect();
+    let last = kept.pop().unwrap();
+    let torn = format!("{}\n{}", kept.join("\n"), &last[..last.len() / 2]);
+    std::fs::write(&journal, torn).unwrap();
+    let third = again(&out_dir);
+    assert_eq!(third["ran"], 2, "{third}");
+    assert_eq!(std::fs::read(out_dir.join("runs.csv")).unwrap(), runs);
+    // In threads instead of child processes: the same tables.
+    let threads = dir.path().join("threads");
+    let out = pipeopt()
+        .args([
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            threads.to_str().unwrap(),
+            "--isolation",
+            "thread",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(threads.join("runs.csv")).unwrap(), runs);
+}
+
 #[test]
 fn gantt_draws_a_sync_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -56,8 +56,17 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `pipeopt sweep-job`: one job as JSON on stdin, its row as JSON on stdout.
+/// `pipeopt sweep-job`: one job as JSON on stdin (`{"kind", "job", "context"}`), its record
+/// as JSON on stdout.
 pub fn run_job() -> anyhow::Result<ExitCode> {
-    sweep_run::sweep_job_main()?;
+    use pipeopt::sweep::engine::{child_main, read_child_input, JobKind};
+    let (kind, input) = read_child_input()?;
+    match kind.as_str() {
+        k if k == sweep_run::Periodic::TAG => child_main::<sweep_run::Periodic>(input)?,
+        k if k == pipeopt::sweep::sync::Synchronous::TAG => {
+            child_main::<pipeopt::sweep::sync::Synchronous>(input)?
+        }
+        other => anyhow::bail!("sweep-job: unknown kind of job {other:?}"),
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,25 +16,36 @@ pub struct SyncSweepArgs {
     /// Where to write the tables and figures (default results/<name>/).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
-    /// Parallel threads (default: the experiment's `workers`, 0 = one per core).
+    /// Parallel jobs, one configuration each (default: the experiment's `workers`, 0 = one
+    /// per core).
     #[arg(long, short = 'j')]
     workers: Option<usize>,
+    /// How jobs are isolated: each configuration in a child process by default (its optimum
+    /// MILPs are HiGHS solves, not safe to run concurrently in one process).
+    #[arg(long, value_enum, default_value = "process")]
+    isolation: pipeopt::sweep::engine::Isolation,
     /// Print one JSON object (runs, wall time, files, the best table).
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
-    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
-    let mut exp = SyncExperiment::load(&args.experiment)?;
-    if let Some(w) = args.workers {
-        exp.workers = w;
-    }
+    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment, SyncOptions};
+    let exp = SyncExperiment::load(&args.experiment)?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let mut outcome = run_grid(&exp, &out)?;
+    let mut outcome = run_grid(
+        &exp,
+        &out,
+        &SyncOptions {
+            isolation: args.isolation,
+            workers: args.workers,
+            progress: !args.json,
+            executable: None,
+        },
+    )?;
     let figures = pipeopt::sweep::sync_figures::write_figures(
         &exp,
         &outcome.rows,
@@ -51,6 +62,9 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
+                   "configurations": outcome.configurations,
+                   "already_done": outcome.already_done, "ran": outcome.ran,
+                   "errors": outcome.errors,
                    "optimum_solves": outcome.optimum_solves,
                    "optimum_proven": outcome.optimum_proven,
                    "skipped_shapes": outcome.skipped_shapes,
@@ -59,9 +73,19 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "{}: {} runs ({} shapes refused by their schedule) in {:.1} s",
-            exp.name, outcome.runs, outcome.skipped_shapes, outcome.wall_seconds
+            "{}: {} runs of {} configurations ({} already done, {} run now; {} shapes refused \
+             by their schedule) in {:.1} s",
+            exp.name,
+            outcome.runs,
+            outcome.configurations,
+            outcome.already_done,
+            outcome.ran,
+            outcome.skipped_shapes,
+            outcome.wall_seconds
         );
+        for e in &outcome.errors {
+            eprintln!("error (runs again on the next run): {e}");
+        }
         if exp.optimum.is_some() {
             println!(
                 "optimum: {} configurations x placements solved, {} proven optimal (the others \

@@ -2,6 +2,7 @@
 //! (Parquet and CSV) with figures beside them. Only this module knows polars.
 
 pub mod config;
+pub mod engine;
 pub mod figures;
 pub mod row;
 pub mod run;

@@ -36,8 +36,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use super::engine::{EngineOptions, Isolation, JobKind, RunContext};
 use super::table::{frame_of, Lists};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
@@ -91,7 +91,7 @@ fn default_optimum_micro_batches() -> usize {
 }
 
 /// How the sweep computes the optimum of its configurations.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OptimumSettings {
     /// HiGHS's wall-clock limit per configuration and placement.
     pub time_limit_seconds: f64,
@@ -414,6 +414,12 @@ pub struct SyncOutcome {
     /// How many of them were proven optimal.
     pub optimum_proven: usize,
     pub skipped_shapes: usize,
+    /// Jobs of the engine (configurations), how many the journal held already, how many
+    /// ran now, and the errors of those that failed (they run again on the next run).
+    pub configurations: usize,
+    pub already_done: usize,
+    pub ran: usize,
+    pub errors: Vec<String>,
     pub wall_seconds: f64,
     pub files: Vec<PathBuf>,
     /// The rows written, for the figures (`sweep::sync_figures::write_figures`).
@@ -505,16 +511,6 @@ pub fn paper_bubble_ratio(kind: ScheduleKind, d: usize, n: usize) -> Option<f64>
     }
 }
 
-struct Task {
-    case: usize,
-    d: usize,
-    s: usize,
-    b: usize,
-    recompute: bool,
-    approach: String,
-    kind: ScheduleKind,
-}
-
 /// The placement whose optimum a schedule is compared with, `None` for schedules the MILP
 /// does not model (BaPipe's streamed and forward-backward-parallel executions).
 pub fn placement_of(kind: ScheduleKind) -> Option<Placement> {
@@ -530,7 +526,6 @@ pub fn placement_of(kind: ScheduleKind) -> Option<Placement> {
 /// One configuration and placement to solve.
 struct OptimumJob {
     instance: String,
-    cost_key: (usize, usize, usize, bool),
     d: usize,
     b: usize,
     n: usize,
@@ -605,29 +600,113 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
     row
 }
 
-/// Runs the grid; returns the rows (sorted), how many (approach, D, N) shapes the
-/// schedules refused, and the optimum of each configuration (when the experiment asks).
-pub fn run_grid(
-    exp: &SyncExperiment,
-) -> Result<(Vec<SyncRow>, usize, Vec<OptimumRow>), InputError> {
-    // Costs per (case instance, D, B, recompute).
-    let mut instances: Vec<Instance> = Vec::new();
-    for c in &exp.cases {
-        instances.push(Instance::load(&c.instance)?);
+/// A point of a case that uses a configuration: its study, S and mini-batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Use {
+    pub study: String,
+    pub samples: usize,
+    pub mini_batch: Option<usize>,
+}
+
+/// One configuration of the grid, a job of the sweep engine: an instance cut into D
+/// balanced stages, N micro-batches of B samples, with or without recomputation; every
+/// schedule of every approach simulated on it (a row per use of the configuration by a
+/// case), and its optimum per placement when the experiment asks. Self-contained, so that
+/// a child process (`pipeopt sweep-job`) needs nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncJob {
+    pub key: String,
+    pub instance_path: PathBuf,
+    pub stages: usize,
+    pub micro_batch_size: usize,
+    pub micro_batches: usize,
+    pub recompute: bool,
+    /// Bytes per second of the links; none: transfers are free.
+    pub bandwidth: Option<f64>,
+    pub approaches: Vec<String>,
+    pub uses: Vec<Use>,
+    pub optimum: Option<OptimumSettings>,
+}
+
+/// What one configuration gave: its simulations (rows without their optimum columns when
+/// none was asked), its optimum per placement, the (approach, D, N) shapes its schedules
+/// refused (counted per use), or the error that stopped it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyncRecord {
+    pub key: String,
+    pub rows: Vec<SyncRow>,
+    pub optimum: Vec<OptimumRow>,
+    pub skipped: usize,
+    pub error: Option<String>,
+    pub wall_seconds: f64,
+}
+
+/// The synchronous schedules' jobs.
+pub struct Synchronous;
+
+impl JobKind for Synchronous {
+    type Job = SyncJob;
+    type Record = SyncRecord;
+    const TAG: &'static str = "synchronous";
+    fn job_key(job: &SyncJob) -> &str {
+        &job.key
     }
-    type CostKey = (usize, usize, usize, bool);
-    let mut costs: HashMap<CostKey, (StageCosts, Vec<f64>, &'static str)> = HashMap::new();
-    let mut rebuilt: HashMap<(usize, usize), Option<Instance>> = HashMap::new();
-    let mut tasks = Vec::new();
-    let mut skipped = 0usize;
-    for (ci, case) in exp.cases.iter().enumerate() {
-        let inst = &instances[ci];
-        let own_batch = inst
-            .meta
-            .get("batch")
-            .and_then(|v| v.as_f64())
-            .filter(|b| *b > 0.0)
-            .unwrap_or(1.0);
+    fn record_key(record: &SyncRecord) -> &str {
+        &record.key
+    }
+    fn is_error(record: &SyncRecord) -> bool {
+        record.error.is_some()
+    }
+    fn read_record(value: serde_json::Value) -> Result<SyncRecord, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+    fn run(job: &SyncJob, _ctx: &RunContext) -> SyncRecord {
+        let started = std::time::Instant::now();
+        let mut record = match run_configuration(job) {
+            Ok(r) => r,
+            Err(e) => Self::failed(job, _ctx, e.to_string(), 0.0),
+        };
+        record.wall_seconds = started.elapsed().as_secs_f64();
+        record
+    }
+    fn failed(job: &SyncJob, _ctx: &RunContext, message: String, wall: f64) -> SyncRecord {
+        SyncRecord {
+            key: job.key.clone(),
+            rows: Vec::new(),
+            optimum: Vec::new(),
+            skipped: 0,
+            error: Some(message),
+            wall_seconds: wall,
+        }
+    }
+    fn set_wall(record: &mut SyncRecord, wall: f64) {
+        record.wall_seconds = wall;
+    }
+    fn describe(record: &SyncRecord) -> String {
+        match (&record.error, record.rows.first()) {
+            (Some(e), _) => format!("error: {e}"),
+            (None, Some(r)) => format!(
+                "{} D={} B={} N={}{}",
+                r.instance,
+                r.stages,
+                r.micro_batch_size,
+                r.micro_batches,
+                if r.recompute { " recompute" } else { "" }
+            ),
+            (None, None) => "no schedule".into(),
+        }
+    }
+}
+
+/// The configurations of the grid, in a stable order, with keys that change with anything
+/// that changes their records (the instance's content, the settings).
+pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
+    let mut order: Vec<(PathBuf, usize, usize, usize, bool)> = Vec::new();
+    let mut uses: HashMap<(PathBuf, usize, usize, usize, bool), Vec<Use>> = HashMap::new();
+    let mut hashes: HashMap<PathBuf, String> = HashMap::new();
+    for case in &exp.cases {
+        let inst = Instance::load(&case.instance)?;
+        hashes.insert(case.instance.clone(), inst.content_hash());
         for (d, s) in case.points() {
             if d > inst.len() {
                 return Err(InputError::new(
@@ -636,10 +715,6 @@ pub fn run_grid(
                     format!("D = {d} stages but only {} layers", inst.len()),
                 ));
             }
-            let starts =
-                balanced_partition(inst, d).map_err(|e| InputError::file(&case.instance, e))?;
-            let base = StageCosts::from_instance(inst, &starts, exp.bandwidth)
-                .map_err(|e| InputError::file(&case.instance, e))?;
             for &b in &exp.micro_batch_sizes {
                 if s % b != 0 {
                     continue;
@@ -648,225 +723,207 @@ pub fn run_grid(
                 if case.n_equals_d && n != d {
                     continue;
                 }
-                let at_b = match rebuilt.entry((ci, b)) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(analytic_rebuild(inst, &case.instance, b)?)
-                    }
-                };
-                let (plain, from) = match at_b {
-                    Some(at_b) => (
-                        StageCosts::from_instance(at_b, &starts, exp.bandwidth)
-                            .map_err(|e| InputError::file(&case.instance, e))?,
-                        "analytic",
-                    ),
-                    None => (
-                        crate::schedule::sync::costs::scaled_by(&base, b as f64 / own_batch),
-                        "linear",
-                    ),
-                };
                 for &recompute in &exp.recompute {
-                    let key = (ci, d, b, recompute);
-                    costs.entry(key).or_insert_with(|| {
-                        let c = if recompute {
-                            with_recompute(&plain)
-                        } else {
-                            plain.clone()
-                        };
-                        let transient = if recompute {
-                            plain.stash_bytes.clone()
-                        } else {
-                            vec![0.0; d]
-                        };
-                        (c, transient, from)
+                    let config = (case.instance.clone(), d, b, n, recompute);
+                    let entry = uses.entry(config.clone()).or_insert_with(|| {
+                        order.push(config);
+                        Vec::new()
                     });
-                    for approach in &exp.schedules {
-                        for kind in approach_kinds(approach, d, n) {
-                            tasks.push(Task {
-                                case: ci,
-                                d,
-                                s,
-                                b,
-                                recompute,
-                                approach: approach.clone(),
-                                kind,
-                            });
-                        }
+                    let u = Use {
+                        study: case.study.clone(),
+                        samples: s,
+                        mini_batch: case.gpus.map(|p| p / d * s),
+                    };
+                    if !entry.contains(&u) {
+                        entry.push(u);
                     }
                 }
             }
         }
     }
-    // One schedule per (kind, D, N), generated once.
-    let mut shapes: BTreeMap<(String, usize, usize), ScheduleKind> = BTreeMap::new();
-    for t in &tasks {
-        shapes
-            .entry((t.kind.name(), t.d, t.s / t.b))
-            .or_insert(t.kind);
-    }
-    let shape_list: Vec<_> = shapes.into_iter().collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(exp.workers)
-        .build()
-        .map_err(|e| InputError::new("workers", "", e.to_string()))?;
-    let generated: HashMap<(String, usize, usize), Option<Schedule>> = pool.install(|| {
-        shape_list
-            .par_iter()
-            .map(|((name, d, n), kind)| ((name.clone(), *d, *n), kind.generate(*d, *n).ok()))
-            .collect()
-    });
-    let rows: Vec<Option<SyncRow>> = pool.install(|| {
-        tasks
-            .par_iter()
-            .map(|t| {
-                let n = t.s / t.b;
-                let schedule = generated[&(t.kind.name(), t.d, n)].as_ref()?;
-                let (c, transient, from) = &costs[&(t.case, t.d, t.b, t.recompute)];
-                let r = simulate(schedule, c, t.kind.execution()).ok()?;
-                let peaks: Vec<f64> = (0..t.d)
-                    .map(|w| {
-                        let extra = schedule[w]
-                            .iter()
-                            .map(|op| transient[op.stage()])
-                            .fold(0.0, f64::max);
-                        r.memory[w].peak_bytes + extra
-                    })
-                    .collect();
-                let case = &exp.cases[t.case];
-                let (k, gamma) = match t.kind {
-                    ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
-                    ScheduleKind::MixpipeKMax => (Some(2 * (t.d - 1)), None),
-                    _ => (None, None),
-                };
-                let sps = t.s as f64 / r.makespan_seconds;
-                Some(SyncRow {
-                    instance: instances[t.case].name.clone(),
-                    study: case.study.clone(),
-                    stages: t.d,
-                    samples: t.s,
-                    mini_batch: case.gpus.map(|p| p / t.d * t.s),
-                    micro_batch_size: t.b,
+    let bandwidth = Some(exp.bandwidth).filter(|b| b.is_finite());
+    Ok(order
+        .into_iter()
+        .map(|config| {
+            let (path, d, b, n, recompute) = config.clone();
+            let uses = uses.remove(&config).unwrap_or_default();
+            let id = serde_json::json!([
+                hashes[&path],
+                d,
+                b,
+                n,
+                recompute,
+                bandwidth,
+                exp.schedules,
+                uses,
+                exp.optimum
+            ]);
+            use sha2::Digest;
+            let key: String = sha2::Sha256::digest(id.to_string().as_bytes())
+                .iter()
+                .take(12)
+                .map(|x| format!("{x:02x}"))
+                .collect();
+            SyncJob {
+                key,
+                instance_path: path,
+                stages: d,
+                micro_batch_size: b,
+                micro_batches: n,
+                recompute,
+                bandwidth,
+                approaches: exp.schedules.clone(),
+                uses,
+                optimum: exp.optimum,
+            }
+        })
+        .collect())
+}
+
+/// Simulates every schedule of one configuration, then solves its optimum per placement.
+fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
+    let (d, b, n) = (job.stages, job.micro_batch_size, job.micro_batches);
+    let path = &job.instance_path;
+    let inst = Instance::load(path)?;
+    let bandwidth = job.bandwidth.unwrap_or(f64::INFINITY);
+    let own_batch = inst
+        .meta
+        .get("batch")
+        .and_then(|v| v.as_f64())
+        .filter(|b| *b > 0.0)
+        .unwrap_or(1.0);
+    let starts = balanced_partition(&inst, d).map_err(|e| InputError::file(path, e))?;
+    let base = StageCosts::from_instance(&inst, &starts, bandwidth)
+        .map_err(|e| InputError::file(path, e))?;
+    let (plain, from) = match analytic_rebuild(&inst, path, b)? {
+        Some(at_b) => (
+            StageCosts::from_instance(&at_b, &starts, bandwidth)
+                .map_err(|e| InputError::file(path, e))?,
+            "analytic",
+        ),
+        None => (
+            crate::schedule::sync::costs::scaled_by(&base, b as f64 / own_batch),
+            "linear",
+        ),
+    };
+    let (costs, transient) = if job.recompute {
+        (with_recompute(&plain), plain.stash_bytes.clone())
+    } else {
+        (plain.clone(), vec![0.0; d])
+    };
+    let mut rows = Vec::new();
+    let mut skipped = 0;
+    // The generated schedules of this (D, N), by name, in the order first met.
+    let mut generated: Vec<(String, ScheduleKind, Option<Schedule>)> = Vec::new();
+    for approach in &job.approaches {
+        for kind in approach_kinds(approach, d, n) {
+            let name = kind.name();
+            if !generated.iter().any(|(g, _, _)| *g == name) {
+                generated.push((name.clone(), kind, kind.generate(d, n).ok()));
+            }
+            let schedule = generated
+                .iter()
+                .find(|(g, _, _)| *g == name)
+                .and_then(|(_, _, s)| s.as_ref());
+            let simulated =
+                schedule.and_then(|s| Some((s, simulate(s, &costs, kind.execution()).ok()?)));
+            let Some((schedule, r)) = simulated else {
+                skipped += job.uses.len();
+                continue;
+            };
+            let peaks: Vec<f64> = (0..d)
+                .map(|w| {
+                    let extra = schedule[w]
+                        .iter()
+                        .map(|op| transient[op.stage()])
+                        .fold(0.0, f64::max);
+                    r.memory[w].peak_bytes + extra
+                })
+                .collect();
+            let (k, gamma) = match kind {
+                ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
+                ScheduleKind::MixpipeKMax => (Some(2 * (d - 1)), None),
+                _ => (None, None),
+            };
+            for u in &job.uses {
+                let sps = u.samples as f64 / r.makespan_seconds;
+                rows.push(SyncRow {
+                    instance: inst.name.clone(),
+                    study: u.study.clone(),
+                    stages: d,
+                    samples: u.samples,
+                    mini_batch: u.mini_batch,
+                    micro_batch_size: b,
                     micro_batches: n,
-                    recompute: t.recompute,
-                    approach: t.approach.clone(),
-                    schedule: t.kind.name(),
+                    recompute: job.recompute,
+                    approach: approach.clone(),
+                    schedule: name.clone(),
                     k,
                     gamma,
                     costs_from: from.to_string(),
                     makespan_seconds: r.makespan_seconds,
                     bubble_ratio: r.bubble_ratio,
-                    paper_bubble_ratio: paper_bubble_ratio(t.kind, t.d, n),
+                    paper_bubble_ratio: paper_bubble_ratio(kind, d, n),
                     samples_per_second: sps,
-                    samples_per_second_per_gpu: sps / t.d as f64,
+                    samples_per_second_per_gpu: sps / d as f64,
                     peak_memory_max: peaks.iter().cloned().fold(0.0, f64::max),
                     peak_memory_min: peaks.iter().cloned().fold(f64::INFINITY, f64::min),
-                    peak_memory: peaks,
+                    peak_memory: peaks.clone(),
                     peak_live: r.memory.iter().map(|m| m.peak_live).collect(),
                     optimum_placement: None,
                     optimum_status: None,
                     optimum_seconds: None,
                     ratio_to_optimum: None,
                     optimum_bubble_ratio: None,
-                })
-            })
-            .collect()
-    });
-    let mut out = Vec::new();
-    for r in rows {
-        match r {
-            Some(r) => out.push(r),
-            None => skipped += 1,
+                });
+            }
         }
     }
-    // The optimum: once per configuration (instance, D, B, N, recomputation) and placement,
-    // started from the best of that placement's generated schedules.
-    let mut optimum_rows = Vec::new();
-    if let Some(settings) = &exp.optimum {
-        let mut jobs: BTreeMap<(String, usize, usize, usize, bool, &'static str), OptimumJob> =
-            BTreeMap::new();
-        for t in &tasks {
-            let n = t.s / t.b;
-            let Some(placement) = placement_of(t.kind) else {
+    // The optimum: once per placement, started from that placement's generated schedules.
+    let mut optimum = Vec::new();
+    if let Some(settings) = job.optimum.filter(|o| n <= o.max_micro_batches) {
+        let mut by_placement: BTreeMap<&'static str, OptimumJob> = BTreeMap::new();
+        for (name, kind, schedule) in &generated {
+            let (Some(placement), Some(schedule)) = (placement_of(*kind), schedule) else {
                 continue;
             };
-            if n > settings.max_micro_batches {
-                continue;
-            }
-            let Some(schedule) = generated[&(t.kind.name(), t.d, n)].as_ref() else {
-                continue;
-            };
-            let instance = instances[t.case].name.clone();
-            let job = jobs
-                .entry((instance.clone(), t.d, t.b, n, t.recompute, placement.name()))
+            by_placement
+                .entry(placement.name())
                 .or_insert_with(|| OptimumJob {
-                    instance,
-                    cost_key: (t.case, t.d, t.b, t.recompute),
-                    d: t.d,
-                    b: t.b,
+                    instance: inst.name.clone(),
+                    d,
+                    b,
                     n,
-                    recompute: t.recompute,
+                    recompute: job.recompute,
                     placement,
                     proposals: Vec::new(),
-                });
-            if !job.proposals.iter().any(|(name, _)| *name == t.kind.name()) {
-                job.proposals.push((t.kind.name(), schedule.clone()));
-            }
-        }
-        let jobs: Vec<OptimumJob> = jobs.into_values().collect();
-        let total = jobs.len();
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        optimum_rows = pool.install(|| {
-            jobs.par_iter()
-                .map(|job| {
-                    let row = solve_optimum(job, &costs[&job.cost_key].0, settings);
-                    let k = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    eprintln!(
-                        "optimum {k}/{total}: {} D={} N={} B={}{} {}: {} in {:.1} s",
-                        row.instance,
-                        row.stages,
-                        row.micro_batches,
-                        row.micro_batch_size,
-                        if row.recompute { " recompute" } else { "" },
-                        row.placement,
-                        row.status,
-                        row.solve_seconds
-                    );
-                    row
                 })
-                .collect()
-        });
-        let index: HashMap<(String, usize, usize, usize, bool, String), &OptimumRow> = optimum_rows
-            .iter()
-            .map(|o| {
-                (
-                    (
-                        o.instance.clone(),
-                        o.stages,
-                        o.micro_batch_size,
-                        o.micro_batches,
-                        o.recompute,
-                        o.placement.clone(),
-                    ),
-                    o,
-                )
-            })
-            .collect();
-        for r in &mut out {
-            let Some(kind) = kind_of_name(&r.schedule, &exp.schedules, r.stages, r.micro_batches)
-            else {
+                .proposals
+                .push((name.clone(), schedule.clone()));
+        }
+        for o in by_placement.values() {
+            let row = solve_optimum(o, &costs, &settings);
+            eprintln!(
+                "optimum: {} D={} N={} B={}{} {}: {} in {:.1} s",
+                row.instance,
+                row.stages,
+                row.micro_batches,
+                row.micro_batch_size,
+                if row.recompute { " recompute" } else { "" },
+                row.placement,
+                row.status,
+                row.solve_seconds
+            );
+            optimum.push(row);
+        }
+        for r in &mut rows {
+            let Some(kind) = kind_of_name(&r.schedule, &job.approaches, d, n) else {
                 continue;
             };
             let Some(placement) = placement_of(kind) else {
                 continue;
             };
-            let Some(o) = index.get(&(
-                r.instance.clone(),
-                r.stages,
-                r.micro_batch_size,
-                r.micro_batches,
-                r.recompute,
-                placement.name().to_string(),
-            )) else {
+            let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
                 continue;
             };
             r.optimum_placement = Some(o.placement.clone());
@@ -879,6 +936,22 @@ pub fn run_grid(
             }
         }
     }
+    Ok(SyncRecord {
+        key: job.key.clone(),
+        rows,
+        optimum,
+        skipped,
+        error: None,
+        wall_seconds: 0.0,
+    })
+}
+
+/// The rows of every record, in the tables' order.
+fn sorted_rows(records: &[SyncRecord]) -> Vec<SyncRow> {
+    let mut out: Vec<SyncRow> = records
+        .iter()
+        .flat_map(|r| r.rows.iter().cloned())
+        .collect();
     out.sort_by(|a, b| {
         (
             &a.instance,
@@ -899,7 +972,34 @@ pub fn run_grid(
             .then(a.recompute.cmp(&b.recompute))
             .then(a.schedule.cmp(&b.schedule))
     });
-    Ok((out, skipped, optimum_rows))
+    out
+}
+
+/// The optimum of every record, in the tables' order.
+fn sorted_optimum(records: &[SyncRecord]) -> Vec<OptimumRow> {
+    let mut out: Vec<OptimumRow> = records
+        .iter()
+        .flat_map(|r| r.optimum.iter().cloned())
+        .collect();
+    out.sort_by(|a, b| {
+        (
+            &a.instance,
+            a.stages,
+            a.micro_batch_size,
+            a.micro_batches,
+            a.recompute,
+            &a.placement,
+        )
+            .cmp(&(
+                &b.instance,
+                b.stages,
+                b.micro_batch_size,
+                b.micro_batches,
+                b.recompute,
+                &b.placement,
+            ))
+    });
+    out
 }
 
 /// The schedules the approach `approach` (checked when the file loads) stands for at (D, N).
@@ -975,55 +1075,115 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
     out
 }
 
-/// Writes records as a CSV table (lists as JSON text), atomically.
-fn write_csv<R: Serialize>(path: &Path, records: &[R]) -> Result<(), crate::Error> {
-    let mut df = frame_of(records, Lists::Json).map_err(|e| crate::Error::io(path, e))?;
-    super::table::write_csv(&mut df, path)
+/// How one `pipeopt sync-sweep` runs.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    pub isolation: Isolation,
+    /// Parallel jobs (overrides the experiment's `workers`); 0 = one per core.
+    pub workers: Option<usize>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// The executable to run jobs with in process isolation (default: this one).
+    pub executable: Option<PathBuf>,
 }
 
-/// Runs the experiment and writes its tables into `out_dir` (the caller draws the figures
-/// from the rows returned: `sweep::sync_figures`).
-pub fn run(exp: &SyncExperiment, out_dir: &Path) -> Result<SyncOutcome, crate::Error> {
+/// Runs (the rest of) the experiment on the sweep engine, one job per configuration
+/// ([`SyncJob`]), its journal at `out_dir/journal.jsonl`, and writes its tables into
+/// `out_dir` (Parquet, CSV and JSON; the caller draws the figures from the rows returned:
+/// `sweep::sync_figures`).
+pub fn run(
+    exp: &SyncExperiment,
+    out_dir: &Path,
+    opts: &SyncOptions,
+) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
-    let (rows, skipped, optimum) = run_grid(exp)?;
+    let all = jobs(exp)?;
+    let workers = match opts.workers.unwrap_or(exp.workers) {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        n => n,
+    };
+    let ctx = RunContext {
+        experiment: exp.name.clone(),
+        config_hash: String::new(),
+        git_revision: super::run::git_revision(),
+    };
+    let journal = out_dir.join("journal.jsonl");
+    let done = super::engine::execute::<Synchronous>(
+        &all,
+        &journal,
+        &ctx,
+        &EngineOptions {
+            isolation: opts.isolation,
+            workers,
+            job_timeout: std::time::Duration::MAX,
+            progress: opts.progress,
+            executable: opts.executable.clone(),
+            label: exp.name.clone(),
+        },
+    )?;
+    let errors: Vec<String> = done
+        .records
+        .iter()
+        .filter_map(|r| r.error.clone())
+        .collect();
+    let rows = sorted_rows(&done.records);
+    let optimum = sorted_optimum(&done.records);
+    let skipped = done.records.iter().map(|r| r.skipped).sum();
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
     std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
     let mut files = Vec::new();
-    let runs_csv = out_dir.join("runs.csv");
-    write_csv(&runs_csv, &rows)?;
-    files.push(runs_csv);
-    let best_csv = out_dir.join("best.csv");
-    write_csv(&best_csv, &best)?;
-    files.push(best_csv);
-    let runs_json = out_dir.join("runs.json");
-    let text = serde_json::to_vec(&rows).map_err(|e| crate::Error::io(&runs_json, e))?;
-    crate::error::write_atomic(&runs_json, &text)?;
-    files.push(runs_json);
-    let best_json = out_dir.join("best.json");
-    let text = serde_json::to_vec_pretty(&best).map_err(|e| crate::Error::io(&best_json, e))?;
-    crate::error::write_atomic(&best_json, &text)?;
-    files.push(best_json);
+    let mut tables = vec![
+        ("runs", write_tables(out_dir, "runs", &rows)?),
+        ("best", write_tables(out_dir, "best", &best)?),
+    ];
     if exp.optimum.is_some() {
-        let optimum_csv = out_dir.join("optimum.csv");
-        write_csv(&optimum_csv, &optimum)?;
-        files.push(optimum_csv);
-        let optimum_json = out_dir.join("optimum.json");
-        let text =
-            serde_json::to_vec_pretty(&optimum).map_err(|e| crate::Error::io(&optimum_json, e))?;
-        crate::error::write_atomic(&optimum_json, &text)?;
-        files.push(optimum_json);
+        tables.push(("optimum", write_tables(out_dir, "optimum", &optimum)?));
     }
+    for (_, written) in tables {
+        files.extend(written);
+    }
+    drop(done.journal); // the lock, once the tables are written
     Ok(SyncOutcome {
         runs: rows.len(),
         optimum_solves: optimum.len(),
         optimum_proven: optimum.iter().filter(|o| o.status == "optimal").count(),
         skipped_shapes: skipped,
+        configurations: all.len(),
+        already_done: done.already_done,
+        ran: done.ran,
+        errors,
         wall_seconds: t0.elapsed().as_secs_f64(),
         files,
         rows,
         best,
         optimum,
     })
+}
+
+/// Writes `<name>.parquet`, `<name>.csv` (lists as JSON text) and `<name>.json` in `dir`,
+/// each atomically; returns the files.
+fn write_tables<R: Serialize>(
+    dir: &Path,
+    name: &str,
+    records: &[R],
+) -> Result<Vec<PathBuf>, crate::Error> {
+    let parquet = dir.join(format!("{name}.parquet"));
+    let mut df = frame_of(records, Lists::Column).map_err(|e| crate::Error::io(&parquet, e))?;
+    super::table::write_parquet(&mut df, &parquet)?;
+    let csv = dir.join(format!("{name}.csv"));
+    let mut df = frame_of(records, Lists::Json).map_err(|e| crate::Error::io(&csv, e))?;
+    super::table::write_csv(&mut df, &csv)?;
+    let json = dir.join(format!("{name}.json"));
+    let text = if name == "runs" {
+        serde_json::to_vec(records)
+    } else {
+        serde_json::to_vec_pretty(records)
+    }
+    .map_err(|e| crate::Error::io(&json, e))?;
+    crate::error::write_atomic(&json, &text)?;
+    Ok(vec![csv, json, parquet])
 }
 
 #[cfg(test)]
