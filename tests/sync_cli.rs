@@ -328,6 +328,32 @@ fn sync_sweep_resumes_from_its_journal() {
     let third = again(&out_dir);
     assert_eq!(third["ran"], 2, "{third}");
     assert_eq!(std::fs::read(out_dir.join("runs.csv")).unwrap(), runs);
+    // In two shards, then the run without a shard: it runs nothing, same tables.
+    let sharded = dir.path().join("sharded");
+    for shard in ["1/2", "2/2"] {
+        let out = pipeopt()
+            .args([
+                "sync-sweep",
+                exp.to_str().unwrap(),
+                "--out",
+                sharded.to_str().unwrap(),
+                "--shard",
+                shard,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["ran"].as_u64().unwrap() >= 1, "{v}");
+        assert!(
+            !sharded.join("runs.csv").exists(),
+            "a shard writes no table"
+        );
+    }
+    let whole = again(&sharded);
+    assert_eq!(whole["ran"], 0, "{whole}");
+    assert_eq!(std::fs::read(sharded.join("runs.csv")).unwrap(), runs);
     // In threads instead of child processes: the same tables.
     let threads = dir.path().join("threads");
     let out = pipeopt()

@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::engine::{EngineOptions, Isolation, JobKind, RunContext};
+use super::engine::{EngineOptions, Isolation, JobKind, RunContext, Shard};
 use super::table::{frame_of, Lists};
 use serde::{Deserialize, Serialize};
 
@@ -1078,6 +1078,10 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
 /// How one `pipeopt sync-sweep` runs.
 #[derive(Debug, Clone)]
 pub struct SyncOptions {
+    /// Run only this shard of the configurations, into its own journal
+    /// (`journal-shard-i-of-n.jsonl`), and write no table: the run without a shard takes
+    /// in every shard's journal, runs what is missing and writes the tables.
+    pub shard: Option<Shard>,
     pub isolation: Isolation,
     /// Parallel jobs (overrides the experiment's `workers`); 0 = one per core.
     pub workers: Option<usize>,
@@ -1097,7 +1101,10 @@ pub fn run(
     opts: &SyncOptions,
 ) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
-    let all = jobs(exp)?;
+    let mut all = jobs(exp)?;
+    if let Some(shard) = opts.shard {
+        all = shard.of(all);
+    }
     let workers = match opts.workers.unwrap_or(exp.workers) {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())
@@ -1109,7 +1116,13 @@ pub fn run(
         config_hash: String::new(),
         git_revision: super::run::git_revision(),
     };
-    let journal = out_dir.join("journal.jsonl");
+    let journal = match opts.shard {
+        Some(s) => out_dir.join(format!("journal-shard-{}-of-{}.jsonl", s.index, s.count)),
+        None => {
+            take_in_shards(out_dir)?;
+            out_dir.join("journal.jsonl")
+        }
+    };
     let done = super::engine::execute::<Synchronous>(
         &all,
         &journal,
@@ -1128,12 +1141,35 @@ pub fn run(
         .iter()
         .filter_map(|r| r.error.clone())
         .collect();
+    let mut files = Vec::new();
+    if opts.shard.is_some() {
+        // A shard's records wait in its journal for the run that writes the tables.
+        return Ok(SyncOutcome {
+            runs: done.records.iter().map(|r| r.rows.len()).sum(),
+            optimum_solves: done.records.iter().map(|r| r.optimum.len()).sum(),
+            optimum_proven: done
+                .records
+                .iter()
+                .flat_map(|r| &r.optimum)
+                .filter(|o| o.status == "optimal")
+                .count(),
+            skipped_shapes: done.records.iter().map(|r| r.skipped).sum(),
+            configurations: all.len(),
+            already_done: done.already_done,
+            ran: done.ran,
+            errors,
+            wall_seconds: t0.elapsed().as_secs_f64(),
+            files: vec![journal],
+            rows: Vec::new(),
+            best: Vec::new(),
+            optimum: Vec::new(),
+        });
+    }
     let rows = sorted_rows(&done.records);
     let optimum = sorted_optimum(&done.records);
     let skipped = done.records.iter().map(|r| r.skipped).sum();
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
     std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
-    let mut files = Vec::new();
     let mut tables = vec![
         ("runs", write_tables(out_dir, "runs", &rows)?),
         ("best", write_tables(out_dir, "best", &best)?),
@@ -1160,6 +1196,45 @@ pub fn run(
         best,
         optimum,
     })
+}
+
+/// Appends the records of every shard's journal in `dir` (`journal-shard-i-of-n.jsonl`) to
+/// its journal (`journal.jsonl`), so that the run without a shard finds them done; the
+/// journal keeps the last record of a key, so taking a shard in twice changes nothing.
+fn take_in_shards(dir: &Path) -> Result<(), crate::Error> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(()); // no output folder yet: nothing to take in
+    };
+    let mut shards: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("journal-shard-") && n.ends_with(".jsonl"))
+        })
+        .collect();
+    if shards.is_empty() {
+        return Ok(());
+    }
+    shards.sort();
+    let path = dir.join("journal.jsonl");
+    let mut journal = super::engine::Journal::open(&path)?;
+    let have: std::collections::HashSet<String> =
+        super::engine::read_journal::<Synchronous>(&path)?
+            .into_iter()
+            .filter(|r| r.error.is_none())
+            .map(|r| r.key)
+            .collect();
+    for shard in &shards {
+        for record in super::engine::read_journal::<Synchronous>(shard)? {
+            if record.error.is_none() && !have.contains(&record.key) {
+                journal
+                    .append(&record)
+                    .map_err(|e| crate::Error::io(&path, e))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes `<name>.parquet`, `<name>.csv` (lists as JSON text) and `<name>.json` in `dir`,
