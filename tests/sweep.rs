@@ -360,25 +360,7 @@ fn a_case_takes_the_bounds_and_proofs_of_the_cases_that_dominate_it() {
 
 #[test]
 fn rows_of_every_journal_format_read_the_same() {
-    let job = Job {
-        key: "k".into(),
-        instance_path: "x.json".into(),
-        processors: 2,
-        memory: 1.0,
-        bandwidth: 1.0,
-        algorithm: AlgorithmSpec {
-            name: "ilp".into(),
-            label: None,
-            options: Default::default(),
-        },
-        repetition: 0,
-    };
-    let ctx = RunContext {
-        experiment: "t".into(),
-        config_hash: String::new(),
-        git_revision: String::new(),
-    };
-    let mut row = run::skeleton(&job, &ctx);
+    let mut row = case_row("h", 2, 1.0, 1.0);
     row.solver_gap = Some(0.25);
     row.gap = Some(0.5);
     let now = serde_json::to_value(&row).unwrap();

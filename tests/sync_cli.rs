@@ -49,19 +49,23 @@ fn sweep_in(dir: &Path, head: &str) -> (PathBuf, PathBuf, serde_json::Value) {
     )
     .unwrap();
     let out_dir = dir.join("out");
-    let out = pipeopt()
-        .args([
-            "sync-sweep",
-            exp.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v = serde_json::from_slice(&out.stdout).unwrap();
+    let v = sync_sweep(&exp, &out_dir, &[]);
     (exp, out_dir, v)
+}
+
+/// `sync-sweep EXP --out OUT --json EXTRA...`, which must succeed; its JSON summary.
+fn sync_sweep(exp: &Path, out_dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "sync-sweep",
+        exp.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = pipeopt().args(&args).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn refused(out: &std::process::Output, what: &str) {
@@ -302,20 +306,7 @@ fn sync_sweep_resumes_from_its_journal() {
     let journal = out_dir.join("journal.jsonl");
     let lines = std::fs::read_to_string(&journal).unwrap();
     assert_eq!(lines.lines().count() as u64, configurations);
-    let again = |dir: &Path| -> serde_json::Value {
-        let out = pipeopt()
-            .args([
-                "sync-sweep",
-                exp.to_str().unwrap(),
-                "--out",
-                dir.to_str().unwrap(),
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let again = |dir: &Path| sync_sweep(&exp, dir, &[]);
     let second = again(&out_dir);
     assert_eq!(second["ran"], 0);
     assert_eq!(second["already_done"], configurations);
@@ -331,20 +322,7 @@ fn sync_sweep_resumes_from_its_journal() {
     // In two shards, then the run without a shard: it runs nothing, same tables.
     let sharded = dir.path().join("sharded");
     for shard in ["1/2", "2/2"] {
-        let out = pipeopt()
-            .args([
-                "sync-sweep",
-                exp.to_str().unwrap(),
-                "--out",
-                sharded.to_str().unwrap(),
-                "--shard",
-                shard,
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = sync_sweep(&exp, &sharded, &["--shard", shard]);
         assert!(v["ran"].as_u64().unwrap() >= 1, "{v}");
         assert!(
             !sharded.join("runs.csv").exists(),
@@ -356,19 +334,7 @@ fn sync_sweep_resumes_from_its_journal() {
     assert_eq!(std::fs::read(sharded.join("runs.csv")).unwrap(), runs);
     // In threads instead of child processes: the same tables.
     let threads = dir.path().join("threads");
-    let out = pipeopt()
-        .args([
-            "sync-sweep",
-            exp.to_str().unwrap(),
-            "--out",
-            threads.to_str().unwrap(),
-            "--isolation",
-            "thread",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    sync_sweep(&exp, &threads, &["--isolation", "thread"]);
     assert_eq!(std::fs::read(threads.join("runs.csv")).unwrap(), runs);
 }
 

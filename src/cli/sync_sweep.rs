@@ -35,7 +35,8 @@ pub struct SyncSweepArgs {
 }
 
 pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
-    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment, SyncOptions};
+    use pipeopt::sweep::engine::SweepOptions;
+    use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
     let exp = SyncExperiment::load(&args.experiment)?;
     let out = args
         .out
@@ -44,7 +45,7 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
     let mut outcome = run_grid(
         &exp,
         &out,
-        &SyncOptions {
+        &SweepOptions {
             shard: args.shard,
             isolation: args.isolation,
             workers: args.workers,

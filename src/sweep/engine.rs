@@ -253,6 +253,52 @@ fn lock_exclusive(_file: &std::fs::File, _path: &Path) -> Result<(), crate::Erro
     Ok(())
 }
 
+/// What the command line asks of one sweep run, whatever its kind.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Run only this shard of the jobs.
+    pub shard: Option<Shard>,
+    pub isolation: Isolation,
+    /// Parallel jobs (overrides the experiment's `workers`); 0 = one per core.
+    pub workers: Option<usize>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// The executable to run jobs with in process isolation (default: this one).
+    pub executable: Option<PathBuf>,
+}
+
+impl SweepOptions {
+    /// The engine's options for an experiment whose file asks for `workers` (0: one per
+    /// core) and whose jobs may run `job_timeout` each.
+    pub fn engine(&self, workers: usize, job_timeout: Duration, label: &str) -> EngineOptions {
+        let workers = match self.workers.unwrap_or(workers) {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        };
+        EngineOptions {
+            isolation: self.isolation,
+            workers,
+            job_timeout,
+            progress: self.progress,
+            executable: self.executable.clone(),
+            label: label.to_string(),
+        }
+    }
+}
+
+/// A job key: the first 12 bytes, in hex, of the SHA-256 of what identifies the job (its
+/// inputs' contents and settings), so that a key names the same work across runs.
+pub fn key_of(identity: &serde_json::Value) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(identity.to_string().as_bytes())
+        .iter()
+        .take(12)
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
 /// How one run of the engine goes.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {

@@ -14,8 +14,8 @@ use crate::algorithm::{self, Problem};
 use crate::error::InputError;
 use crate::model::{Instance, Platform, Status};
 use crate::sweep::config::{AlgorithmSpec, Experiment};
-use crate::sweep::engine::{self, EngineOptions, JobKind};
-pub use crate::sweep::engine::{Isolation, Journal, RunContext, Shard};
+use crate::sweep::engine::{self, JobKind};
+pub use crate::sweep::engine::{Isolation, Journal, RunContext, Shard, SweepOptions};
 use crate::sweep::row::Row;
 
 /// One job of the grid.
@@ -41,13 +41,7 @@ pub fn jobs(exp: &Experiment) -> Result<Vec<Job>, InputError> {
                 for &b in &exp.bandwidth {
                     for a in &exp.algorithms {
                         for r in 0..exp.repetitions {
-                            let id = serde_json::json!([hash, p, m, b, a, r]);
-                            use sha2::Digest;
-                            let key: String = sha2::Sha256::digest(id.to_string().as_bytes())
-                                .iter()
-                                .take(12)
-                                .map(|x| format!("{x:02x}"))
-                                .collect();
+                            let key = engine::key_of(&serde_json::json!([hash, p, m, b, a, r]));
                             out.push(Job {
                                 key,
                                 instance_path: path.clone(),
@@ -187,19 +181,6 @@ impl Paths {
     }
 }
 
-/// Options of one `pipeopt sweep` run.
-#[derive(Debug, Clone)]
-pub struct SweepOptions {
-    pub shard: Option<Shard>,
-    pub isolation: Isolation,
-    /// Parallel jobs (overrides the experiment's `workers`); 0 = one per core.
-    pub workers: Option<usize>,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
-    /// The executable to run jobs with in process isolation (default: this one).
-    pub executable: Option<PathBuf>,
-}
-
 /// What a sweep did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SweepSummary {
@@ -284,24 +265,12 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, crat
         config_hash: exp.config_hash.clone(),
         git_revision: git_revision(),
     };
-    let workers = match opts.workers.unwrap_or(exp.workers) {
-        0 => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        n => n,
-    };
+    let timeout = Duration::try_from_secs_f64(exp.job_timeout).unwrap_or(Duration::MAX);
     let done = engine::execute::<Periodic>(
         &all,
         &paths.journal,
         &ctx,
-        &EngineOptions {
-            isolation: opts.isolation,
-            workers,
-            job_timeout: Duration::try_from_secs_f64(exp.job_timeout).unwrap_or(Duration::MAX),
-            progress: opts.progress,
-            executable: opts.executable.clone(),
-            label: exp.name.clone(),
-        },
+        &opts.engine(exp.workers, timeout, &exp.name),
     )?;
     crate::sweep::table::write_tables(&done.records, &paths.parquet, &paths.csv)?;
     drop(done.journal); // the lock, once the tables are written

@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::engine::{EngineOptions, Isolation, JobKind, RunContext, Shard};
+use super::engine::{JobKind, RunContext, SweepOptions};
 use super::table::{frame_of, Lists};
 use serde::{Deserialize, Serialize};
 
@@ -758,12 +758,7 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
                 uses,
                 exp.optimum
             ]);
-            use sha2::Digest;
-            let key: String = sha2::Sha256::digest(id.to_string().as_bytes())
-                .iter()
-                .take(12)
-                .map(|x| format!("{x:02x}"))
-                .collect();
+            let key = super::engine::key_of(&id);
             SyncJob {
                 key,
                 instance_path: path,
@@ -1075,22 +1070,6 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
     out
 }
 
-/// How one `pipeopt sync-sweep` runs.
-#[derive(Debug, Clone)]
-pub struct SyncOptions {
-    /// Run only this shard of the configurations, into its own journal
-    /// (`journal-shard-i-of-n.jsonl`), and write no table: the run without a shard takes
-    /// in every shard's journal, runs what is missing and writes the tables.
-    pub shard: Option<Shard>,
-    pub isolation: Isolation,
-    /// Parallel jobs (overrides the experiment's `workers`); 0 = one per core.
-    pub workers: Option<usize>,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
-    /// The executable to run jobs with in process isolation (default: this one).
-    pub executable: Option<PathBuf>,
-}
-
 /// Runs (the rest of) the experiment on the sweep engine, one job per configuration
 /// ([`SyncJob`]), its journal at `out_dir/journal.jsonl`, and writes its tables into
 /// `out_dir` (Parquet, CSV and JSON; the caller draws the figures from the rows returned:
@@ -1098,19 +1077,13 @@ pub struct SyncOptions {
 pub fn run(
     exp: &SyncExperiment,
     out_dir: &Path,
-    opts: &SyncOptions,
+    opts: &SweepOptions,
 ) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
     let mut all = jobs(exp)?;
     if let Some(shard) = opts.shard {
         all = shard.of(all);
     }
-    let workers = match opts.workers.unwrap_or(exp.workers) {
-        0 => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        n => n,
-    };
     let ctx = RunContext {
         experiment: exp.name.clone(),
         config_hash: String::new(),
@@ -1127,14 +1100,7 @@ pub fn run(
         &all,
         &journal,
         &ctx,
-        &EngineOptions {
-            isolation: opts.isolation,
-            workers,
-            job_timeout: std::time::Duration::MAX,
-            progress: opts.progress,
-            executable: opts.executable.clone(),
-            label: exp.name.clone(),
-        },
+        &opts.engine(exp.workers, std::time::Duration::MAX, &exp.name),
     )?;
     let errors: Vec<String> = done
         .records
