@@ -54,7 +54,7 @@ pub trait JobKind {
     fn describe(record: &Self::Record) -> String;
 }
 
-/// Context every record carries.
+/// The context of a run, given to every job (the periodic rows carry it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunContext {
     pub experiment: String,

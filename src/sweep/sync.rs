@@ -660,11 +660,11 @@ impl JobKind for Synchronous {
     fn read_record(value: serde_json::Value) -> Result<SyncRecord, serde_json::Error> {
         serde_json::from_value(value)
     }
-    fn run(job: &SyncJob, _ctx: &RunContext) -> SyncRecord {
+    fn run(job: &SyncJob, ctx: &RunContext) -> SyncRecord {
         let started = std::time::Instant::now();
         let mut record = match run_configuration(job) {
             Ok(r) => r,
-            Err(e) => Self::failed(job, _ctx, e.to_string(), 0.0),
+            Err(e) => Self::failed(job, ctx, e.to_string(), 0.0),
         };
         record.wall_seconds = started.elapsed().as_secs_f64();
         record
