@@ -338,6 +338,50 @@ fn sync_sweep_resumes_from_its_journal() {
     assert_eq!(std::fs::read(threads.join("runs.csv")).unwrap(), runs);
 }
 
+/// An analytic instance whose rebuild at its own batch does not give its layers back (edited
+/// by hand) fails its configurations: the message names the file and says why, the exit
+/// status is 1, nothing panics.
+#[test]
+fn a_configuration_that_fails_is_reported_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut inst: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("instances/gpt24-b8.json")).unwrap(),
+    )
+    .unwrap();
+    let fwd = inst["layers"][0]["fwd"].as_f64().unwrap();
+    inst["layers"][0]["fwd"] = serde_json::json!(fwd * 2.0);
+    let edited = dir.path().join("edited.json");
+    std::fs::write(&edited, serde_json::to_string(&inst).unwrap()).unwrap();
+    let exp = dir.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"t\"\nmemory = [\"80GiB\"]\nmicro_batch_sizes = [4]\n\
+             schedules = [\"gpipe\"]\n[[case]]\ninstance = {:?}\nstudy = \"weak\"\n\
+             stages = [2]\nsamples_per_stage = 4\n",
+            edited.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out = pipeopt()
+        .args([
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("edited.json") && err.contains("differs"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn gantt_draws_a_sync_file() {
     let dir = tempfile::tempdir().unwrap();

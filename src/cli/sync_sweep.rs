@@ -78,7 +78,14 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
                 outcome.files[0].display()
             );
         }
-        return Ok(ExitCode::SUCCESS);
+        for e in &outcome.errors {
+            eprintln!("error (runs again on the next run): {e}");
+        }
+        return Ok(if outcome.errors.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
     }
     let figures = pipeopt::sweep::sync_figures::write_figures(
         &exp,
@@ -175,5 +182,11 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             println!("wrote {}", f.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    // A configuration that failed (its rows are missing from the tables) is a failure of
+    // the run: exit 1; the next run retries it.
+    Ok(if outcome.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
