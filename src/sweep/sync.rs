@@ -788,16 +788,13 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
         .filter(|b| *b > 0.0)
         .unwrap_or(1.0);
     let starts = balanced_partition(&inst, d).map_err(|e| InputError::file(path, e))?;
-    let base = StageCosts::from_instance(&inst, &starts, bandwidth)
-        .map_err(|e| InputError::file(path, e))?;
+    let costs_of = |inst: &Instance| {
+        StageCosts::from_instance(inst, &starts, bandwidth).map_err(|e| InputError::file(path, e))
+    };
     let (plain, from) = match analytic_rebuild(&inst, path, b)? {
-        Some(at_b) => (
-            StageCosts::from_instance(&at_b, &starts, bandwidth)
-                .map_err(|e| InputError::file(path, e))?,
-            "analytic",
-        ),
+        Some(at_b) => (costs_of(&at_b)?, "analytic"),
         None => (
-            crate::schedule::sync::costs::scaled_by(&base, b as f64 / own_batch),
+            crate::schedule::sync::costs::scaled_by(&costs_of(&inst)?, b as f64 / own_batch),
             "linear",
         ),
     };
@@ -813,13 +810,14 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
     for approach in &job.approaches {
         for kind in approach_kinds(approach, d, n) {
             let name = kind.name();
-            if !generated.iter().any(|(g, _, _)| *g == name) {
-                generated.push((name.clone(), kind, kind.generate(d, n).ok()));
-            }
-            let schedule = generated
-                .iter()
-                .find(|(g, _, _)| *g == name)
-                .and_then(|(_, _, s)| s.as_ref());
+            let at = match generated.iter().position(|(g, _, _)| *g == name) {
+                Some(at) => at,
+                None => {
+                    generated.push((name.clone(), kind, kind.generate(d, n).ok()));
+                    generated.len() - 1
+                }
+            };
+            let schedule = generated[at].2.as_ref();
             let simulated =
                 schedule.and_then(|s| Some((s, simulate(s, &costs, kind.execution()).ok()?)));
             let Some((schedule, r)) = simulated else {
@@ -912,10 +910,12 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
             optimum.push(row);
         }
         for r in &mut rows {
-            let Some(kind) = kind_of_name(&r.schedule, &job.approaches, d, n) else {
-                continue;
-            };
-            let Some(placement) = placement_of(kind) else {
+            // The row's schedule was generated above, under its name.
+            let kind = generated
+                .iter()
+                .find(|(g, _, _)| *g == r.schedule)
+                .map(|g| g.1);
+            let Some(placement) = kind.and_then(placement_of) else {
                 continue;
             };
             let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
@@ -1000,14 +1000,6 @@ fn sorted_optimum(records: &[SyncRecord]) -> Vec<OptimumRow> {
 /// The schedules the approach `approach` (checked when the file loads) stands for at (D, N).
 fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
     ScheduleName::approach(approach).map_or_else(Vec::new, |a| a.kinds(d, n))
-}
-
-/// The schedule kind a row's `schedule` names, among the approaches' kinds at (D, N).
-fn kind_of_name(name: &str, approaches: &[String], d: usize, n: usize) -> Option<ScheduleKind> {
-    approaches
-        .iter()
-        .flat_map(|a| approach_kinds(a, d, n))
-        .find(|k| k.name() == name)
 }
 
 /// Per (instance, study, D, S, budget, approach): the fitting run with the highest

@@ -174,24 +174,26 @@ pub fn records(df: &DataFrame) -> Vec<serde_json::Value> {
 /// row's case columns (`global_lower_bound`, `gap`, `case_infeasible`) filled in from the
 /// rows of its case and of the cases that dominate it ([`fill_case_columns`]).
 pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
-    frame_with(rows, Lists::Column)
+    frame_of(&filled(rows), Lists::Column)
 }
 
-fn frame_with(rows: &[Row], lists: Lists) -> PolarsResult<DataFrame> {
+/// The rows with their case columns filled in ([`fill_case_columns`]).
+fn filled(rows: &[Row]) -> Vec<Row> {
     let mut filled = rows.to_vec();
     fill_case_columns(&mut filled);
-    frame_of(&filled, lists)
+    filled
 }
 
 /// Writes the rows as Parquet and CSV, each atomically (the CSV has the per-processor peaks
 /// as a JSON list in `peak_memory`, since CSV has no list type).
 pub fn write_tables(rows: &[Row], parquet: &Path, csv: &Path) -> Result<(), crate::Error> {
+    let rows = filled(rows);
     write_parquet(
-        &mut frame_with(rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?,
+        &mut frame_of(&rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?,
         parquet,
     )?;
     write_csv(
-        &mut frame_with(rows, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
+        &mut frame_of(&rows, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
         csv,
     )
 }
