@@ -45,8 +45,8 @@ pub struct Row {
     pub solver_gap: Option<f64>,
     pub nodes: Option<f64>,
     /// A lower bound valid for every plan of the case (any allocation, any pattern): the
-    /// largest that any row of the case proved (`best`), filled in for every row of the
-    /// case when tables are written ([`fill_case_columns`]).
+    /// largest that any row of the case, or of a case that dominates it, proved (`best`),
+    /// filled in for every row when tables are written ([`fill_case_columns`]).
     #[serde(default)]
     pub global_lower_bound: Option<f64>,
     /// `period / global_lower_bound - 1` (filled in with the case's bound).
