@@ -53,6 +53,7 @@ use crate::milp::fixed_allocation::{
     assignment_structures, runs_of, schedule_assignment_below, structures_lower_bound,
 };
 use crate::milp::general::general_optimum;
+use crate::milp::global_bound::anneal::{anneal_assignments, AnnealOptions};
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
     Relaxation, Verdict,
@@ -123,6 +124,27 @@ fn canonical(assignment: &[usize]) -> Vec<usize> {
 /// this long.
 const COARSE_GROUPS: usize = 8;
 const COARSE_LIMIT: Duration = Duration::from_secs(3);
+
+/// Simulated annealing on the relaxation's thresholds ([`anneal_assignments`]): runs (one
+/// from each of the first seeds), iterations per run, the assignments it offers as seeds,
+/// and the most time it takes (a quarter of what is left at most).
+const ANNEAL_STARTS: usize = 3;
+const ANNEAL_ITERATIONS: u64 = 4000;
+const ANNEAL_KEEP: usize = 4;
+const ANNEAL_LIMIT: Duration = Duration::from_millis(1500);
+
+/// Which stage structures of an assignment the scheduling MILP decides among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Structures {
+    /// Every structure ([`schedule_assignment_below`]) on chains of at most
+    /// `FINEST_SEARCH_LAYERS` layers, one stage per run on longer ones.
+    Every,
+    /// One stage per run of layers (a much smaller MILP).
+    Runs,
+}
+
+/// The longest one scheduling MILP of the seeds and of the local search may take.
+const SCHEDULE_LIMIT: Duration = Duration::from_secs(10);
 
 /// Chains of at most this many layers are searched over every stage structure of an
 /// assignment (a stage per layer, merges of layers that share a tensor decided by the
@@ -339,15 +361,19 @@ impl Planner for BestPlanner {
         let attempt = |inc: &mut Option<Incumbent>,
                        assignment: &[usize],
                        source: &str,
-                       schedules: &mut usize|
+                       schedules: &mut usize,
+                       cap: Duration,
+                       structures: Structures|
          -> crate::error::Result<bool> {
             let cutoff = inc.as_ref().map(|i| i.period());
-            let limit = left().min(Duration::from_secs(10));
+            let limit = left().min(cap);
             if limit.is_zero() {
                 return Ok(false);
             }
             *schedules += 1;
-            let (allocation, out) = if layers <= FINEST_SEARCH_LAYERS {
+            let (allocation, out) = if layers <= FINEST_SEARCH_LAYERS
+                && structures == Structures::Every
+            {
                 schedule_assignment_below(
                     instance,
                     platform,
@@ -395,6 +421,11 @@ impl Planner for BestPlanner {
             }
         }
         seeds.sort_by(|x, y| x.0.total_cmp(&y.0));
+        let starts: Vec<Vec<usize>> = seeds
+            .iter()
+            .map(|(_, a)| a.clone())
+            .take(ANNEAL_STARTS)
+            .collect();
         for (b, assignment) in seeds {
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
             if closed(&incumbent) || left().is_zero() {
@@ -403,11 +434,60 @@ impl Planner for BestPlanner {
             if b >= cutoff * (1.0 - precision) {
                 continue;
             }
-            attempt(&mut incumbent, &assignment, "seed", &mut schedules)?;
+            attempt(
+                &mut incumbent,
+                &assignment,
+                "seed",
+                &mut schedules,
+                SCHEDULE_LIMIT,
+                Structures::Every,
+            )?;
         }
 
         lap("seeds", &mut phases);
-        // 6. Local search around the incumbent; then the general MILP on a few groups of
+        // 6. The assignments whose relaxation thresholds are lowest, by simulated annealing
+        // from the seeds' assignments, lowest threshold first, each scheduled for a short
+        // while (on chains of at most `FINEST_SEARCH_LAYERS` layers: on longer ones they
+        // split into many runs whose stages interleave, and schedule far above it).
+        if !closed(&incumbent) && layers <= FINEST_SEARCH_LAYERS && !left().is_zero() {
+            let relax = Relaxation::new(instance, platform);
+            let hi = incumbent
+                .as_ref()
+                .map_or_else(|| relax.sequential_period(), Incumbent::period);
+            let phase_end = Instant::now() + left() / 3;
+            let annealed = anneal_assignments(
+                &relax,
+                lower,
+                hi,
+                &AnnealOptions {
+                    starts,
+                    iterations: ANNEAL_ITERATIONS,
+                    deadline: Some(Instant::now() + left().mul_f64(0.25).min(ANNEAL_LIMIT)),
+                    keep: ANNEAL_KEEP,
+                    seed: layers as u64,
+                },
+            )
+            .map_err(|e| crate::error::Error::Internal(format!("simulated annealing: {e}")))?;
+            for (threshold, a) in annealed {
+                let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+                let cap = phase_end.saturating_duration_since(Instant::now());
+                if closed(&incumbent) || cap.is_zero() || threshold >= cutoff * (1.0 - precision) {
+                    break;
+                }
+                if tried.insert(a.clone()) {
+                    attempt(
+                        &mut incumbent,
+                        &a,
+                        "annealing",
+                        &mut schedules,
+                        cap,
+                        Structures::Runs,
+                    )?;
+                }
+            }
+            lap("annealing", &mut phases);
+        }
+        // 7. Local search around the incumbent; then the general MILP on a few groups of
         // layers (`ilp --coarsen 8`), whose non-contiguous allocations of whole groups beat
         // every other seed on some memory-bound cases, and the local search again around
         // its plan when it is better.
@@ -463,7 +543,14 @@ impl Planner for BestPlanner {
                     // The incumbent (hence the cutoff the candidates were bounded against)
                     // changes only on an improvement, which ends this pass.
                     tried.insert(a.clone());
-                    if attempt(&mut incumbent, &a, "local search", &mut schedules)? {
+                    if attempt(
+                        &mut incumbent,
+                        &a,
+                        "local search",
+                        &mut schedules,
+                        SCHEDULE_LIMIT,
+                        Structures::Every,
+                    )? {
                         improved = true;
                         break;
                     }
@@ -474,7 +561,7 @@ impl Planner for BestPlanner {
             }
             lap("local search", &mut phases);
         }
-        // 7. Exact checks: is there any plan below the incumbent? The relaxation's loop at
+        // 8. Exact checks: is there any plan below the incumbent? The relaxation's loop at
         // just below its period, each assignment that passes scheduled exactly over every
         // stage structure ([`decide_period`]): a plan found becomes the incumbent and the
         // question is asked again below it; "no plan" closes the case.

@@ -150,6 +150,7 @@ use crate::model::bounds::period_lower_bound;
 use crate::model::{Instance, Platform};
 use crate::units::Seconds;
 
+pub mod anneal;
 pub mod infinite;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
