@@ -18,6 +18,10 @@
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period).
+//!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
+//!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
+//!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
+//!    incumbent, lowest threshold first, within a third of the time left.
 //! 4. **Local search** around the incumbent (a large-neighbourhood search on the
 //!    assignment): move one layer to another processor (which shifts a cut or opens a stage),
 //!    move a whole run of layers to another processor, exchange the processors of two runs.
@@ -446,9 +450,10 @@ impl Planner for BestPlanner {
 
         lap("seeds", &mut phases);
         // 6. The assignments whose relaxation thresholds are lowest, by simulated annealing
-        // from the seeds' assignments, lowest threshold first, each scheduled for a short
-        // while (on chains of at most `FINEST_SEARCH_LAYERS` layers: on longer ones they
-        // split into many runs whose stages interleave, and schedule far above it).
+        // from the seeds' assignments, lowest threshold first, scheduled one stage per run
+        // within a third of the time left (on chains of at most `FINEST_SEARCH_LAYERS`
+        // layers: on longer ones they split into many runs whose stages interleave, and
+        // schedule far above their thresholds).
         if !closed(&incumbent) && layers <= FINEST_SEARCH_LAYERS && !left().is_zero() {
             let relax = Relaxation::new(instance, platform);
             let hi = incumbent
@@ -474,7 +479,9 @@ impl Planner for BestPlanner {
                 if closed(&incumbent) || cap.is_zero() || threshold >= cutoff * (1.0 - precision) {
                     break;
                 }
-                if tried.insert(a.clone()) {
+                // Not marked as tried: the local search may still schedule it over every
+                // stage structure.
+                if !tried.contains(&a) {
                     attempt(
                         &mut incumbent,
                         &a,

@@ -230,4 +230,44 @@ mod tests {
         }
         assert_eq!(found, anneal_assignments(&relax, lo, hi, &options).unwrap());
     }
+
+    #[test]
+    fn on_a_small_chain_the_annealing_finds_the_lowest_threshold_of_every_assignment() {
+        let processors = 3;
+        for seed in [3, 11] {
+            let inst = random_chain(seed, 7);
+            let sums = inst.sums();
+            let memory = 1.5 * sums.weights(1, inst.len()) + 2.0 * sums.stash(1, inst.len());
+            let plat = Platform::new(processors, memory / 2.0, 5.0);
+            let relax = Relaxation::new(&inst, &plat);
+            let closed = relax.clone().closed_forms_only();
+            let lo = crate::model::bounds::period_lower_bound(&inst, &plat);
+            let hi = relax.sequential_period();
+            // Every assignment, exhaustively.
+            let n = inst.len();
+            let mut lowest = f64::INFINITY;
+            for code in 0..processors.pow(n as u32) {
+                let a: Vec<usize> = (0..n)
+                    .map(|l| code / processors.pow(l as u32) % processors)
+                    .collect();
+                if relaxation_fits(&closed, &a, hi) {
+                    lowest = lowest.min(tighten(&closed, &a, lo, hi, THRESHOLD_PRECISION));
+                }
+            }
+            assert!(lowest.is_finite());
+            let options = AnnealOptions {
+                starts: vec![vec![0; n], (0..n).map(|l| l * processors / n).collect()],
+                iterations: 3000,
+                deadline: None,
+                keep: 3,
+                seed,
+            };
+            let found = anneal_assignments(&relax, lo, hi, &options).unwrap();
+            assert!(
+                found[0].0 <= lowest * (1.0 + THRESHOLD_PRECISION),
+                "seed {seed}: annealing {} against {lowest}",
+                found[0].0
+            );
+        }
+    }
 }
