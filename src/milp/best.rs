@@ -19,8 +19,8 @@
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
-//!    lowest thresholds of the relaxation's closed forms, which the bound found by simulated
-//!    annealing (`GlobalBound::annealed`), each scheduled one stage per run below the
+//!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
+//!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
 //!    incumbent, lowest threshold first, within a third of the time left.
 //! 4. **Local search** around the incumbent (a large-neighbourhood search on the
 //!    assignment): move one layer to another processor (which shifts a cut or opens a stage),
@@ -57,6 +57,7 @@ use crate::milp::fixed_allocation::{
     assignment_structures, runs_of, schedule_assignment_below, structures_lower_bound,
 };
 use crate::milp::general::general_optimum;
+use crate::milp::global_bound::anneal::{anneal_assignments, AnnealOptions};
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
     Relaxation, Verdict,
@@ -127,6 +128,14 @@ fn canonical(assignment: &[usize]) -> Vec<usize> {
 /// this long.
 const COARSE_GROUPS: usize = 8;
 const COARSE_LIMIT: Duration = Duration::from_secs(3);
+
+/// Simulated annealing on the relaxation's thresholds ([`anneal_assignments`]): runs (one
+/// from each of the first seeds), iterations per run, the assignments it offers as seeds,
+/// and the most time it takes (a quarter of what is left at most).
+const ANNEAL_STARTS: usize = 3;
+const ANNEAL_ITERATIONS: u64 = 4000;
+const ANNEAL_KEEP: usize = 4;
+const ANNEAL_LIMIT: Duration = Duration::from_millis(1500);
 
 /// Which stage structures of an assignment the scheduling MILP decides among.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,9 +323,6 @@ impl Planner for BestPlanner {
                 time_limit: Some((self.time_limit * 2 / 3).min(left())),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
-                known_assignment: incumbent
-                    .as_ref()
-                    .map(|i| canonical(&assignment_of(&i.allocation, layers))),
                 ..BoundOptions::default()
             },
             &mut pool,
@@ -369,26 +375,27 @@ impl Planner for BestPlanner {
                 return Ok(false);
             }
             *schedules += 1;
-            let (allocation, out) =
-                if layers <= FINEST_SEARCH_LAYERS && structures == Structures::Every {
-                    schedule_assignment_below(
-                        instance,
-                        platform,
-                        assignment,
-                        &milp_with(limit),
-                        cutoff,
-                    )?
-                } else {
-                    let runs = runs_of(assignment);
-                    let out = crate::milp::fixed_allocation::schedule_allocation_below(
-                        instance,
-                        platform,
-                        &runs,
-                        &milp_with(limit),
-                        cutoff,
-                    )?;
-                    (runs, out)
-                };
+            let (allocation, out) = if layers <= FINEST_SEARCH_LAYERS
+                && structures == Structures::Every
+            {
+                schedule_assignment_below(
+                    instance,
+                    platform,
+                    assignment,
+                    &milp_with(limit),
+                    cutoff,
+                )?
+            } else {
+                let runs = runs_of(assignment);
+                let out = crate::milp::fixed_allocation::schedule_allocation_below(
+                    instance,
+                    platform,
+                    &runs,
+                    &milp_with(limit),
+                    cutoff,
+                )?;
+                (runs, out)
+            };
             Ok(match out.pattern {
                 Some(p) => offer(inc, allocation, p, source),
                 None => false,
@@ -418,6 +425,11 @@ impl Planner for BestPlanner {
             }
         }
         seeds.sort_by(|x, y| x.0.total_cmp(&y.0));
+        let starts: Vec<Vec<usize>> = seeds
+            .iter()
+            .map(|(_, a)| a.clone())
+            .take(ANNEAL_STARTS)
+            .collect();
         for (b, assignment) in seeds {
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
             if closed(&incumbent) || left().is_zero() {
@@ -437,14 +449,31 @@ impl Planner for BestPlanner {
         }
 
         lap("seeds", &mut phases);
-        // 6. The assignments whose relaxation thresholds are lowest (the bound's annealing),
-        // lowest threshold first, scheduled one stage per run
+        // 6. The assignments whose relaxation thresholds are lowest, by simulated annealing
+        // from the seeds' assignments, lowest threshold first, scheduled one stage per run
         // within a third of the time left (on chains of at most `FINEST_SEARCH_LAYERS`
         // layers: on longer ones they split into many runs whose stages interleave, and
         // schedule far above their thresholds).
         if !closed(&incumbent) && layers <= FINEST_SEARCH_LAYERS && !left().is_zero() {
+            let relax = Relaxation::new(instance, platform);
+            let hi = incumbent
+                .as_ref()
+                .map_or_else(|| relax.sequential_period(), Incumbent::period);
             let phase_end = Instant::now() + left() / 3;
-            for (threshold, a) in bound.annealed.iter().cloned() {
+            let annealed = anneal_assignments(
+                &relax,
+                lower,
+                hi,
+                &AnnealOptions {
+                    starts,
+                    iterations: ANNEAL_ITERATIONS,
+                    deadline: Some(Instant::now() + left().mul_f64(0.25).min(ANNEAL_LIMIT)),
+                    keep: ANNEAL_KEEP,
+                    seed: layers as u64,
+                },
+            )
+            .map_err(|e| crate::error::Error::Internal(format!("simulated annealing: {e}")))?;
+            for (threshold, a) in annealed {
                 let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
                 let cap = phase_end.saturating_duration_since(Instant::now());
                 if closed(&incumbent) || cap.is_zero() || threshold >= cutoff * (1.0 - precision) {

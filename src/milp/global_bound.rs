@@ -110,15 +110,6 @@
 //! fails still has no plan at or below it. A probe runs the loop with plain windows first
 //! (their premises are more general) and checks the waits on the assignment that passes.
 //!
-//! # Annealing before the bisection
-//! The *threshold* of an assignment, the smallest period at which it satisfies the closed
-//! forms ([`relaxation_fits`]), takes microseconds to compute. Simulated annealing over
-//! assignments ([`anneal`]), from the known plan's assignment and the infinite period's,
-//! finds low ones; the lowest is a period at which the closed forms hold, so their phase of
-//! the bisection (below) searches only under it. Nothing is proven by the annealing: the
-//! bound still comes from periods the MILP proves infeasible. `best` schedules the
-//! assignments found as seeds.
-//!
 //! # Exact checks
 //! [`decide_period`] turns the loop into an exact decision at one period: each assignment
 //! that passes the relaxation is handed to an exact check (the caller's: `best` schedules
@@ -196,11 +187,6 @@ pub struct GlobalBound {
     /// Every assignment the relaxation found feasible on the way, the lowest period's
     /// last: starting points for plans, each meeting the exact windows of its stages.
     pub candidates: Vec<Vec<usize>>,
-    /// Assignments whose closed-form threshold (the smallest period at which they satisfy
-    /// the closed forms of the relaxation) is low, with those thresholds, lowest first: found
-    /// by simulated annealing ([`anneal`]) before the bisection, whose closed-form phase then
-    /// searches below the lowest. Starting points for plans, nothing proven.
-    pub annealed: Vec<(Seconds, Vec<usize>)>,
     /// True when the bisection reached its precision with every solve decided.
     pub complete: bool,
     /// Relaxation MILPs run (each a Benders loop at one period).
@@ -220,9 +206,6 @@ pub struct BoundOptions {
     pub precision: f64,
     /// A period known to be reached by a valid plan (the bisection's upper end), if any.
     pub known_period: Option<Seconds>,
-    /// The processor of each layer in that plan (0-based, in chain order), if any: where
-    /// the annealing ([`anneal`]) starts.
-    pub known_assignment: Option<Vec<usize>>,
     pub threads: std::num::NonZeroU32,
 }
 
@@ -232,7 +215,6 @@ impl Default for BoundOptions {
             time_limit: None,
             precision: 2e-3,
             known_period: None,
-            known_assignment: None,
             threads: std::num::NonZeroU32::MIN,
         }
     }
@@ -1440,7 +1422,6 @@ pub fn global_lower_bound_learning(
         relaxed_period: None,
         assignment: None,
         candidates: Vec::new(),
-        annealed: Vec::new(),
         complete: false,
         solves: 0,
         nodes: 0,
@@ -1534,27 +1515,6 @@ pub fn global_lower_bound_learning(
             hi = tighten(&relax, a, lo, hi, options.precision);
         }
     }
-    // Simulated annealing on the closed-form thresholds, from the known plan's assignment
-    // and the infinite period's: the lowest threshold found is a period at which the closed
-    // forms hold, hence the upper end of their phase of the bisection.
-    let mut starts: Vec<Vec<usize>> = Vec::new();
-    starts.extend(options.known_assignment.iter().cloned());
-    starts.extend(out.assignment.iter().cloned());
-    out.annealed = anneal::anneal_assignments(
-        &relax,
-        lo,
-        hi,
-        &anneal::AnnealOptions {
-            starts,
-            iterations: anneal::ITERATIONS,
-            deadline: time_left()
-                .map(|t| Instant::now() + t.mul_f64(anneal::SHARE).min(anneal::LIMIT)),
-            keep: anneal::KEEP,
-            seed: relax.layers as u64,
-        },
-    )
-    .map_err(|e| crate::error::Error::Internal(format!("simulated annealing: {e}")))?;
-    let closed_forms_hi = out.annealed.first().map_or(hi, |(t, _)| t.min(hi));
     out.method =
         "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
     // Two phases when the scheduled checks apply: the closed forms alone first (cheap
@@ -1574,12 +1534,7 @@ pub fn global_lower_bound_learning(
         let phase_started = Instant::now();
         let phase_limit = time_left().map(|t| t.mul_f64(share));
         let phase_left = || phase_limit.map(|t| t.saturating_sub(phase_started.elapsed()));
-        let mut hi = if phase_relax.scheduling.is_none() {
-            closed_forms_hi
-        } else {
-            upper
-        }
-        .max(lo);
+        let mut hi = upper.max(lo);
         let mut phase_solves = 0;
         let mut phase_undecided = false;
         // Before a second phase, the first needs no fine precision: the second goes on from
@@ -1600,71 +1555,44 @@ pub fn global_lower_bound_learning(
             .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
             .filter(|&t| t > lo * (1.0 + precision) && t < hi);
         let closing_after = if phase == 0 { CLOSING_PROBE_AFTER } else { 0 };
-        // The lowest period the phase proved feasible (or its upper end), and the last
-        // period left undecided below it.
-        let mut feasible_hi = hi;
-        let mut undecided_at: Option<f64> = None;
-        'retry: loop {
-            while hi > lo * (1.0 + precision) {
-                if phase_left().is_some_and(|t| t.is_zero()) {
-                    phase_undecided = true;
-                    break;
-                }
-                let due = if phase_solves >= closing_after {
-                    closing.take()
-                } else {
-                    None
-                };
-                let next = match step {
-                    Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
-                    _ => 0.5 * (lo + hi),
-                };
-                let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
-                out.solves += 1;
-                phase_solves += 1;
-                // A probe gets at most a third of what is left (but a second at least), so that
-                // one hard period near the threshold leaves time for easier ones below it.
-                let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
-                match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
-                    Probe::Infeasible => {
-                        lo = mid;
-                        step = step.map(|s| 2.0 * s);
-                    }
-                    Probe::Feasible(a) => {
-                        hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
-                        feasible_hi = hi;
-                        out.candidates.retain(|c| c != &a);
-                        out.candidates.push(a.clone());
-                        out.assignment = Some(a);
-                        step = None;
-                    }
-                    Probe::Undecided => {
-                        phase_undecided = true;
-                        hi = mid;
-                        undecided_at = Some(mid);
-                        step = None;
-                    }
-                }
+        while hi > lo * (1.0 + precision) {
+            if phase_left().is_some_and(|t| t.is_zero()) {
+                phase_undecided = true;
+                break;
             }
-            // The bisection reached its precision below a period it left undecided: with a
-            // second or more left, ask that period again (the loop has learnt premises since)
-            // and go on from the answer.
-            match undecided_at.take() {
-                Some(t)
-                    if t > lo * (1.0 + precision)
-                        && t < feasible_hi
-                        && phase_left().is_some_and(|l| l >= Duration::from_secs(1)) =>
-                {
-                    hi = feasible_hi;
-                    closing = Some(t);
+            let due = if phase_solves >= closing_after {
+                closing.take()
+            } else {
+                None
+            };
+            let next = match step {
+                Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
+                _ => 0.5 * (lo + hi),
+            };
+            let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
+            out.solves += 1;
+            phase_solves += 1;
+            // A probe gets at most a third of what is left (but a second at least), so that
+            // one hard period near the threshold leaves time for easier ones below it.
+            let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
+            match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
+                Probe::Infeasible => {
+                    lo = mid;
+                    step = step.map(|s| 2.0 * s);
+                }
+                Probe::Feasible(a) => {
+                    hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
+                    out.candidates.retain(|c| c != &a);
+                    out.candidates.push(a.clone());
+                    out.assignment = Some(a);
                     step = None;
-                    phase_undecided = false;
-                    continue 'retry;
                 }
-                Some(_) => phase_undecided = true,
-                None => {}
+                Probe::Undecided => {
+                    phase_undecided = true;
+                    hi = mid;
+                    step = None;
+                }
             }
-            break 'retry;
         }
         undecided = infinite_undecided || phase_undecided;
         relaxed_hi = hi;

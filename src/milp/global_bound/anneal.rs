@@ -31,14 +31,6 @@ use super::{relaxation_fits, tighten, Relaxation};
 /// The longest range of consecutive layers one move reassigns.
 pub const MAX_RANGE: usize = 8;
 
-/// What the bound asks of the annealing before its bisection: iterations per start, the
-/// assignments kept, and the most time it takes (a share of the bound's limit, and at most
-/// [`LIMIT`]).
-pub const ITERATIONS: u64 = 4000;
-pub const KEEP: usize = 4;
-pub const SHARE: f64 = 0.1;
-pub const LIMIT: std::time::Duration = std::time::Duration::from_millis(1500);
-
 /// Relative precision of each threshold (a bisection on the period).
 const THRESHOLD_PRECISION: f64 = 1e-3;
 
@@ -234,10 +226,7 @@ mod tests {
         }
         for (t, a) in &found {
             assert!(relaxation_fits(&closed, a, *t), "{a:?} does not fit at {t}");
-            assert!(
-                !relaxation_fits(&closed, a, *t / (1.0 + 2.0 * THRESHOLD_PRECISION))
-                    || *t <= lo * (1.0 + 2.0 * THRESHOLD_PRECISION)
-            );
+            assert!(!relaxation_fits(&closed, a, *t / (1.0 + 2.0 * THRESHOLD_PRECISION)) || *t <= lo * (1.0 + 2.0 * THRESHOLD_PRECISION));
         }
         assert_eq!(found, anneal_assignments(&relax, lo, hi, &options).unwrap());
     }
