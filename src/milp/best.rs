@@ -57,7 +57,7 @@ use crate::milp::fixed_allocation::{
     assignment_structures, runs_of, schedule_assignment_below, structures_lower_bound,
 };
 use crate::milp::general::general_optimum;
-use crate::milp::global_bound::anneal::{anneal_assignments, AnnealOptions};
+use crate::milp::global_bound::anneal::{anneal_assignments, canonical, AnnealOptions};
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
     Relaxation, Verdict,
@@ -110,18 +110,6 @@ fn assignment_of(allocation: &Allocation, layers: usize) -> Vec<usize> {
         }
     }
     a
-}
-
-/// Relabels processors in order of first use (the canonical form up to symmetry).
-fn canonical(assignment: &[usize]) -> Vec<usize> {
-    let mut map = std::collections::HashMap::new();
-    assignment
-        .iter()
-        .map(|&p| {
-            let next = map.len();
-            *map.entry(p).or_insert(next)
-        })
-        .collect()
 }
 
 /// The seed of the general MILP: this many groups of layers ([`general_optimum`]), at most
@@ -375,27 +363,26 @@ impl Planner for BestPlanner {
                 return Ok(false);
             }
             *schedules += 1;
-            let (allocation, out) = if layers <= FINEST_SEARCH_LAYERS
-                && structures == Structures::Every
-            {
-                schedule_assignment_below(
-                    instance,
-                    platform,
-                    assignment,
-                    &milp_with(limit),
-                    cutoff,
-                )?
-            } else {
-                let runs = runs_of(assignment);
-                let out = crate::milp::fixed_allocation::schedule_allocation_below(
-                    instance,
-                    platform,
-                    &runs,
-                    &milp_with(limit),
-                    cutoff,
-                )?;
-                (runs, out)
-            };
+            let (allocation, out) =
+                if layers <= FINEST_SEARCH_LAYERS && structures == Structures::Every {
+                    schedule_assignment_below(
+                        instance,
+                        platform,
+                        assignment,
+                        &milp_with(limit),
+                        cutoff,
+                    )?
+                } else {
+                    let runs = runs_of(assignment);
+                    let out = crate::milp::fixed_allocation::schedule_allocation_below(
+                        instance,
+                        platform,
+                        &runs,
+                        &milp_with(limit),
+                        cutoff,
+                    )?;
+                    (runs, out)
+                };
             Ok(match out.pattern {
                 Some(p) => offer(inc, allocation, p, source),
                 None => false,

@@ -128,8 +128,9 @@ impl Anneal for Thresholds<'_> {
     }
 }
 
-/// Relabels processors in order of first use.
-fn canonical(assignment: &[usize]) -> Vec<usize> {
+/// Relabels processors in order of first use (the canonical form of an assignment up to
+/// the symmetry of identical processors).
+pub fn canonical(assignment: &[usize]) -> Vec<usize> {
     let mut map = HashMap::new();
     assignment
         .iter()
@@ -226,7 +227,10 @@ mod tests {
         }
         for (t, a) in &found {
             assert!(relaxation_fits(&closed, a, *t), "{a:?} does not fit at {t}");
-            assert!(!relaxation_fits(&closed, a, *t / (1.0 + 2.0 * THRESHOLD_PRECISION)) || *t <= lo * (1.0 + 2.0 * THRESHOLD_PRECISION));
+            assert!(
+                !relaxation_fits(&closed, a, *t / (1.0 + 2.0 * THRESHOLD_PRECISION))
+                    || *t <= lo * (1.0 + 2.0 * THRESHOLD_PRECISION)
+            );
         }
         assert_eq!(found, anneal_assignments(&relax, lo, hi, &options).unwrap());
     }
@@ -238,7 +242,7 @@ mod tests {
             let inst = random_chain(seed, 7);
             let sums = inst.sums();
             let memory = 1.5 * sums.weights(1, inst.len()) + 2.0 * sums.stash(1, inst.len());
-            let plat = Platform::new(processors, memory / 2.0, 5.0);
+            let plat = Platform::new(processors, memory / 1.5, 5.0);
             let relax = Relaxation::new(&inst, &plat);
             let closed = relax.clone().closed_forms_only();
             let lo = crate::model::bounds::period_lower_bound(&inst, &plat);
