@@ -441,8 +441,9 @@ impl Planner for BestPlanner {
         // within a third of the time left (on chains of at most `FINEST_SEARCH_LAYERS`
         // layers: on longer ones they split into many runs whose stages interleave, and
         // schedule far above their thresholds).
+        // The relaxation's closed forms, for the annealing and the exact checks.
+        let relax = Relaxation::new(instance, platform);
         if !closed(&incumbent) && layers <= FINEST_SEARCH_LAYERS && !left().is_zero() {
-            let relax = Relaxation::new(instance, platform);
             let hi = incumbent
                 .as_ref()
                 .map_or_else(|| relax.sequential_period(), Incumbent::period);
@@ -568,7 +569,6 @@ impl Planner for BestPlanner {
             );
         }
         if !closed(&incumbent) && exact_checks_may_apply(instance) {
-            let relax = Relaxation::new(instance, platform);
             while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
                 if closed_at(&incumbent, lower) || left().is_zero() {
                     break;
