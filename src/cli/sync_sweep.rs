@@ -78,14 +78,7 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
                 outcome.files[0].display()
             );
         }
-        for e in &outcome.errors {
-            eprintln!("error (runs again on the next run): {e}");
-        }
-        return Ok(if outcome.errors.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(exit_status(&outcome.errors));
     }
     let figures = pipeopt::sweep::sync_figures::write_figures(
         &exp,
@@ -124,9 +117,6 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             outcome.skipped_shapes,
             outcome.wall_seconds
         );
-        for e in &outcome.errors {
-            eprintln!("error (runs again on the next run): {e}");
-        }
         if exp.optimum.is_some() {
             println!(
                 "optimum: {} configurations x placements solved, {} proven optimal (the others \
@@ -182,11 +172,19 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             println!("wrote {}", f.display());
         }
     }
-    // A configuration that failed (its rows are missing from the tables) is a failure of
-    // the run: exit 1; the next run retries it.
-    Ok(if outcome.errors.is_empty() {
+    Ok(exit_status(&outcome.errors))
+}
+
+/// A configuration that failed (its rows are missing from the tables) is a failure of the
+/// run: each is named on stderr, whatever the output format, and the run exits 1; the next
+/// run retries them.
+fn exit_status(errors: &[String]) -> ExitCode {
+    for e in errors {
+        eprintln!("error (runs again on the next run): {e}");
+    }
+    if errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
