@@ -4,13 +4,19 @@
 //! machines and hierarchical 4x4 (24 and 3 GB/s), each as PipeDream runs it by default
 //! (activation transfers ignored). Profiles from `../shared/pipedream-profiles/`, imported
 //! once outside the timing (importing takes about half a millisecond: `benches/import.rs`).
+//! The same configurations run over the DAG's ideals (`partition_graph`, the diagonal
+//! cuts included; the time includes enumerating the ideals and linearizing the result).
+//! With `PIPEDREAM_PROFILES=DIR` (a PipeDream checkout's
+//! `profiler/image_classification/profiles`, one `NET/graph.txt` per network), also the
+//! profiles named by `EXTRA_PROFILES` (default `nasnetalarge resnext101`) from there: the
+//! target for nasnetalarge (1103 chain layers) hierarchical 4x4 is under 1 s.
 //! Run: `cargo bench --bench pipedream`. The side-by-side run against PipeDream itself is
 //! `experiments/pipedream-agreement.sh` (`results/pipedream-agreement.md`).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pipeopt::io::import_pipedream;
-use pipeopt::io::pipedream::shared_profile;
-use pipeopt::partition::pipedream::{partition, Level, PipeDreamConfig};
+use pipeopt::io::pipedream::{read_whole_graph, shared_profile};
+use pipeopt::partition::pipedream::{partition, partition_graph, Level, PipeDreamConfig};
 
 fn replicated(levels: &[(usize, f64)]) -> PipeDreamConfig {
     PipeDreamConfig {
@@ -31,9 +37,24 @@ fn replicated(levels: &[(usize, f64)]) -> PipeDreamConfig {
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("pipedream dp");
     group.sample_size(10);
-    for net in ["resnet50", "densenet121", "inception_v3"] {
-        let instance =
-            import_pipedream(&shared_profile(&format!("{net}.txt")), None).expect("imports");
+    let mut profiles: Vec<(String, std::path::PathBuf)> =
+        ["resnet50", "densenet121", "inception_v3"]
+            .iter()
+            .map(|n| (n.to_string(), shared_profile(&format!("{n}.txt"))))
+            .collect();
+    if let Ok(dir) = std::env::var("PIPEDREAM_PROFILES") {
+        let extra = std::env::var("EXTRA_PROFILES")
+            .unwrap_or_else(|_| "nasnetalarge resnext101".to_string());
+        for n in extra.split_whitespace() {
+            profiles.push((
+                n.to_string(),
+                std::path::Path::new(&dir).join(n).join("graph.txt"),
+            ));
+        }
+    }
+    for (net, path) in &profiles {
+        let instance = import_pipedream(path, None).expect("imports");
+        let graph = read_whole_graph(path, false).expect("reads");
         let configs = [
             ("straight 8", PipeDreamConfig::straight(8, 12e9)),
             ("replicated 16", replicated(&[(16, 12e9)])),
@@ -44,6 +65,14 @@ fn bench(c: &mut Criterion) {
             eprintln!("{net} {name}: objective {} s", r.objective);
             group.bench_function(format!("{net} {name}"), |b| {
                 b.iter(|| partition(black_box(&instance), &config).unwrap())
+            });
+            let g = partition_graph(&graph, net, &config).expect("partitions");
+            eprintln!(
+                "{net} {name}, over the DAG's cuts ({:?}): objective {} s",
+                g.searched, g.partition.objective
+            );
+            group.bench_function(format!("{net} {name} (DAG)"), |b| {
+                b.iter(|| partition_graph(black_box(&graph), net, &config).unwrap())
             });
         }
     }

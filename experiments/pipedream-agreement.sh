@@ -8,8 +8,9 @@
 #   its Python needs the `graphviz` and `numpy` packages (imported, no rendering done).
 # Prints two Markdown tables on stdout: (1) agreement, every profile x 2, 4, 8 machines;
 # (2) speed on three configurations (straight on 8 machines, replicated on 16,
-# hierarchical 4x4), side by side. Our wall time includes importing graph.txt. Downloads
-# nothing. PARTS=agreement or PARTS=speed runs one of the two (default: both).
+# hierarchical 4x4), side by side. Our wall time includes reading graph.txt. Downloads
+# nothing. PARTS=agreement or PARTS=speed runs one of the two (default: both);
+# SPEED_PROFILES names the profiles of the speed table; OURS=chain (see `ours`).
 set -euo pipefail
 PD=$(cd "$1" && pwd); BIN=$(realpath "$2")
 PROFILES=$(realpath "${3:-$(dirname "$0")/../../shared/pipedream-profiles}")
@@ -34,13 +35,20 @@ theirs() {
     if [ "$rc" = 124 ]; then T_OBJ="timeout"; elif grep -q MemoryError "$TMP/err"; then T_OBJ="out of memory"; else T_OBJ="failed (rc $rc)"; fi
   fi
 }
-# ours <profile> <args...>: sets O_OBJ, O_SOLVE (the DP alone) and O_WALL (import + DP).
+# ours <profile> <args...>: sets O_OBJ, O_SOLVE (the program alone) and O_WALL (whole
+# processes). OURS=graph (default): `partition pipedream --graph`, the program over the
+# DAG's ideals (diagonal cuts included; the chain's prefixes past a few thousand ideals).
+# OURS=chain: `import pipedream`, then `partition pipedream` on the chain.
 ours() {
   local f=$1; shift
   local t0 t1 js
   t0=$(date +%s.%N)
-  "$BIN" import pipedream "$f" --out "$TMP/inst.json" >/dev/null
-  js=$("$BIN" partition pipedream --instance "$TMP/inst.json" "$@" --json)
+  if [ "${OURS:-graph}" = chain ]; then
+    "$BIN" import pipedream "$f" --out "$TMP/inst.json" >/dev/null
+    js=$("$BIN" partition pipedream --instance "$TMP/inst.json" "$@" --json)
+  else
+    js=$("$BIN" partition pipedream --graph "$f" "$@" --json)
+  fi
   t1=$(date +%s.%N)
   O_WALL=$(echo "$t1 - $t0" | bc -l)
   read -r O_OBJ O_SOLVE < <(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["objective"], d["solve_seconds"])' "$js")

@@ -432,6 +432,98 @@ fn partition_pipedream_reports_its_objective_and_rejects_mismatched_levels() {
 }
 
 #[test]
+fn partition_pipedream_on_a_profile_sees_diagonal_cuts_and_writes_its_chain() {
+    // resnet50 replicated on 16: its best cuts pass through residual blocks, which the
+    // imported chain does not hold (PipeDream's own optimizer prints 0.0282756 s).
+    let dir = tempfile::tempdir().unwrap();
+    let profile = pipeopt::io::pipedream::shared_profile("resnet50");
+    let chain = dir.path().join("chain.json");
+    let args = [
+        "--processors",
+        "16",
+        "--bandwidth",
+        "12GB/s",
+        "--replicate",
+        "--activation-compression-ratio",
+        "none",
+        "--json",
+    ];
+    let out = pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--graph",
+            profile.to_str().unwrap(),
+        ])
+        .args(["--out-instance", chain.to_str().unwrap()])
+        .args(args)
+        .assert()
+        .success();
+    let j: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(j["cuts"]["kind"], "ideals", "{j}");
+    let on_graph = j["objective"].as_f64().unwrap();
+    assert!((on_graph / 0.0282756 - 1.0).abs() < 5e-6, "{on_graph}");
+    // The written chain holds those cuts: the program on it finds the same objective,
+    // and its stages are the ones printed.
+    let again = pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--instance",
+            chain.to_str().unwrap(),
+        ])
+        .args(args)
+        .assert()
+        .success();
+    let k: serde_json::Value = serde_json::from_slice(&again.get_output().stdout).unwrap();
+    assert_eq!(k["objective"], j["objective"]);
+    assert_eq!(k["stages"], j["stages"]);
+    // The imported chain alone is above it.
+    let imported = dir.path().join("imported.json");
+    pipeopt()
+        .args(["import", "pipedream", profile.to_str().unwrap()])
+        .args(["--out", imported.to_str().unwrap()])
+        .assert()
+        .success();
+    let on_chain = pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--instance",
+            imported.to_str().unwrap(),
+        ])
+        .args(args)
+        .assert()
+        .success();
+    let c: serde_json::Value = serde_json::from_slice(&on_chain.get_output().stdout).unwrap();
+    assert!(c["objective"].as_f64().unwrap() > on_graph * 1.004, "{c}");
+    // One input, not both; --out-instance only with --graph.
+    pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--graph",
+            profile.to_str().unwrap(),
+        ])
+        .args(["--instance", imported.to_str().unwrap()])
+        .args(args)
+        .assert()
+        .code(2);
+    pipeopt()
+        .args([
+            "partition",
+            "pipedream",
+            "--instance",
+            imported.to_str().unwrap(),
+        ])
+        .args(["--out-instance", chain.to_str().unwrap()])
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--graph"));
+}
+
+#[test]
 fn coarsen_is_refused_until_an_algorithm_uses_it() {
     let dir = tempfile::tempdir().unwrap();
     let inst = toy_instance(dir.path());

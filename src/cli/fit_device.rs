@@ -12,7 +12,7 @@ use super::parse_device_model;
 #[derive(Args)]
 pub struct FitDeviceArgs {
     /// Block-level profile reports (`pipeopt profile --report`, float32), e.g.
-    /// results/profiles/*-h100.report.json. Each names its network, image and batch.
+    /// results/profiles/*-b8-h100.report.json. Each names its network, image and batch.
     #[arg(required = true)]
     pub reports: Vec<PathBuf>,
     /// Where to write the fitted model (TOML, devices/README.md; atomically).

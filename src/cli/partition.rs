@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use pipeopt::io::pipedream::{default_name, linearize, read_whole_graph};
 use pipeopt::model::Instance;
 use pipeopt::partition::pipedream::{
-    levels, parse_compression_ratio, partition, partition_json, PipeDreamConfig,
+    levels, parse_compression_ratio, partition, partition_graph, partition_json, CutsSearched,
+    PipeDreamConfig,
 };
 use pipeopt::units::{parse_bandwidth, parse_bytes, ShowSeconds};
 
@@ -19,9 +21,24 @@ pub enum PartitionCommand {
     /// objective under `objective` (the slowest stage's time, its "Time per stage in
     /// pipeline") and the stages.
     Pipedream {
-        /// The instance file.
-        #[arg(long, short = 'i')]
-        instance: PathBuf,
+        /// The instance file (a chain: cuts only between its consecutive layers).
+        #[arg(
+            long,
+            short = 'i',
+            required_unless_present = "graph",
+            conflicts_with = "graph"
+        )]
+        instance: Option<PathBuf>,
+        /// A PipeDream profile (`graph.txt`) instead of an instance: the program then runs
+        /// over the DAG's ideals, so it also sees the cuts PipeDream's antichain states take
+        /// diagonally through parallel branches (up to a few thousand ideals; past that, the
+        /// chain of `import pipedream`). The stages are layers of the chain linearized
+        /// through the chosen cuts: save it with --out-instance.
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        /// With --graph: write the chain the stages refer to (atomically).
+        #[arg(long)]
+        out_instance: Option<PathBuf>,
         /// Components per level, innermost first.
         #[arg(long, num_args = 1.., required = true)]
         processors: Vec<usize>,
@@ -50,6 +67,8 @@ pub enum PartitionCommand {
 pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
     let PartitionCommand::Pipedream {
         instance,
+        graph,
+        out_instance,
         processors,
         bandwidth,
         replicate,
@@ -58,9 +77,17 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
         fewer_machines,
         json,
     } = command;
+    if out_instance.is_some() && graph.is_none() {
+        return Err(pipeopt::error::InputError::new(
+            "--out-instance",
+            "",
+            "writes the chain linearized through the cuts of --graph; with --instance the \
+             stages are layers of that instance already",
+        )
+        .into());
+    }
     let levels = levels(&processors, &bandwidth)?;
     let activation_compression = parse_compression_ratio(&activation_compression_ratio)?;
-    let inst = Instance::load(&instance)?;
     let config = PipeDreamConfig {
         levels,
         straight: !replicate,
@@ -69,7 +96,32 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
         fewer_machines,
     };
     let started = std::time::Instant::now();
-    let result = match partition(&inst, &config) {
+    let (inst, outcome, searched) = match (&instance, &graph) {
+        (Some(path), _) => {
+            let inst = Instance::load(path)?;
+            let outcome = partition(&inst, &config);
+            (inst, outcome, None)
+        }
+        (None, Some(path)) => {
+            let g = read_whole_graph(path, false)?;
+            let name = default_name(path);
+            match partition_graph(&g, &name, &config) {
+                Ok(p) => {
+                    if let Some(out) = &out_instance {
+                        let text = serde_json::to_vec_pretty(&p.linearization.instance)?;
+                        pipeopt::error::write_atomic(out, &text)?;
+                    }
+                    (p.linearization.instance, Ok(p.partition), Some(p.searched))
+                }
+                Err(e) => {
+                    let inst = linearize(&g, &name);
+                    (inst, Err(e), None)
+                }
+            }
+        }
+        (None, None) => unreachable!("clap requires --instance or --graph"),
+    };
+    let result = match outcome {
         Ok(r) => r,
         Err(pipeopt::partition::pipedream::PipeDreamError::Config(e)) => return Err(e.into()),
         // No partition is a result ("infeasible"), like `plan`'s: exit 0, and with
@@ -93,7 +145,11 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
         }
     };
     let seconds = started.elapsed().as_secs_f64();
-    let j = partition_json(&inst, &config, &result, seconds);
+    let mut j = partition_json(&inst, &config, &result, seconds);
+    if let Some(searched) = &searched {
+        j["cuts"] = serde_json::to_value(searched)?;
+        j["order"] = inst.meta.get("order").cloned().unwrap_or_default();
+    }
     if json {
         println!("{j}");
     } else {
@@ -106,6 +162,20 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
             result.stages.len(),
             ShowSeconds(seconds)
         );
+        match &searched {
+            Some(CutsSearched::Ideals { states }) => println!(
+                "cuts: every ideal of the DAG ({states}); stages are layers of the chain \
+                 linearized through them{}",
+                out_instance
+                    .as_ref()
+                    .map(|p| format!(" ({})", p.display()))
+                    .unwrap_or_default()
+            ),
+            Some(CutsSearched::ChainPrefixes { more_ideals_than }) => println!(
+                "cuts: the chain's prefixes (the DAG has more than {more_ideals_than} ideals)"
+            ),
+            None => {}
+        }
         let rows = result.stages.iter().map(|st| {
             vec![
                 st.first.to_string(),

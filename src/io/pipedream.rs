@@ -17,7 +17,10 @@
 //! # Linearization (where we depart from PipeDream)
 //! PipeDream's optimizer partitions the DAG over its *antichains*, whose number explodes on
 //! branching networks (its optimizer runs out of 24 GiB on inception_v3). We instead fix one
-//! topological order and cut only between consecutive nodes of it, as MadPipe does:
+//! topological order and cut only between consecutive nodes of it, as MadPipe does (PipeDream's
+//! own program can also run over every *ideal* of the DAG, its diagonal cuts included, and
+//! then linearize along an order through the cuts it chose: [`Graph::ideals`],
+//! [`order_through`], `crate::partition::pipedream::partition_graph`):
 //! - **Order.** Two deterministic candidates are built with Kahn's algorithm, ties broken by
 //!   node number (`nodeN` → N, then file order): (a) *by id*, a min-heap on the node number,
 //!   PipeDream's own numbering (roughly the profiler's execution order); (b) *branch first*, a
@@ -612,6 +615,75 @@ fn check_value(v: f64) -> Result<(), String> {
     }
 }
 
+/// A set of nodes closed under predecessors (an *ideal*, or down-set): what lies before a
+/// cut of the DAG, straight or "diagonal" through parallel branches. One bit per node.
+pub type Ideal = Vec<u64>;
+
+/// Whether node `v` is in `ideal`.
+pub fn ideal_has(ideal: &[u64], v: usize) -> bool {
+    ideal[v / 64] >> (v % 64) & 1 == 1
+}
+
+impl Graph {
+    /// Every ideal of the DAG (every set of nodes closed under predecessors, the empty set
+    /// and the whole graph included), ordered by size and then by bits: each is reached
+    /// from the empty set by adding one node whose predecessors are all in. `None` when
+    /// there are more than `max` (branchy networks have exponentially many: Inception-v3's
+    /// profile has over 200,000).
+    pub fn ideals(&self, max: usize) -> Option<Vec<Ideal>> {
+        let n = self.nodes.len();
+        let words = n.div_ceil(64);
+        let mut pred_bits: Vec<Ideal> = vec![vec![0; words]; n];
+        for (v, bits) in pred_bits.iter_mut().enumerate() {
+            for &u in &self.pred[v] {
+                bits[u / 64] |= 1 << (u % 64);
+            }
+        }
+        let mut all: Vec<Ideal> = vec![vec![0; words]];
+        let mut level: Vec<Ideal> = all.clone();
+        for _ in 0..n {
+            let mut next = std::collections::BTreeSet::new();
+            for ideal in &level {
+                for v in 0..n {
+                    if ideal_has(ideal, v) {
+                        continue;
+                    }
+                    let ready = pred_bits[v].iter().zip(ideal).all(|(p, i)| p & !i == 0);
+                    if ready {
+                        let mut bigger = ideal.clone();
+                        bigger[v / 64] |= 1 << (v % 64);
+                        next.insert(bigger);
+                        if all.len() + next.len() > max {
+                            return None;
+                        }
+                    }
+                }
+            }
+            level = next.into_iter().collect();
+            all.extend(level.iter().cloned());
+        }
+        Some(all)
+    }
+}
+
+/// A topological order of `graph` in which each of the nested `ideals` (smallest first) is
+/// a prefix: the nodes each adds, in the order of `within` (any topological order).
+pub fn order_through(graph: &Graph, ideals: &[&Ideal], within: &[usize]) -> Vec<usize> {
+    let n = graph.nodes().len();
+    let mut placed = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    for ideal in ideals {
+        for &v in within {
+            if !placed[v] && ideal_has(ideal, v) {
+                placed[v] = true;
+                order.push(v);
+            }
+        }
+    }
+    order.extend(within.iter().copied().filter(|&v| !placed[v]));
+    order
+}
+
 /// One number, or for `list_ok` a list `[a; b; ...]` summed; checked finite, non-negative.
 fn parse_value(text: &str, list_ok: bool) -> Result<f64, String> {
     let one = |t: &str| -> Result<f64, String> {
@@ -662,7 +734,12 @@ pub fn linearize(graph: &Graph, name: &str) -> Instance {
 
 /// [`linearize`], also returning the order and the layer bounds.
 pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
-    let mut lin = linearize_graph(graph, name);
+    with_provenance(graph, linearize_graph(graph, name))
+}
+
+/// `lin` with the provenance of an imported profile in its instance's `meta`: the file, the
+/// format, batch and image when the profile shows them, the tool.
+pub fn with_provenance(graph: &Graph, mut lin: Linearization) -> Linearization {
     let meta = &mut lin.instance.meta;
     meta.insert("source".into(), Value::from(graph.source()));
     meta.insert("format".into(), Value::from(FORMAT));
@@ -684,7 +761,24 @@ pub fn linearize_detailed(graph: &Graph, name: &str) -> Linearization {
 /// exact rule (module doc, "Stash").
 pub fn linearize_graph(graph: &Graph, name: &str) -> Linearization {
     let (order, order_kind) = graph.chain_order();
+    linearize_graph_in(graph, name, order, order_kind)
+}
+
+/// [`linearize_graph`] along a given topological `order` of the graph's nodes (named
+/// `order_kind` in `meta.order`), e.g. one in which chosen ideals are prefixes
+/// ([`order_through`]). Panics if `order` is not a permutation of the nodes.
+pub fn linearize_graph_in(
+    graph: &Graph,
+    name: &str,
+    order: Vec<usize>,
+    order_kind: &'static str,
+) -> Linearization {
     let n = order.len();
+    assert_eq!(
+        n,
+        graph.nodes().len(),
+        "the order must list every node once"
+    );
     let cross = graph.crossing_sizes(&order);
     // PipeDream's rule: an `Input` source does no training work (see the module doc).
     let nodes: Vec<GraphNode> = graph
@@ -972,14 +1066,20 @@ pub fn import_pipedream_with(
     name: Option<&str>,
     accept_incomplete: bool,
 ) -> Result<Instance, InputError> {
-    let graph = read_graph(path)?;
-    if !accept_incomplete {
-        graph.check_complete()?;
-    }
+    let graph = read_whole_graph(path, accept_incomplete)?;
     let default_name = default_name(path);
     let instance = linearize(&graph, name.unwrap_or(&default_name));
     instance.check().map_err(|e| e.in_file(path))?;
     Ok(instance)
+}
+
+/// [`read_graph`], then [`Graph::check_complete`] unless `accept_incomplete`.
+pub fn read_whole_graph(path: &Path, accept_incomplete: bool) -> Result<Graph, InputError> {
+    let graph = read_graph(path)?;
+    if !accept_incomplete {
+        graph.check_complete()?;
+    }
+    Ok(graph)
 }
 
 /// The PipeDream profile `name` (`densenet121` or `densenet121.txt`) of the shared data
@@ -1018,7 +1118,8 @@ pub fn import_summary(instance: &Instance, out: &Path) -> Value {
     })
 }
 
-fn default_name(path: &Path) -> String {
+/// The instance name of a profile file: its stem, or its folder's name for `graph.txt`.
+pub fn default_name(path: &Path) -> String {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -30,9 +30,21 @@
 //!
 //! Where we depart from PipeDream:
 //! - PipeDream runs its DP over the *antichain DAG* of the network, whose states can be
-//!   exponentially many; we run it on the chain the network was linearized into
-//!   ([`crate::io::pipedream`]), so a cut is allowed only between consecutive chain layers.
-//!   On a chain both are the same program; on a DAG ours sees fewer cuts and is much faster.
+//!   exponentially many. The program here runs over any [`Cuts`]: the prefixes of a chain
+//!   ([`partition`], on an instance: a cut only between consecutive chain layers), or every
+//!   ideal of a DAG ([`partition_graph`], on a PipeDream profile: also the cuts that pass
+//!   "diagonally" through a residual block, between its main branch and its shortcut, which
+//!   no single order's prefixes hold). Every antichain state of PipeDream is an ideal, and
+//!   what crosses a cut is counted exactly (PipeDream's augmented antichains can count a
+//!   tensor whose readers are all inside), so on the same profile [`partition_graph`]'s
+//!   objective is never above PipeDream's (without the memory term, whose activation sums
+//!   differ: see [`IdealCuts`]). The chosen ideals then become prefixes of a new order and
+//!   the stages are layers of that chain. Branchy networks have too many ideals
+//!   (Inception-v3: over 200,000; PipeDream itself runs out of memory there): past
+//!   [`MAX_IDEALS`] the chain's prefixes are used, and the output says so.
+//! - Splits are pruned by lower bounds that cannot remove the best split (`solve_level`),
+//!   so the program returns the unpruned one's partition, ties included, in a fraction of
+//!   its time on long chains.
 //! - PipeDream's per-stage activation size `S` sums its nodes' *output* sizes; a chain layer
 //!   stores what it keeps for the backward pass ([`Instance::stash`]), which we use instead.
 //! - On a DAG, PipeDream splits only where its antichain DAG has an edge path (a state `k`
@@ -49,7 +61,11 @@ use serde_json::{json, Value};
 
 use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
-use crate::model::{Allocation, Instance, Stage};
+use crate::io::pipedream::{
+    ideal_has, linearize_graph, linearize_graph_in, order_through, with_provenance, Graph, Ideal,
+    Linearization,
+};
+use crate::model::{Allocation, ChainSums, Instance, Stage};
 use crate::schedule::one_f_one_b_star;
 use crate::units::{Bytes, BytesPerSecond, Seconds};
 
@@ -248,17 +264,71 @@ pub enum PipeDreamError {
     NoPartition(String),
 }
 
+/// The cuts PipeDream's program may use, as *states*: `0..=len()`, state 0 before every
+/// layer, state `len()` after all of them; a stage runs from a state to a later one that
+/// contains it. On a chain the states are its prefixes ([`ChainCuts`]); on a DAG they are
+/// its ideals ([`IdealCuts`]), the diagonal cuts included. The program only asks for sums
+/// between two nested states and for what crosses a state's cut.
+pub trait Cuts {
+    /// The last state (the number of chain layers on a chain).
+    fn last_state(&self) -> usize;
+    /// Whether state `a` lies inside state `b` (`a < b`), so that `b` minus `a` is a stage.
+    fn nested(&self, a: usize, b: usize) -> bool;
+    /// Forward plus backward time of the stage from state `a` to state `b`.
+    fn compute(&self, a: usize, b: usize) -> Seconds;
+    /// Weights of that stage.
+    fn weights(&self, a: usize, b: usize) -> Bytes;
+    /// Activations it keeps plus its weights (PipeDream's memory term `S + W`).
+    fn memory(&self, a: usize, b: usize) -> Bytes;
+    /// Bytes crossing the cut after state `s` (`0 < s < len()`).
+    fn out(&self, s: usize) -> Bytes;
+    /// True when `compute(a, b)` grows with `b` and shrinks with `a` over consecutive
+    /// states (a chain's prefixes), which lets the program search its splits by bisection.
+    const PREFIXES: bool;
+}
+
+/// A chain's cuts: state `s` holds layers `1..=s`.
+pub struct ChainCuts<'a>(pub &'a ChainSums);
+
+impl Cuts for ChainCuts<'_> {
+    fn last_state(&self) -> usize {
+        self.0.len()
+    }
+    #[inline]
+    fn nested(&self, a: usize, b: usize) -> bool {
+        a < b
+    }
+    #[inline]
+    fn compute(&self, a: usize, b: usize) -> Seconds {
+        self.0.u(a + 1, b)
+    }
+    #[inline]
+    fn weights(&self, a: usize, b: usize) -> Bytes {
+        self.0.weights(a + 1, b)
+    }
+    #[inline]
+    fn memory(&self, a: usize, b: usize) -> Bytes {
+        self.0.stash(a + 1, b) + self.0.weights(a + 1, b)
+    }
+    #[inline]
+    fn out(&self, s: usize) -> Bytes {
+        self.0.a(s)
+    }
+    const PREFIXES: bool = true;
+}
+
 /// The DP table of one level.
 struct Table {
     n: usize,
     /// Components at this level (N).
     machines: usize,
-    /// Rows (first layers) computed: 1 at the top level, `n` below.
+    /// Rows (first states) computed: 1 at the top level, `n` below.
     rows: usize,
-    /// `A(i, j, m)` at `[(i * n + j) * N + m]`, `m` 0-based (m + 1 components); infinite
-    /// where PipeDream has `None`.
+    /// `A(i, j, m)` at `[(i * n + j) * N + m]`: the stages from state `i` to state `j + 1`
+    /// (layers `i + 1..=j + 1` on a chain), `m` 0-based (m + 1 components); infinite where
+    /// PipeDream has `None`.
     time: Vec<f64>,
-    /// The last stage starts at layer `split` (0: no split, the whole range is one stage).
+    /// The last stage starts at state `split` (0: no split, the whole range is one stage).
     split: Vec<u32>,
     /// The prefix's component index (m - m') when split.
     prev: Vec<u16>,
@@ -279,25 +349,47 @@ pub fn partition(
 ) -> Result<PipeDreamPartition, PipeDreamError> {
     config.check()?;
     instance.check()?;
-    let n = instance.len();
     let sums = instance.sums();
-    // Memory sums (activations + weights) of any range, from prefix sums.
-    let mem = |i: usize, j: usize| sums.stash(i + 1, j + 1) + sums.weights(i + 1, j + 1);
-    let ratio = config.activation_compression;
+    let (objective, stages) = solve(&ChainCuts(&sums), config)?;
+    Ok(PipeDreamPartition::from_states(
+        objective,
+        &stages,
+        |a, b| sums.u(a + 1, b),
+    ))
+}
 
-    // Level-1 times: the chain's compute times, dense.
+/// The program's result: the objective and the stages as `(first state, last state,
+/// replicas)`.
+type Solved = (Seconds, Vec<(usize, usize, usize)>);
+
+/// The program on any cuts.
+fn solve<C: Cuts>(cuts: &C, config: &PipeDreamConfig) -> Result<Solved, PipeDreamError> {
+    solve_pruned(cuts, config, true)
+}
+
+/// [`solve`], with the pruning of [`solve_level`] on or off (off: the oracle of the tests).
+fn solve_pruned<C: Cuts>(
+    cuts: &C,
+    config: &PipeDreamConfig,
+    prune: bool,
+) -> Result<Solved, PipeDreamError> {
+    let n = cuts.last_state();
+    // Level-1 times: the stages' compute times, dense; infinite between states not nested.
     let mut compute = vec![f64::INFINITY; n * n];
     for i in 0..n {
         for j in i..n {
-            compute[i * n + j] = sums.u(i + 1, j + 1);
+            if cuts.nested(i, j + 1) {
+                compute[i * n + j] = cuts.compute(i, j + 1);
+            }
         }
     }
     let mut tables: Vec<Table> = Vec::with_capacity(config.levels.len());
     let mut inner = 1usize;
+    let mut inside = 1usize;
     for (li, level) in config.levels.iter().enumerate() {
         let last_level = li + 1 == config.levels.len();
         let t = solve_level(
-            n, &compute, &sums, &mem, level, inner, config, ratio, last_level,
+            cuts, &compute, level, inner, inside, config, last_level, prune,
         );
         if !last_level {
             let top = level.processors - 1;
@@ -308,6 +400,7 @@ pub fn partition(
             }
         }
         inner = level.processors;
+        inside *= level.processors;
         tables.push(t);
     }
     let top = tables.last().expect("at least one level");
@@ -349,37 +442,66 @@ pub fn partition(
         }
         ranges = next;
     }
-    let stages: Vec<PipeDreamStage> = ranges
-        .iter()
-        .map(|&(i, j, r)| PipeDreamStage {
-            first: i + 1,
-            last: j + 1,
-            replicas: r,
-            compute: sums.u(i + 1, j + 1),
-        })
-        .collect();
-    let processors_used = stages.iter().map(|s| s.replicas).sum();
-    Ok(PipeDreamPartition {
+    Ok((
         objective,
-        stages,
-        processors_used,
-    })
+        ranges.iter().map(|&(i, j, r)| (i, j + 1, r)).collect(),
+    ))
 }
 
+impl PipeDreamPartition {
+    /// From the program's stages `(first state, last state, replicas)` on a chain.
+    fn from_states(
+        objective: Seconds,
+        stages: &[(usize, usize, usize)],
+        compute: impl Fn(usize, usize) -> Seconds,
+    ) -> Self {
+        let stages: Vec<PipeDreamStage> = stages
+            .iter()
+            .map(|&(a, b, r)| PipeDreamStage {
+                first: a + 1,
+                last: b,
+                replicas: r,
+                compute: compute(a, b),
+            })
+            .collect();
+        let processors_used = stages.iter().map(|s| s.replicas).sum();
+        PipeDreamPartition {
+            objective,
+            stages,
+            processors_used,
+        }
+    }
+}
+
+/// Relative slack of the pruning bounds against rounding: a split is skipped only when its
+/// lower bound exceeds the best time by more than this, so ties are still compared.
+const PRUNE_SLACK: f64 = 1e-9;
+
+/// One level of the program. `inner` is the previous level's component count (PipeDream's
+/// `num_machines_within_machine`), `inside` the product of all previous levels' counts.
+///
+/// Splits are pruned by two lower bounds that hold at every level: a range of compute `U`
+/// (level-1 time) on `c` components of this level takes at least `U / (c * inside)`
+/// (the slowest stage is at least the average), and the last stage on `m'` replicas at
+/// least `U / (m' * inside)`. On a chain both bounds are monotone in the split, so the
+/// splits worth trying form an interval found by bisection; elsewhere each split is tested.
+/// A split is skipped only when a bound exceeds the best time found (by [`PRUNE_SLACK`]),
+/// so the result, ties included, is the unpruned program's.
 #[allow(clippy::too_many_arguments)]
-fn solve_level(
-    n: usize,
+fn solve_level<C: Cuts>(
+    cuts: &C,
     compute: &[f64],
-    sums: &crate::model::ChainSums,
-    mem: &dyn Fn(usize, usize) -> Bytes,
     level: &Level,
     inner: usize,
+    inside: usize,
     config: &PipeDreamConfig,
-    ratio: Option<f64>,
     last_level: bool,
+    prune: bool,
 ) -> Table {
+    let n = cuts.last_state();
     let nm = level.processors;
     let b = level.bandwidth;
+    let ratio = config.activation_compression;
     let rows = if last_level { 1 } else { n };
     let size = rows * n * nm;
     let mut t = Table {
@@ -395,13 +517,17 @@ fn solve_level(
         Some(limit) => in_flight as f64 * stash_weights <= limit,
         None => true,
     };
+    let inside = inside as f64;
     // Unsplit ranges: one stage on m + 1 replicas.
     let max_m = if config.straight { 1 } else { nm };
     for i in 0..t.rows {
         for j in i..n {
             let c = compute[i * n + j];
-            let w = sums.weights(i + 1, j + 1);
-            let sw = mem(i, j);
+            if !c.is_finite() {
+                continue;
+            }
+            let w = cuts.weights(i, j + 1);
+            let sw = cuts.memory(i, j + 1);
             for m in 0..max_m {
                 if !memory_ok(sw, (nm - (m + 1)).div_ceil(m + 1)) {
                     continue;
@@ -413,15 +539,21 @@ fn solve_level(
             }
         }
     }
-    // Splits.
+    // Splits: the last stage runs from state k + 1 to state j + 1, for k in i..j.
     for i in 0..t.rows {
         for m in 1..nm {
             for j in i + 1..n {
+                if !cuts.nested(i, j + 1) {
+                    continue;
+                }
                 let e = t.at(i, j, m);
                 let mut best = t.time[e];
                 let mut best_split = 0u32;
                 let mut best_prev = 0u16;
                 let mut best_rep = t.replicas[e];
+                // Ties keep the unsplit range (or the one on fewer machines), then the
+                // split with the smallest k, then the smallest m'.
+                let mut from_split = false;
                 if config.fewer_machines {
                     let f = t.at(i, j, m - 1);
                     if t.time[f] < best || !best.is_finite() {
@@ -431,38 +563,65 @@ fn solve_level(
                         best_rep = t.replicas[f];
                     }
                 }
+                let a_out = if j + 1 < n {
+                    Some(cuts.out(j + 1))
+                } else {
+                    None
+                };
                 let max_mp = if config.straight { 1 } else { m };
-                for k in i..j {
-                    let last = compute[(k + 1) * n + j];
-                    if !last.is_finite() {
-                        continue;
+                for mp in 1..=max_mp {
+                    let mpf = mp as f64;
+                    let prefix_share = (m - mp + 1) as f64 * inside;
+                    let stage_share = mpf * inside;
+                    let pruned = |lb: f64, best: f64| prune && lb > best * (1.0 + PRUNE_SLACK);
+                    let (mut lo, mut hi) = (i, j);
+                    if C::PREFIXES && best.is_finite() {
+                        // Splits k whose prefix is light enough, then whose last stage is.
+                        hi = partition_point(i, j, |k| {
+                            pruned(cuts.compute(i, k + 1) / prefix_share, best)
+                        });
+                        lo = partition_point(i, hi, |k| {
+                            !pruned(cuts.compute(k + 1, j + 1) / stage_share, best)
+                        });
                     }
-                    let w = sums.weights(k + 2, j + 1);
-                    let sw = mem(k + 1, j);
-                    let a_in = sums.a(k + 1);
-                    let a_out = if j + 1 < n { Some(sums.a(j + 1)) } else { None };
-                    for mp in 1..=max_mp {
+                    for k in lo..hi {
+                        let last = compute[(k + 1) * n + j];
+                        if !last.is_finite() || !cuts.nested(i, k + 1) {
+                            continue;
+                        }
+                        if pruned(cuts.compute(k + 1, j + 1) / stage_share, best)
+                            || pruned(cuts.compute(i, k + 1) / prefix_share, best)
+                        {
+                            continue;
+                        }
                         let prefix = t.time[t.at(i, k, m - mp)];
                         if !prefix.is_finite() {
                             continue;
                         }
+                        let sw = cuts.memory(k + 1, j + 1);
                         if !memory_ok(sw, (nm - (m + 1)).div_ceil(mp)) {
                             continue;
                         }
-                        let mpf = mp as f64;
+                        let w = cuts.weights(k + 1, j + 1);
                         let stage = (last + (4.0 * (mpf - 1.0) * w) / (b * mpf)) / mpf;
                         let mut pt = prefix.max(stage);
                         if let Some(r) = ratio {
-                            pt = pt.max((2.0 * a_in) / (b * mpf) / r);
+                            pt = pt.max((2.0 * cuts.out(k + 1)) / (b * mpf) / r);
                             if let Some(a) = a_out {
                                 pt = pt.max((2.0 * a) / (b * mpf) / r);
                             }
                         }
-                        if pt < best {
+                        let split = (k + 1) as u32;
+                        let better = pt < best
+                            || (pt == best
+                                && from_split
+                                && (split, mp as u16) < (best_split, best_rep));
+                        if better {
                             best = pt;
-                            best_split = (k + 1) as u32;
+                            best_split = split;
                             best_prev = (m - mp) as u16;
                             best_rep = mp as u16;
+                            from_split = true;
                         }
                     }
                 }
@@ -474,6 +633,208 @@ fn solve_level(
         }
     }
     t
+}
+
+/// The first `k` in `lo..hi` where `pred` turns true, for `pred` false then true (`hi` if
+/// never).
+fn partition_point(lo: usize, hi: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+/// A DAG's cuts: its ideals ([`Graph::ideals`]), smallest first, every diagonal cut through
+/// parallel branches included. Node values follow the linearization's rules
+/// ([`crate::io::pipedream`]): a data `Input` does no work. What a stage keeps is what its
+/// nodes take as input, each node's distinct inputs counted (as chain layers' stashes add
+/// up); what crosses a cut is the output of every node inside it that a node outside
+/// reads, each tensor once.
+pub struct IdealCuts {
+    ideals: Vec<Ideal>,
+    /// Per ideal: sums of compute, weights, kept activations; crossing bytes.
+    compute: Vec<Seconds>,
+    weights: Vec<Bytes>,
+    kept: Vec<Bytes>,
+    out: Vec<Bytes>,
+    /// `nested[a * (len + 1) + b]`.
+    nested: Vec<bool>,
+}
+
+impl IdealCuts {
+    /// The ideals of `graph`, or `None` when it has more than `max`.
+    pub fn new(graph: &Graph, max: usize) -> Option<IdealCuts> {
+        let ideals = graph.ideals(max)?;
+        let nodes = graph.nodes();
+        let work: Vec<Seconds> = (0..nodes.len())
+            .map(|v| {
+                if graph.is_data_input(v) {
+                    0.0
+                } else {
+                    nodes[v].fwd + nodes[v].bwd
+                }
+            })
+            .collect();
+        let weight: Vec<Bytes> = (0..nodes.len())
+            .map(|v| {
+                if graph.is_data_input(v) {
+                    0.0
+                } else {
+                    nodes[v].weights
+                }
+            })
+            .collect();
+        let keeps: Vec<Bytes> = (0..nodes.len())
+            .map(|v| {
+                let mut inputs = graph.predecessors(v).to_vec();
+                inputs.sort_unstable();
+                inputs.dedup();
+                inputs.iter().map(|&u| nodes[u].activation).sum()
+            })
+            .collect();
+        let sum = |ideal: &Ideal, per: &[f64]| -> f64 {
+            (0..nodes.len())
+                .filter(|&v| ideal_has(ideal, v))
+                .map(|v| per[v])
+                .sum()
+        };
+        let crossing = |ideal: &Ideal| -> Bytes {
+            (0..nodes.len())
+                .filter(|&v| {
+                    ideal_has(ideal, v) && graph.successors(v).iter().any(|&w| !ideal_has(ideal, w))
+                })
+                .map(|v| nodes[v].activation)
+                .sum()
+        };
+        let s = ideals.len();
+        let mut nested = vec![false; s * s];
+        for a in 0..s {
+            for b in a + 1..s {
+                nested[a * s + b] = ideals[a].iter().zip(&ideals[b]).all(|(x, y)| x & !y == 0);
+            }
+        }
+        Some(IdealCuts {
+            compute: ideals.iter().map(|i| sum(i, &work)).collect(),
+            weights: ideals.iter().map(|i| sum(i, &weight)).collect(),
+            kept: ideals.iter().map(|i| sum(i, &keeps)).collect(),
+            out: ideals.iter().map(crossing).collect(),
+            nested,
+            ideals,
+        })
+    }
+
+    /// The ideal of state `s`.
+    pub fn ideal(&self, s: usize) -> &Ideal {
+        &self.ideals[s]
+    }
+}
+
+impl Cuts for IdealCuts {
+    fn last_state(&self) -> usize {
+        self.ideals.len() - 1
+    }
+    fn nested(&self, a: usize, b: usize) -> bool {
+        self.nested[a * self.ideals.len() + b]
+    }
+    fn compute(&self, a: usize, b: usize) -> Seconds {
+        self.compute[b] - self.compute[a]
+    }
+    fn weights(&self, a: usize, b: usize) -> Bytes {
+        self.weights[b] - self.weights[a]
+    }
+    fn memory(&self, a: usize, b: usize) -> Bytes {
+        self.kept[b] - self.kept[a] + self.weights[b] - self.weights[a]
+    }
+    fn out(&self, s: usize) -> Bytes {
+        self.out[s]
+    }
+    const PREFIXES: bool = false;
+}
+
+/// Ideals the program takes on a DAG with one level (the splits cost about states² x
+/// machines²); past this, and past [`MAX_IDEALS_HIERARCHICAL`] with several levels (states³),
+/// [`partition_graph`] keeps the chain's prefixes.
+pub const MAX_IDEALS: usize = 4096;
+/// See [`MAX_IDEALS`].
+pub const MAX_IDEALS_HIERARCHICAL: usize = 600;
+
+/// Which cuts [`partition_graph`] searched.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CutsSearched {
+    /// Every ideal of the DAG: every cut PipeDream's antichain states can express.
+    Ideals { states: usize },
+    /// Only the prefixes of the chain's order: the DAG has more ideals than the program
+    /// takes.
+    ChainPrefixes { more_ideals_than: usize },
+}
+
+/// [`partition_graph`]'s result: the partition of a chain linearized so that its cuts are
+/// prefixes of the chain's order.
+#[derive(Debug, Clone)]
+pub struct GraphPartition {
+    /// The chain the stages refer to.
+    pub linearization: Linearization,
+    pub partition: PipeDreamPartition,
+    pub searched: CutsSearched,
+}
+
+/// PipeDream's program over the DAG's ideals instead of one order's prefixes, so that the
+/// cuts PipeDream's antichain states take "diagonally" through a residual block are seen
+/// too (section "Where we depart" of the module doc). The chosen ideals are then made
+/// prefixes of a new order of the DAG ([`order_through`]), linearized like any graph, and
+/// the program run again on that chain: its prefixes include the chosen cuts, so its
+/// objective is at most the DAG program's, and the stages are chain layers of a chain that
+/// the rest of pipeopt reads. With more ideals than [`MAX_IDEALS`] (or
+/// [`MAX_IDEALS_HIERARCHICAL`]) the chain of the default order is used, as [`partition`]
+/// on the imported instance does.
+pub fn partition_graph(
+    graph: &Graph,
+    name: &str,
+    config: &PipeDreamConfig,
+) -> Result<GraphPartition, PipeDreamError> {
+    config.check()?;
+    let max = if config.levels.len() > 1 {
+        MAX_IDEALS_HIERARCHICAL
+    } else {
+        MAX_IDEALS
+    };
+    let (default_order, _) = graph.chain_order();
+    let (linearization, searched) = match IdealCuts::new(graph, max) {
+        Some(cuts) => {
+            let (_, stages) = solve(&cuts, config)?;
+            let chosen: Vec<&Ideal> = stages.iter().map(|&(_, b, _)| cuts.ideal(b)).collect();
+            let order = order_through(graph, &chosen, &default_order);
+            let searched = CutsSearched::Ideals {
+                states: cuts.last_state() + 1,
+            };
+            (
+                with_provenance(
+                    graph,
+                    linearize_graph_in(graph, name, order, "through the chosen ideals"),
+                ),
+                searched,
+            )
+        }
+        None => (
+            with_provenance(graph, linearize_graph(graph, name)),
+            CutsSearched::ChainPrefixes {
+                more_ideals_than: max,
+            },
+        ),
+    };
+    let partition = partition(&linearization.instance, config)?;
+    Ok(GraphPartition {
+        linearization,
+        partition,
+        searched,
+    })
 }
 
 /// The `--json` object of `pipeopt partition pipedream`.
@@ -671,6 +1032,295 @@ mod tests {
         let p = partition(&i, &c).unwrap();
         assert_eq!(p.objective, 1.0);
         assert_eq!(p.processors_used, 2);
+    }
+
+    use crate::io::pipedream::{linearize, GraphNode};
+
+    fn node(id: usize, time: f64, activation: f64, weights: f64) -> GraphNode {
+        GraphNode {
+            id: format!("node{id}"),
+            desc: format!("Op{id}"),
+            fwd: time / 3.0,
+            bwd: 2.0 * time / 3.0,
+            activation,
+            weights,
+            line: 0,
+        }
+    }
+
+    /// PipeDream's recurrence on a chain, written plainly (no pruning, one level), as the
+    /// oracle of the pruned program.
+    #[allow(clippy::needless_range_loop)]
+    fn reference(instance: &Instance, c: &PipeDreamConfig) -> f64 {
+        let s = instance.sums();
+        let n = instance.len();
+        let Level {
+            processors: nm,
+            bandwidth: b,
+        } = c.levels[0];
+        let fits = |k: usize, l: usize, copies: usize| {
+            c.memory
+                .is_none_or(|m| copies as f64 * (s.stash(k, l) + s.weights(k, l)) <= m)
+        };
+        // a[l][m]: layers 1..=l on m + 1 machines.
+        let mut a = vec![vec![f64::INFINITY; nm]; n + 1];
+        for l in 1..=n {
+            for m in 0..nm {
+                let mut best = f64::INFINITY;
+                if (!c.straight || m == 0) && fits(1, l, (nm - (m + 1)).div_ceil(m + 1)) {
+                    let mf = (m + 1) as f64;
+                    best = (s.u(1, l) + 4.0 * m as f64 * s.weights(1, l) / (b * mf)) / mf;
+                }
+                // As PipeDream's code: a one-layer range neither splits nor leaves
+                // machines unused.
+                if c.fewer_machines && m > 0 && l >= 2 {
+                    best = best.min(a[l][m - 1]);
+                }
+                for k in 1..l {
+                    for mp in 1..=(if c.straight { 1.min(m) } else { m }) {
+                        if !fits(k + 1, l, (nm - (m + 1)).div_ceil(mp)) {
+                            continue;
+                        }
+                        let mpf = mp as f64;
+                        let stage = (s.u(k + 1, l)
+                            + 4.0 * (mpf - 1.0) * s.weights(k + 1, l) / (b * mpf))
+                            / mpf;
+                        let mut t = a[k][m - mp].max(stage);
+                        if let Some(r) = c.activation_compression {
+                            t = t.max(2.0 * s.a(k) / (b * mpf) / r);
+                            if l < n {
+                                t = t.max(2.0 * s.a(l) / (b * mpf) / r);
+                            }
+                        }
+                        best = best.min(t);
+                    }
+                }
+                a[l][m] = best;
+            }
+        }
+        a[n][nm - 1]
+    }
+
+    /// A small deterministic generator for the random cases.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    #[test]
+    fn pruned_program_equals_the_plain_recurrence_on_random_chains() {
+        let mut rng = Lcg(7);
+        for case in 0..300 {
+            let n = 2 + (rng.next() * 14.0) as usize;
+            let times: Vec<f64> = (0..n).map(|_| 0.1 + rng.next()).collect();
+            let outs: Vec<f64> = (0..n).map(|_| rng.next() * 3.0).collect();
+            let mut inst = chain(&times, &outs);
+            for l in &mut inst.layers {
+                l.weights = rng.next() * 2.0;
+                l.stash = Some(rng.next());
+            }
+            let nm = 1 + (rng.next() * 6.0) as usize;
+            let config = PipeDreamConfig {
+                levels: vec![Level {
+                    processors: nm,
+                    bandwidth: 1.0 + rng.next() * 4.0,
+                }],
+                straight: rng.next() < 0.5,
+                activation_compression: if rng.next() < 0.7 { Some(1.0) } else { None },
+                memory: if rng.next() < 0.3 {
+                    Some(2.0 + rng.next() * 4.0)
+                } else {
+                    None
+                },
+                fewer_machines: rng.next() < 0.5,
+            };
+            let want = reference(&inst, &config);
+            let got = partition(&inst, &config).map(|p| p.objective);
+            match got {
+                Ok(t) => assert!(
+                    (t - want).abs() <= 1e-12 * want,
+                    "case {case}: pruned {t}, plain {want}, {config:?}"
+                ),
+                Err(e) => assert!(
+                    want.is_infinite(),
+                    "case {case}: plain {want}, {e}, {config:?} {inst:?}"
+                ),
+            }
+        }
+    }
+
+    /// A random DAG: node `v` reads one to three earlier nodes (node 0 is the source, the
+    /// last node the only sink), random times, outputs and weights.
+    fn random_dag(rng: &mut Lcg, nodes: usize) -> Graph {
+        let mut ns = Vec::new();
+        let mut edges = Vec::new();
+        for v in 0..nodes {
+            ns.push(node(v, 0.1 + rng.next(), rng.next() * 2.0, rng.next()));
+            if v > 0 {
+                let reads = 1 + (rng.next() * 3.0) as usize;
+                for _ in 0..reads {
+                    let u = (rng.next() * v as f64) as usize;
+                    edges.push((u, v));
+                }
+            }
+        }
+        // Every node but the last feeds a later one.
+        for v in 0..nodes - 1 {
+            if !edges.iter().any(|&(u, _)| u == v) {
+                edges.push((v, v + 1 + (rng.next() * (nodes - v - 1) as f64) as usize));
+            }
+        }
+        Graph::new("random", ns, edges).unwrap()
+    }
+
+    /// Every straight partition into exactly `p` stages along nested ideals, by brute force.
+    fn brute_force_straight(cuts: &IdealCuts, p: usize, b: f64) -> f64 {
+        fn go(cuts: &IdealCuts, from: usize, left: usize, b: f64) -> f64 {
+            let n = cuts.last_state();
+            let send = |s: usize| {
+                if s == 0 || s == n {
+                    0.0
+                } else {
+                    2.0 * cuts.out(s) / b
+                }
+            };
+            if left == 1 {
+                return cuts.compute(from, n).max(send(from));
+            }
+            let mut best = f64::INFINITY;
+            for to in from + 1..n {
+                if cuts.nested(from, to) {
+                    let stage = cuts.compute(from, to).max(send(from)).max(send(to));
+                    best = best.min(stage.max(go(cuts, to, left - 1, b)));
+                }
+            }
+            best
+        }
+        go(cuts, 0, p, b)
+    }
+
+    #[test]
+    fn on_a_dag_every_ideal_is_a_cut_and_the_chain_through_them_keeps_the_optimum() {
+        let mut rng = Lcg(11);
+        for case in 0..120 {
+            let nodes = 3 + (rng.next() * 8.0) as usize;
+            let g = random_dag(&mut rng, nodes);
+            let cuts = IdealCuts::new(&g, MAX_IDEALS).unwrap();
+            let p = 2 + (rng.next() * 2.0) as usize;
+            let b = 1.0 + rng.next() * 3.0;
+            let config = PipeDreamConfig::straight(p, b);
+            let want = brute_force_straight(&cuts, p, b);
+            let dag = solve(&cuts, &config).map(|(t, _)| t);
+            let through = partition_graph(&g, "random", &config);
+            let on_chain = partition(&linearize(&g, "random"), &config);
+            match (dag, through) {
+                (Ok(t), Ok(gp)) => {
+                    assert!(
+                        (t - want).abs() <= 1e-12 * want,
+                        "case {case}: {t} vs {want}"
+                    );
+                    let chain_t = gp.partition.objective;
+                    assert!(
+                        (chain_t - want).abs() <= 1e-12 * want,
+                        "case {case}: chain through the ideals {chain_t}, optimum {want}"
+                    );
+                    if let Ok(c) = on_chain {
+                        assert!(c.objective >= want * (1.0 - 1e-12), "case {case}");
+                    }
+                }
+                (Err(_), Err(_)) => assert!(want.is_infinite(), "case {case}: {want}"),
+                (d, t) => panic!(
+                    "case {case}: {d:?} / {:?}, optimum {want}",
+                    t.map(|x| x.partition.objective)
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn on_a_path_the_ideals_give_the_chains_program_at_every_level() {
+        // A path DAG has exactly the chain's prefixes as ideals: the program over them
+        // (each split tested) and over the chain (splits found by bisection) must agree,
+        // hierarchical machines and memory included.
+        let mut rng = Lcg(5);
+        for case in 0..150 {
+            let n = 2 + (rng.next() * 12.0) as usize;
+            let ns: Vec<GraphNode> = (0..n)
+                .map(|v| node(v, 0.1 + rng.next(), rng.next() * 2.0, rng.next()))
+                .collect();
+            let g = Graph::new("path", ns, (1..n).map(|v| (v - 1, v)).collect()).unwrap();
+            let cuts = IdealCuts::new(&g, MAX_IDEALS).unwrap();
+            assert_eq!(cuts.last_state(), n, "case {case}");
+            let inst = linearize(&g, "path");
+            let sums = inst.sums();
+            let levels = (0..1 + (rng.next() * 2.5) as usize)
+                .map(|_| Level {
+                    processors: 1 + (rng.next() * 4.0) as usize,
+                    bandwidth: 0.5 + rng.next() * 4.0,
+                })
+                .collect();
+            let config = PipeDreamConfig {
+                levels,
+                straight: rng.next() < 0.3,
+                activation_compression: if rng.next() < 0.6 { Some(1.0) } else { None },
+                memory: None,
+                fewer_machines: rng.next() < 0.5,
+            };
+            let on_ideals = solve(&cuts, &config);
+            let on_chain = solve(&ChainCuts(&sums), &config);
+            let unpruned = solve_pruned(&ChainCuts(&sums), &config, false);
+            match (on_ideals, on_chain, unpruned) {
+                (Ok(a), Ok(b), Ok(c)) => {
+                    assert!(
+                        (a.0 - b.0).abs() <= 1e-12 * b.0,
+                        "case {case}: {a:?} vs {b:?}"
+                    );
+                    // Pruning changes nothing, not even which of equal splits is taken.
+                    assert_eq!(b, c, "case {case}: pruned vs unpruned, {config:?}");
+                }
+                (Err(_), Err(_), Err(_)) => {}
+                (a, b, c) => panic!("case {case}: {a:?} / {b:?} / {c:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_diagonal_cut_through_a_residual_block_beats_every_prefix() {
+        // a -> m1 -> m2 -> m3 -> add, a -> s1 -> add (the shortcut): the halves of the
+        // 8 units of work are {a, m1, s1} and {m2, m3, add}, a cut no order's prefix
+        // holds when the main branch comes first.
+        let ns = vec![
+            node(1, 1.0, 0.0, 0.0),
+            node(2, 2.0, 0.0, 0.0),
+            node(3, 2.0, 0.0, 0.0),
+            node(4, 2.0, 0.0, 0.0),
+            node(5, 1.0, 0.0, 0.0),
+            node(6, 0.0, 0.0, 0.0),
+        ];
+        let g = Graph::new(
+            "block",
+            ns,
+            vec![(0, 1), (1, 2), (2, 3), (3, 5), (0, 4), (4, 5)],
+        )
+        .unwrap();
+        let config = PipeDreamConfig::straight(2, 1.0);
+        let on_chain = partition(&linearize(&g, "block"), &config).unwrap();
+        assert_eq!(on_chain.objective, 5.0);
+        let through = partition_graph(&g, "block", &config).unwrap();
+        assert_eq!(through.partition.objective, 4.0);
+        assert_eq!(through.searched, CutsSearched::Ideals { states: 10 });
+        assert_eq!(
+            through.linearization.instance.meta["order"],
+            "through the chosen ideals"
+        );
+        // A cap below the ideals' count falls back to the chain.
+        assert!(IdealCuts::new(&g, 9).is_none());
     }
 
     #[test]
