@@ -115,13 +115,16 @@ fn reports() -> Vec<PathBuf> {
     let mut r: Vec<PathBuf> = std::fs::read_dir("results/profiles")
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.to_str().is_some_and(|s| s.ends_with("-h100.report.json")))
+        .filter(|p| {
+            p.to_str()
+                .is_some_and(|s| s.ends_with("-b8-h100.report.json"))
+        })
         .collect();
     r.sort();
     r
 }
 
-/// On the committed H100 reports the fit is at least as good as the committed constants
+/// On the committed block-level H100 reports the fit is at least as good as the committed constants
 /// (every layer within 1.72x forward, 2.05x backward), and what it writes loads wherever
 /// `--device-model` is accepted.
 #[test]
