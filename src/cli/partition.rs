@@ -20,14 +20,10 @@ pub enum PartitionCommand {
     /// 3GB/s`: 4 servers of 4 GPUs, innermost level first). Prints PipeDream's own
     /// objective under `objective` (the slowest stage's time, its "Time per stage in
     /// pipeline") and the stages.
+    #[command(group(clap::ArgGroup::new("input").required(true).args(["instance", "graph"])))]
     Pipedream {
         /// The instance file (a chain: cuts only between its consecutive layers).
-        #[arg(
-            long,
-            short = 'i',
-            required_unless_present = "graph",
-            conflicts_with = "graph"
-        )]
+        #[arg(long, short = 'i')]
         instance: Option<PathBuf>,
         /// A PipeDream profile (`graph.txt`) instead of an instance: the program then runs
         /// over the DAG's ideals, so it also sees the cuts PipeDream's antichain states take
