@@ -25,7 +25,10 @@ fi
 TORCH_LIB=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH="$TORCH_LIB:${LD_LIBRARY_PATH:-}"
 NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
-echo "device: $NAME; torch: $(python3 -c 'import torch; print(torch.__version__)')" >&2
+# The files' device tag: the GPU's model (h100, h200, a100...), or TAG=... to choose it.
+TAG=${TAG:-$(echo "$NAME" | grep -oiE '[abhlv][0-9]{2,3}s?' | head -n1 | tr 'A-Z' 'a-z' || true)}
+TAG=${TAG:-gpu}
+echo "device: $NAME (files tagged -$TAG); torch: $(python3 -c 'import torch; print(torch.__version__)')" >&2
 
 part=${1:-profile}
 case "$part" in
@@ -40,8 +43,8 @@ case "$part" in
       echo "== $m" >&2
       "$BIN" profile --model "$m" --image 1000 --batch 8 --device cuda --device-name "$NAME" \
         --warmup "${WARMUP:-3}" --reps "${REPS:-10}" \
-        --out "$OUT/profiles/$m-1000-b8-h100.json" \
-        --report "$OUT/profiles/$m-1000-b8-h100.report.json" | tee "$OUT/profiles/$m.txt"
+        --out "$OUT/profiles/$m-1000-b8-$TAG.json" \
+        --report "$OUT/profiles/$m-1000-b8-$TAG.report.json" | tee "$OUT/profiles/$m.txt"
     done
     ;;
   profile-op)
@@ -51,8 +54,8 @@ case "$part" in
       "$BIN" profile --model "$m" --image 1000 --batch 8 --granularity op --device cuda \
         --device-name "$NAME" --warmup "${WARMUP:-3}" --reps "${REPS:-10}" \
         --back-to-back "${BACK_TO_BACK:-4}" \
-        --out "$OUT/profiles-op/$m-1000-b8-op-h100.json" \
-        --report "$OUT/profiles-op/$m-1000-b8-op-h100.report.json" \
+        --out "$OUT/profiles-op/$m-1000-b8-op-$TAG.json" \
+        --report "$OUT/profiles-op/$m-1000-b8-op-$TAG.report.json" \
         > "$OUT/profiles-op/$m-op.txt"
       tail -n 1 "$OUT/profiles-op/$m-op.txt" >&2
     done
@@ -60,7 +63,7 @@ case "$part" in
   execute-smoke)
     # One PipeDream plan for the measured ResNet-50 (P = 4, 24 GiB), a few periods.
     mkdir -p "$OUT/smoke"
-    "$BIN" plan --instance "$OUT/profiles/resnet50-1000-b8-h100.json" --processors 4 \
+    "$BIN" plan --instance "$OUT/profiles/resnet50-1000-b8-$TAG.json" --processors 4 \
       --memory 24GiB --bandwidth 12GB/s --algorithm pipedream --out "$OUT/smoke/plan.json" \
       > "$OUT/smoke/plan.txt"
     "$BIN" execute "$OUT/smoke/plan.json" --network resnet50 --image 1000 --batch 8 \
@@ -69,7 +72,7 @@ case "$part" in
   plans)
     # Plans of every algorithm that yields a pattern for the measured ResNet-50, P = 4,
     # 12 GB/s, at two memory limits; the MILPs with a time limit, all in parallel.
-    inst="$OUT/profiles/resnet50-1000-b8-h100.json"
+    inst="$OUT/profiles/resnet50-1000-b8-$TAG.json"
     mkdir -p "$OUT/plans"
     for m in ${MEMORIES:-16GiB 10GiB}; do
       for a in ${ALGORITHMS:-pipedream madpipe contiguous-opt ilp}; do
