@@ -794,6 +794,12 @@ pub struct GraphPartition {
 /// the rest of pipeopt reads. With more ideals than [`MAX_IDEALS`] (or
 /// [`MAX_IDEALS_HIERARCHICAL`]) the chain of the default order is used, as [`partition`]
 /// on the imported instance does.
+///
+/// With PipeDream's memory term the final word is the chain's: its stash rule
+/// ([`crate::io::pipedream`], "Stash") counts a layer's distinct inputs where
+/// [`IdealCuts`] counts each node's, and the linearization groups zero-cost nodes with a
+/// neighbour, which may move one across a chosen cut; so the chain may (rarely) refuse a
+/// stage the ideals accepted. Without the memory term both agree.
 pub fn partition_graph(
     graph: &Graph,
     name: &str,
