@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use pipeopt::io::pipedream::{default_name, linearize, read_whole_graph};
+use pipeopt::io::pipedream::{default_name, read_whole_graph};
 use pipeopt::model::Instance;
 use pipeopt::partition::pipedream::{
     levels, parse_compression_ratio, partition, partition_graph, partition_json, CutsSearched,
@@ -92,32 +92,29 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
         fewer_machines,
     };
     let started = std::time::Instant::now();
-    let (inst, outcome, searched) = match (&instance, &graph) {
+    // The instance the stages refer to and which cuts were searched, or why there is no
+    // partition (named after the instance).
+    let (name, outcome) = match (&instance, &graph) {
         (Some(path), _) => {
             let inst = Instance::load(path)?;
-            let outcome = partition(&inst, &config);
-            (inst, outcome, None)
+            (
+                inst.name.clone(),
+                partition(&inst, &config).map(|r| (inst, r, None)),
+            )
         }
         (None, Some(path)) => {
             let g = read_whole_graph(path, false)?;
             let name = default_name(path);
-            match partition_graph(&g, &name, &config) {
-                Ok(p) => {
-                    if let Some(out) = &out_instance {
-                        let text = serde_json::to_vec_pretty(&p.linearization.instance)?;
-                        pipeopt::error::write_atomic(out, &text)?;
-                    }
-                    (p.linearization.instance, Ok(p.partition), Some(p.searched))
-                }
-                Err(e) => {
-                    let inst = linearize(&g, &name);
-                    (inst, Err(e), None)
-                }
+            let outcome = partition_graph(&g, &name, &config)
+                .map(|p| (p.linearization.instance, p.partition, Some(p.searched)));
+            if let (Ok((inst, _, _)), Some(out)) = (&outcome, &out_instance) {
+                pipeopt::error::write_atomic(out, &serde_json::to_vec_pretty(inst)?)?;
             }
+            (name, outcome)
         }
         (None, None) => unreachable!("clap requires --instance or --graph"),
     };
-    let result = match outcome {
+    let (inst, result, searched) = match outcome {
         Ok(r) => r,
         Err(pipeopt::partition::pipedream::PipeDreamError::Config(e)) => return Err(e.into()),
         // No partition is a result ("infeasible"), like `plan`'s: exit 0, and with
@@ -127,7 +124,7 @@ pub fn run(command: PartitionCommand) -> anyhow::Result<ExitCode> {
                 println!(
                     "{}",
                     serde_json::json!({
-                        "instance": inst.name,
+                        "instance": name,
                         "status": "infeasible",
                         "objective": null,
                         "stages": [],

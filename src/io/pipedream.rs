@@ -504,6 +504,25 @@ impl Graph {
         self.pred[v].is_empty() && self.nodes[v].desc.starts_with("Input")
     }
 
+    /// The nodes as the partitioners count them, PipeDream's rule applied: a data `Input`
+    /// does no training work (no time, no weights; its output is still the network's
+    /// input, module doc "Input").
+    pub fn training_nodes(&self) -> Vec<GraphNode> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(v, node)| {
+                let mut node = node.clone();
+                if self.is_data_input(v) {
+                    node.fwd = 0.0;
+                    node.bwd = 0.0;
+                    node.weights = 0.0;
+                }
+                node
+            })
+            .collect()
+    }
+
     /// Sort key: the number in `nodeN`, then the position in the file.
     pub(crate) fn key(&self, v: usize) -> (u64, usize) {
         let n = self.nodes[v]
@@ -780,21 +799,7 @@ pub fn linearize_graph_in(
         "the order must list every node once"
     );
     let cross = graph.crossing_sizes(&order);
-    // PipeDream's rule: an `Input` source does no training work (see the module doc).
-    let nodes: Vec<GraphNode> = graph
-        .nodes()
-        .iter()
-        .enumerate()
-        .map(|(v, node)| {
-            let mut node = node.clone();
-            if graph.is_data_input(v) {
-                node.fwd = 0.0;
-                node.bwd = 0.0;
-                node.weights = 0.0;
-            }
-            node
-        })
-        .collect();
+    let nodes = graph.training_nodes();
     let nodes = &nodes[..];
 
     // Cuts c in 0..=n (before position c). Cuts c and c+1 are equivalent when the node at

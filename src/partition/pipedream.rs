@@ -62,8 +62,7 @@ use serde_json::{json, Value};
 use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
 use crate::io::pipedream::{
-    ideal_has, linearize_graph, linearize_graph_in, order_through, with_provenance, Graph, Ideal,
-    Linearization,
+    ideal_has, linearize_graph_in, order_through, with_provenance, Graph, Ideal, Linearization,
 };
 use crate::model::{Allocation, ChainSums, Instance, Stage};
 use crate::schedule::one_f_one_b_star;
@@ -264,8 +263,8 @@ pub enum PipeDreamError {
     NoPartition(String),
 }
 
-/// The cuts PipeDream's program may use, as *states*: `0..=len()`, state 0 before every
-/// layer, state `len()` after all of them; a stage runs from a state to a later one that
+/// The cuts PipeDream's program may use, as *states*: `0..=last_state()`, state 0 before
+/// every layer, the last after all of them; a stage runs from a state to a later one that
 /// contains it. On a chain the states are its prefixes ([`ChainCuts`]); on a DAG they are
 /// its ideals ([`IdealCuts`]), the diagonal cuts included. The program only asks for sums
 /// between two nested states and for what crosses a state's cut.
@@ -280,7 +279,7 @@ pub trait Cuts {
     fn weights(&self, a: usize, b: usize) -> Bytes;
     /// Activations it keeps plus its weights (PipeDream's memory term `S + W`).
     fn memory(&self, a: usize, b: usize) -> Bytes;
-    /// Bytes crossing the cut after state `s` (`0 < s < len()`).
+    /// Bytes crossing the cut after state `s` (`0 < s < last_state()`).
     fn out(&self, s: usize) -> Bytes;
     /// True when `compute(a, b)` grows with `b` and shrinks with `a` over consecutive
     /// states (a chain's prefixes), which lets the program search its splits by bisection.
@@ -351,11 +350,21 @@ pub fn partition(
     instance.check()?;
     let sums = instance.sums();
     let (objective, stages) = solve(&ChainCuts(&sums), config)?;
-    Ok(PipeDreamPartition::from_states(
+    let stages: Vec<PipeDreamStage> = stages
+        .iter()
+        .map(|&(a, b, r)| PipeDreamStage {
+            first: a + 1,
+            last: b,
+            replicas: r,
+            compute: sums.u(a + 1, b),
+        })
+        .collect();
+    let processors_used = stages.iter().map(|s| s.replicas).sum();
+    Ok(PipeDreamPartition {
         objective,
-        &stages,
-        |a, b| sums.u(a + 1, b),
-    ))
+        stages,
+        processors_used,
+    })
 }
 
 /// The program's result: the objective and the stages as `(first state, last state,
@@ -446,31 +455,6 @@ fn solve_pruned<C: Cuts>(
         objective,
         ranges.iter().map(|&(i, j, r)| (i, j + 1, r)).collect(),
     ))
-}
-
-impl PipeDreamPartition {
-    /// From the program's stages `(first state, last state, replicas)` on a chain.
-    fn from_states(
-        objective: Seconds,
-        stages: &[(usize, usize, usize)],
-        compute: impl Fn(usize, usize) -> Seconds,
-    ) -> Self {
-        let stages: Vec<PipeDreamStage> = stages
-            .iter()
-            .map(|&(a, b, r)| PipeDreamStage {
-                first: a + 1,
-                last: b,
-                replicas: r,
-                compute: compute(a, b),
-            })
-            .collect();
-        let processors_used = stages.iter().map(|s| s.replicas).sum();
-        PipeDreamPartition {
-            objective,
-            stages,
-            processors_used,
-        }
-    }
 }
 
 /// Relative slack of the pruning bounds against rounding: a split is skipped only when its
@@ -663,7 +647,7 @@ pub struct IdealCuts {
     weights: Vec<Bytes>,
     kept: Vec<Bytes>,
     out: Vec<Bytes>,
-    /// `nested[a * (len + 1) + b]`.
+    /// `nested[a * states + b]`, `states` the number of ideals.
     nested: Vec<bool>,
 }
 
@@ -671,31 +655,17 @@ impl IdealCuts {
     /// The ideals of `graph`, or `None` when it has more than `max`.
     pub fn new(graph: &Graph, max: usize) -> Option<IdealCuts> {
         let ideals = graph.ideals(max)?;
-        let nodes = graph.nodes();
-        let work: Vec<Seconds> = (0..nodes.len())
-            .map(|v| {
-                if graph.is_data_input(v) {
-                    0.0
-                } else {
-                    nodes[v].fwd + nodes[v].bwd
-                }
-            })
-            .collect();
-        let weight: Vec<Bytes> = (0..nodes.len())
-            .map(|v| {
-                if graph.is_data_input(v) {
-                    0.0
-                } else {
-                    nodes[v].weights
-                }
-            })
-            .collect();
+        let nodes = graph.training_nodes();
+        let work: Vec<Seconds> = nodes.iter().map(|n| n.fwd + n.bwd).collect();
+        let weight: Vec<Bytes> = nodes.iter().map(|n| n.weights).collect();
+        // A graph's edges are distinct, so a node's predecessors are its distinct inputs.
         let keeps: Vec<Bytes> = (0..nodes.len())
             .map(|v| {
-                let mut inputs = graph.predecessors(v).to_vec();
-                inputs.sort_unstable();
-                inputs.dedup();
-                inputs.iter().map(|&u| nodes[u].activation).sum()
+                graph
+                    .predecessors(v)
+                    .iter()
+                    .map(|&u| nodes[u].activation)
+                    .sum()
             })
             .collect();
         let sum = |ideal: &Ideal, per: &[f64]| -> f64 {
@@ -792,8 +762,9 @@ pub struct GraphPartition {
 /// the program run again on that chain: its prefixes include the chosen cuts, so its
 /// objective is at most the DAG program's, and the stages are chain layers of a chain that
 /// the rest of pipeopt reads. With more ideals than [`MAX_IDEALS`] (or
-/// [`MAX_IDEALS_HIERARCHICAL`]) the chain of the default order is used, as [`partition`]
-/// on the imported instance does.
+/// [`MAX_IDEALS_HIERARCHICAL`]), or when no ideals give a partition, the chain of the
+/// default order is used, as [`partition`] on the imported instance does (so that "no
+/// partition" is said in that chain's layers).
 ///
 /// With PipeDream's memory term the final word is the chain's: its stash rule
 /// ([`crate::io::pipedream`], "Stash") counts a layer's distinct inputs where
@@ -811,30 +782,34 @@ pub fn partition_graph(
     } else {
         MAX_IDEALS
     };
-    let (default_order, _) = graph.chain_order();
-    let (linearization, searched) = match IdealCuts::new(graph, max) {
+    let (default_order, default_kind) = graph.chain_order();
+    // The order to linearize along: through the chosen ideals; the default one past the
+    // cap, or when no ideal gives a partition (then the chain says why, in its layers).
+    let (order, kind, searched) = match IdealCuts::new(graph, max) {
         Some(cuts) => {
-            let (_, stages) = solve(&cuts, config)?;
-            let chosen: Vec<&Ideal> = stages.iter().map(|&(_, b, _)| cuts.ideal(b)).collect();
-            let order = order_through(graph, &chosen, &default_order);
             let searched = CutsSearched::Ideals {
                 states: cuts.last_state() + 1,
             };
-            (
-                with_provenance(
-                    graph,
-                    linearize_graph_in(graph, name, order, "through the chosen ideals"),
-                ),
-                searched,
-            )
+            match solve(&cuts, config) {
+                Ok((_, stages)) => {
+                    let chosen: Vec<&Ideal> =
+                        stages.iter().map(|&(_, b, _)| cuts.ideal(b)).collect();
+                    let order = order_through(graph, &chosen, &default_order);
+                    (order, "through the chosen ideals", searched)
+                }
+                Err(PipeDreamError::NoPartition(_)) => (default_order, default_kind, searched),
+                Err(e) => return Err(e),
+            }
         }
         None => (
-            with_provenance(graph, linearize_graph(graph, name)),
+            default_order,
+            default_kind,
             CutsSearched::ChainPrefixes {
                 more_ideals_than: max,
             },
         ),
     };
+    let linearization = with_provenance(graph, linearize_graph_in(graph, name, order, kind));
     let partition = partition(&linearization.instance, config)?;
     Ok(GraphPartition {
         linearization,
