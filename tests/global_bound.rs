@@ -105,6 +105,18 @@ fn check_case(inst: &Instance, platform: &Platform, boundaries: bool, stats: &mu
         return;
     }
     assert!(bound.lower_bound >= period_lower_bound(inst, platform) * (1.0 - 1e-12));
+    // The relaxed period is one where the reported assignment was found to pass.
+    if let Some(t) = bound.relaxed_period {
+        let a = bound
+            .assignment
+            .as_ref()
+            .expect("an assignment with the relaxed period");
+        assert!(
+            t >= bound.lower_bound
+                && relaxation_fits(&Relaxation::new(inst, platform), a, t * (1.0 + 1e-9)),
+            "{what}: relaxed period {t} where {a:?} does not pass"
+        );
+    }
     match optimum {
         None => stats.no_plan_not_proven += 1,
         Some(t) => {

@@ -178,8 +178,9 @@ pub struct GlobalBound {
     pub lower_bound: Seconds,
     /// Proven: no allocation and no pattern fits the case at any period.
     pub infeasible: bool,
-    /// The smallest period at which the relaxation was found feasible (the bisection's
-    /// upper end), `None` when infeasible.
+    /// The smallest period at which an assignment was found to pass the relaxation (its
+    /// closed forms at least; `assignment`), `None` when infeasible or when no probe
+    /// found one. Probes that ended undecided lower the bisection's upper end, not this.
     pub relaxed_period: Option<Seconds>,
     /// The relaxation's processor of each layer at `relaxed_period` (0-based, in chain
     /// order), a starting point for plans; `None` when no solve produced one.
@@ -1176,6 +1177,19 @@ enum Probe {
     Infeasible,
     Feasible(Vec<usize>),
     Undecided,
+    /// Not decided, and not even started: the MILP is too large to be set up within the
+    /// time left ([`Model::setup_estimate`]); a probe with less time cannot do better.
+    TooLarge,
+}
+
+impl Probe {
+    /// `TooLarge` read as what it is for the answer: undecided.
+    fn undecided(self) -> Probe {
+        match self {
+            Probe::TooLarge => Probe::Undecided,
+            p => p,
+        }
+    }
 }
 
 /// Solves the relaxation at `period`, adding the premises its solutions violate until one
@@ -1215,6 +1229,9 @@ fn probe(
             return Ok(Probe::Undecided);
         }
         let (model, layout) = relaxation_model(relax, period, &cuts);
+        if left.is_some_and(|t| model.setup_estimate() > t) {
+            return Ok(Probe::TooLarge);
+        }
         let r = model.solve(milp, left)?;
         *nodes += r.nodes;
         let assignment: Vec<usize> = match r.status {
@@ -1275,7 +1292,7 @@ pub fn relaxation_feasible(
         match probe(relax, period, options, None, &mut nodes, &mut Vec::new())? {
             Probe::Infeasible => Some(false),
             Probe::Feasible(_) => Some(true),
-            Probe::Undecided => None,
+            Probe::Undecided | Probe::TooLarge => None,
         },
     )
 }
@@ -1351,6 +1368,11 @@ pub fn decide_period(
             Probe::Undecided => {
                 return Ok(Decision::Undecided(
                     "the relaxation's loop ended undecided".into(),
+                ))
+            }
+            Probe::TooLarge => {
+                return Ok(Decision::Undecided(
+                    "the relaxation MILP is too large for the time left".into(),
                 ))
             }
             Probe::Feasible(a) => a,
@@ -1477,7 +1499,8 @@ pub fn global_lower_bound_learning(
             time_left().map(|t| t.mul_f64(share)),
             &mut out.nodes,
             pool,
-        )?;
+        )?
+        .undecided();
         match (packing, by_milp) {
             (Probe::Feasible(a), Probe::Infeasible | Probe::Undecided) => Probe::Feasible(a),
             (_, answer) => answer,
@@ -1499,7 +1522,7 @@ pub fn global_lower_bound_learning(
             );
             return finish(out);
         }
-        Probe::Undecided => undecided = true,
+        Probe::Undecided | Probe::TooLarge => undecided = true,
         Probe::Feasible(a) => {
             out.candidates.push(a.clone());
             out.assignment = Some(a);
@@ -1510,9 +1533,12 @@ pub fn global_lower_bound_learning(
     if let Some(known) = options.known_period {
         hi = hi.min(known.max(lo));
     }
+    // The smallest period at which an assignment was found to pass: `relaxed_period`.
+    let mut feasible_at = None;
     if let Some(a) = &out.assignment {
         if relaxation_fits(&relax, a, hi) {
             hi = tighten(&relax, a, lo, hi, options.precision);
+            feasible_at = Some(hi);
         }
     }
     out.method =
@@ -1527,7 +1553,6 @@ pub fn global_lower_bound_learning(
         vec![(&relax, 1.0)]
     };
     let upper = hi;
-    let mut relaxed_hi = hi;
     let infinite_undecided = undecided;
     let two_phases = phases.len() > 1;
     for (phase, (phase_relax, share)) in phases.into_iter().enumerate() {
@@ -1582,6 +1607,7 @@ pub fn global_lower_bound_learning(
                 }
                 Probe::Feasible(a) => {
                     hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
+                    feasible_at = Some(hi);
                     out.candidates.retain(|c| c != &a);
                     out.candidates.push(a.clone());
                     out.assignment = Some(a);
@@ -1592,14 +1618,18 @@ pub fn global_lower_bound_learning(
                     hi = mid;
                     step = None;
                 }
+                Probe::TooLarge => {
+                    // Every later probe of the phase builds a model as large, with less
+                    // time: the phase ends here.
+                    phase_undecided = true;
+                    break;
+                }
             }
         }
         undecided = infinite_undecided || phase_undecided;
-        relaxed_hi = hi;
     }
-    let hi = relaxed_hi;
     out.lower_bound = lo;
-    out.relaxed_period = out.assignment.as_ref().map(|_| hi);
+    out.relaxed_period = feasible_at.filter(|_| out.assignment.is_some());
     out.complete = !undecided;
     finish(out)
 }
