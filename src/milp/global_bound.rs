@@ -1223,6 +1223,7 @@ fn probe(
     } else {
         Windows::Plain { extra: 0.0 }
     };
+    let mut first = true;
     loop {
         let left = time_left.map(|t| t.saturating_sub(started.elapsed()));
         if left.is_some_and(|t| t.is_zero()) {
@@ -1230,8 +1231,15 @@ fn probe(
         }
         let (model, layout) = relaxation_model(relax, period, &cuts);
         if left.is_some_and(|t| model.setup_estimate() > t) {
-            return Ok(Probe::TooLarge);
+            // Before the first solve, the model is too large for the probe; after, the
+            // probe has used its time.
+            return Ok(if first {
+                Probe::TooLarge
+            } else {
+                Probe::Undecided
+            });
         }
+        first = false;
         let r = model.solve(milp, left)?;
         *nodes += r.nodes;
         let assignment: Vec<usize> = match r.status {
