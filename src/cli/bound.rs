@@ -80,7 +80,7 @@ pub fn run(args: BoundArgs) -> anyhow::Result<ExitCode> {
             println!("lower bound     {}", ShowSeconds(b.lower_bound));
             if let Some(t) = b.relaxed_period {
                 println!(
-                    "relaxed period  {} (the relaxation is feasible there)",
+                    "relaxed period  {} (an assignment passes the relaxation there)",
                     ShowSeconds(t)
                 );
             }
