@@ -124,9 +124,9 @@ fn reports() -> Vec<PathBuf> {
     r
 }
 
-/// On the committed block-level H100 reports the fit is at least as good as the committed constants
-/// (every layer within 1.72x forward, 2.05x backward), and what it writes loads wherever
-/// `--device-model` is accepted.
+/// On the committed block-level H100 reports the fit is at least as good as the committed
+/// constants (every layer within 1.72x forward, 2.05x backward), and what it writes loads
+/// wherever `--device-model` is accepted.
 #[test]
 fn the_fit_on_the_committed_h100_reports_matches_the_committed_model() {
     let reports = reports();

@@ -1178,18 +1178,8 @@ enum Probe {
     Feasible(Vec<usize>),
     Undecided,
     /// Not decided, and not even started: the MILP is too large to be set up within the
-    /// time left ([`Model::setup_estimate`]); a probe with less time cannot do better.
+    /// time left ([`Model::setup_outlasts`]); a probe with less time cannot do better.
     TooLarge,
-}
-
-impl Probe {
-    /// `TooLarge` read as what it is for the answer: undecided.
-    fn undecided(self) -> Probe {
-        match self {
-            Probe::TooLarge => Probe::Undecided,
-            p => p,
-        }
-    }
 }
 
 /// Solves the relaxation at `period`, adding the premises its solutions violate until one
@@ -1230,7 +1220,7 @@ fn probe(
             return Ok(Probe::Undecided);
         }
         let (model, layout) = relaxation_model(relax, period, &cuts);
-        if left.is_some_and(|t| model.setup_estimate() > t) {
+        if model.setup_outlasts(left) {
             // Before the first solve, the model is too large for the probe; after, the
             // probe has used its time.
             return Ok(if first {
@@ -1507,10 +1497,11 @@ pub fn global_lower_bound_learning(
             time_left().map(|t| t.mul_f64(share)),
             &mut out.nodes,
             pool,
-        )?
-        .undecided();
+        )?;
         match (packing, by_milp) {
-            (Probe::Feasible(a), Probe::Infeasible | Probe::Undecided) => Probe::Feasible(a),
+            (Probe::Feasible(a), Probe::Infeasible | Probe::Undecided | Probe::TooLarge) => {
+                Probe::Feasible(a)
+            }
             (_, answer) => answer,
         }
     };
@@ -1541,7 +1532,8 @@ pub fn global_lower_bound_learning(
     if let Some(known) = options.known_period {
         hi = hi.min(known.max(lo));
     }
-    // The smallest period at which an assignment was found to pass: `relaxed_period`.
+    // The smallest period at which an assignment was found to pass (`relaxed_period`; set
+    // with `out.assignment`, never without it).
     let mut feasible_at = None;
     if let Some(a) = &out.assignment {
         if relaxation_fits(&relax, a, hi) {
@@ -1637,7 +1629,7 @@ pub fn global_lower_bound_learning(
         undecided = infinite_undecided || phase_undecided;
     }
     out.lower_bound = lo;
-    out.relaxed_period = feasible_at.filter(|_| out.assignment.is_some());
+    out.relaxed_period = feasible_at;
     out.complete = !undecided;
     finish(out)
 }

@@ -196,6 +196,13 @@ impl Model {
         Duration::from_secs_f64(self.nonzeros as f64 * SETUP_SECONDS_PER_NONZERO)
     }
 
+    /// True when [`Model::solve`] with this time limit would not start HiGHS: the set-up
+    /// alone would outlast it, and there is no MIP start to answer with at the limit (it
+    /// would end the same way, only later).
+    pub fn setup_outlasts(&self, limit: Option<Duration>) -> bool {
+        self.start.is_none() && limit.is_some_and(|t| self.setup_estimate() > t)
+    }
+
     /// A value for every variable (in creation order), given to HiGHS as a MIP start: a
     /// feasible one becomes the first incumbent. Call after the last variable is added.
     pub fn set_start(&mut self, values: Vec<f64>) {
@@ -210,11 +217,8 @@ impl Model {
         time_left: Option<Duration>,
     ) -> crate::error::Result<SolveResult> {
         let n = self.cols.len();
-        // A solve that could not get past HiGHS's set-up before its limit is not started
-        // (it would end the same way, only later). With a MIP start it is: the start is
-        // then the answer at the limit.
         let limit = time_left.or(options.time_limit);
-        if self.start.is_none() && limit.is_some_and(|t| self.setup_estimate() > t) {
+        if self.setup_outlasts(limit) {
             return Ok(SolveResult {
                 status: SolveStatus::NoSolutionWithinLimit,
                 values: vec![],
