@@ -398,19 +398,25 @@ fn the_milp_decides_the_relaxation_exactly() {
             let platform = Platform::new(processors, share * full, bandwidth);
             let relax = Relaxation::new(&inst, &platform).closed_forms_only();
             let base = period_lower_bound(&inst, &platform);
+            let milp_only = relax.clone().milp_only();
             for factor in [f64::INFINITY, 1.0, 1.3, 1.7, 2.5, 4.0] {
                 let period = base * factor;
                 let mut by_hand = false;
                 for_each_allocation(l, processors, |a| {
                     by_hand |= relaxation_fits(&relax, a, period);
                 });
-                let milp = relaxation_feasible(&relax, period, &options)
+                let milp = relaxation_feasible(&milp_only, period, &options)
                     .unwrap()
                     .expect("no limit");
                 assert_eq!(
                     milp, by_hand,
                     "seed {seed}, P = {processors}, share {share}, T = {period}"
                 );
+                // And with the search over assignments first, as the bound runs it.
+                let searched = relaxation_feasible(&relax, period, &options)
+                    .unwrap()
+                    .expect("no limit");
+                assert_eq!(searched, by_hand, "seed {seed}: the search");
                 both[usize::from(milp)] += 1;
             }
         }

@@ -125,9 +125,7 @@
 //! `U(1,L) + 2 sum_c comm_c`, the upper end of the bisection (or at a known plan's period).
 //! At an infinite period the relaxation is a bin packing of runs of layers into the
 //! processors, which a combinatorial search decides exactly and, on the real chains, in
-//! milliseconds ([`infinite`]). Where it finds the relaxation feasible, the MILP's loop
-//! still runs there for the premises it learns (they fail at every period); where the
-//! search runs out of time, the MILP decides.
+//! milliseconds ([`infinite`]); where it runs out of time, the MILP decides.
 //!
 //! # Safety margins
 //! The judge treats instants closer than `1e-9 T` as one, so an accepted plan may shorten
@@ -152,6 +150,7 @@ use crate::units::Seconds;
 
 pub mod anneal;
 pub mod infinite;
+pub mod search;
 
 /// Fact 3's transfer term is modelled up to this many periods of transfers per layer (beyond, they are not counted: the bound is only weaker).
 pub const MAX_TRANSFER_PERIODS: usize = 1;
@@ -167,6 +166,12 @@ const CLOSING_PROBE_AFTER: usize = 3;
 /// Relative precision of the first of two bisection phases (closed forms alone, before the
 /// scheduled checks): the second phase goes on from where it stops.
 const FIRST_PHASE_PRECISION: f64 = 0.01;
+
+/// The share of a probe's time given to the search over assignments before the MILP.
+const SEARCH_SHARE: f64 = 0.67;
+
+/// The search's time in a probe without a time limit (the MILP then decides).
+const SEARCH_WITHOUT_LIMIT: Duration = Duration::from_secs(60);
 
 /// Levels per period of fact 3's transfer term.
 const LEVELS_PER_PERIOD: usize = 1;
@@ -252,6 +257,8 @@ pub struct Relaxation {
     /// they do not apply (tensors shared further apart than neighbours) or are switched
     /// off.
     scheduling: Option<Scheduling>,
+    /// Whether a probe tries the search over assignments ([`search`]) before the MILP.
+    search: bool,
 }
 
 /// What the scheduled checks need: the case itself.
@@ -305,6 +312,7 @@ impl Relaxation {
                 instance: instance.clone(),
                 platform: platform.clone(),
             }),
+            search: true,
         }
     }
 
@@ -312,6 +320,13 @@ impl Relaxation {
     /// [`relaxation_fits`] evaluates).
     pub fn closed_forms_only(mut self) -> Self {
         self.scheduling = None;
+        self
+    }
+
+    /// The same relaxation decided by the MILP alone, without the search over assignments
+    /// (for the tests of the MILP).
+    pub fn milp_only(mut self) -> Self {
+        self.search = false;
         self
     }
 
@@ -535,6 +550,13 @@ impl Relaxation {
 
     /// [`Relaxation::holding_fits`] with windows counted as `windows` says.
     fn holding_fits_with(&self, h: &Holding, period: f64, windows: Windows) -> bool {
+        self.holding_need(h, period, windows).is_some()
+    }
+
+    /// What a processor holding `h` needs on average over a period (fact 4: its static
+    /// memory and every stash over its window; the static memory alone at an infinite
+    /// period), or `None` when it cannot meet facts 1-4 ([`Relaxation::holding_fits`]).
+    fn holding_need(&self, h: &Holding, period: f64, windows: Windows) -> Option<f64> {
         let n = self.layers;
         let extra = match windows {
             Windows::Waited => 0.0,
@@ -573,7 +595,7 @@ impl Relaxation {
             }
         }
         if fixed > cap_mem || (period.is_finite() && load > cap_time) {
-            return false;
+            return None;
         }
         // Every layer is an item. The first layer of a run starts a stage, which keeps its
         // whole stash; any other layer either shares a stage with the layer before it (its
@@ -606,13 +628,14 @@ impl Relaxation {
             Windows::Plain { .. } => vec![0.0; n],
         };
         let window = |j: usize| self.suffix(j) + 2.0 * down[j] + waits[j];
+        let mut average = 0.0;
         if period.is_finite() {
-            let average: f64 = layers
+            average = layers
                 .iter()
                 .map(|&j| charge(j, &|x| window(x) / period))
                 .sum();
             if fixed + average > cap_mem {
-                return false;
+                return None;
             }
         }
         for &i in &layers {
@@ -628,10 +651,10 @@ impl Relaxation {
                 };
             }
             if need > cap_mem {
-                return false;
+                return None;
             }
         }
-        true
+        Some(fixed + average)
     }
 
     /// Drops whole runs of `h` while it still cannot fit at `period` (`h` must not fit).
@@ -1205,6 +1228,36 @@ fn probe(
         })
         .cloned()
         .collect();
+    // The search first (module `search`): exact, and on the block chains usually decided
+    // in milliseconds; the MILP's loop gets what it leaves of the time.
+    let searched = period.is_finite() && relax.search;
+    if searched {
+        let share = time_left.map_or(SEARCH_WITHOUT_LIMIT, |t| t.mul_f64(SEARCH_SHARE));
+        let deadline = Instant::now() + share;
+        let probe_deadline = time_left.map(|t| started + t);
+        let mut premises: Vec<Premise> = cuts
+            .iter()
+            .filter(|h| matches!(h, Premise::Scheduled { .. } | Premise::Excluded { .. }))
+            .cloned()
+            .collect();
+        let known = premises.len();
+        let mut leaf =
+            |a: &[usize]| relax.scheduled_premises(a, period, milp.threads, probe_deadline);
+        let answer = search::decide(relax, period, &mut premises, Some(deadline), &mut leaf)?;
+        for h in premises.drain(known..) {
+            if !pool.contains(&h) {
+                pool.push(h.clone());
+            }
+            if !cuts.contains(&h) {
+                cuts.push(h);
+            }
+        }
+        match answer {
+            infinite::Answer::Infeasible => return Ok(Probe::Infeasible),
+            infinite::Answer::Feasible(a) => return Ok(Probe::Feasible(a)),
+            infinite::Answer::Undecided => {}
+        }
+    }
     // Plain windows first: their premises are general and the loop converges fast; the
     // waits only once an assignment passes them.
     let mut waited = !period.is_finite();
@@ -1222,8 +1275,9 @@ fn probe(
         let (model, layout) = relaxation_model(relax, period, &cuts);
         if model.setup_outlasts(left) {
             // Before the first solve, the model is too large for the probe; after, the
-            // probe has used its time.
-            return Ok(if first {
+            // probe has used its time. Where the search ran, a shorter period may still be
+            // decided by it: undecided, not too large.
+            return Ok(if first && !searched {
                 Probe::TooLarge
             } else {
                 Probe::Undecided
@@ -1482,28 +1536,21 @@ pub fn global_lower_bound_learning(
         _ => Probe::Undecided,
     };
     let proven_by_search = matches!(packing, Probe::Infeasible);
-    // Where the search found a packing, the MILP's loop still runs, as before the search
-    // existed, for what it learns: premises that fail at an infinite period fail at every
-    // period, and the bisection and `best`'s exact checks reuse them. Whatever it ends
-    // with, the search's assignment proves the relaxation feasible.
-    let answer = if proven_by_search {
-        Probe::Infeasible
-    } else {
-        out.solves += 1;
-        let by_milp = probe(
-            &relax,
-            f64::INFINITY,
-            &milp,
-            time_left().map(|t| t.mul_f64(share)),
-            &mut out.nodes,
-            pool,
-        )?;
-        match (packing, by_milp) {
-            (Probe::Feasible(a), Probe::Infeasible | Probe::Undecided | Probe::TooLarge) => {
-                Probe::Feasible(a)
-            }
-            (_, answer) => answer,
+    // Where the packing search decided, its answer stands; the MILP's loop decides only
+    // where the search ran out of time.
+    let answer = match packing {
+        Probe::Undecided => {
+            out.solves += 1;
+            probe(
+                &relax,
+                f64::INFINITY,
+                &milp,
+                time_left().map(|t| t.mul_f64(share)),
+                &mut out.nodes,
+                pool,
+            )?
         }
+        decided => decided,
     };
     match answer {
         Probe::Infeasible => {
@@ -1629,7 +1676,9 @@ pub fn global_lower_bound_learning(
         undecided = infinite_undecided || phase_undecided;
     }
     out.lower_bound = lo;
-    out.relaxed_period = feasible_at;
+    // A period where only the closed forms passed may lie below what the scheduled checks
+    // then proved.
+    out.relaxed_period = feasible_at.filter(|&t| t >= lo);
     out.complete = !undecided;
     finish(out)
 }

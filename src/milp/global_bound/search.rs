@@ -1,0 +1,342 @@
+//! The relaxation at one finite period, decided by a depth-first search over assignments
+//! instead of the MILP: the same question ([`relaxation_fits`]: is there an assignment of
+//! layers to processors that meets every closed-form fact of the parent module at the
+//! period?), answered exactly, often in milliseconds where the MILP needs seconds.
+//!
+//! The search places the layers in chain order, each on a processor already used or on the
+//! next unused one (processors are identical: labels by first appearance). A partial
+//! assignment of layers `1..=k` is a processor holding its layers so far, with the cuts
+//! so far crossing; every fact of [`Relaxation::holding_fits`] only gets harder when a
+//! processor receives later layers and more cuts cross (the parent module's premises rest
+//! on the same property), so a partial assignment that fails it has no completion that
+//! passes. The search prunes with
+//! - each processor's facts on its layers so far (the processor that received layer `k`;
+//!   every processor when the cut before `k` crosses, since its transfers lengthen every
+//!   window upstream);
+//! - link loads so far;
+//! - the load of the layers still to place against the time left on all processors;
+//! - what the layers still to place add at least to the average memory of whichever
+//!   processor takes them (static memory and each stash over its window `S(j) / T`)
+//!   against the room left under the processors' averages.
+//!
+//! A complete assignment is accepted only by [`relaxation_fits`] itself, so "feasible"
+//! comes with an assignment the MILP would accept too, and "infeasible" means that every
+//! assignment was excluded by a fact it fails: exactly the MILP's answer (the tests check
+//! both against exhaustive enumeration). A deadline makes it undecided.
+//!
+//! The premises that the closed forms do not imply (a processor's runs that its scheduling
+//! MILP proved unschedulable, [`Premise::Scheduled`]; an assignment an exact check
+//! excluded, [`Premise::Excluded`]) prune too: each as soon as its last layer is placed,
+//! and all of them on a complete assignment. A caller's `leaf` check may add premises
+//! against an assignment that passes the rest (the scheduled checks); the search then goes
+//! on, which keeps it exact: the branches already closed were closed by fewer premises.
+
+use std::time::Instant;
+
+use super::infinite::Answer;
+use super::{relaxation_fits, Holding, Premise, Relaxation, Windows};
+
+/// What a caller's check says of an assignment that passes the relaxation: premises that
+/// exclude it (none: accepted).
+pub type Leaf<'a> = dyn FnMut(&[usize]) -> crate::error::Result<Vec<Premise>> + 'a;
+
+/// Decides the relaxation at `period` (finite) until `deadline`: with `premises` (those
+/// valid at `period`; the ones `leaf` adds are appended), and `leaf` asked about every
+/// assignment that passes everything else.
+pub fn decide(
+    relax: &Relaxation,
+    period: f64,
+    premises: &mut Vec<Premise>,
+    deadline: Option<Instant>,
+    leaf: &mut Leaf<'_>,
+) -> crate::error::Result<Answer> {
+    let n = relax.layers;
+    let procs = relax.processors.min(n).max(1);
+    let mut rest_load = vec![0.0; n + 1];
+    let mut rest_memory = vec![0.0; n + 1];
+    for j in (0..n).rev() {
+        rest_load[j] = rest_load[j + 1] + relax.u[j];
+        rest_memory[j] =
+            rest_memory[j + 1] + 3.0 * relax.weights[j] + relax.stash[j] * relax.suffix(j) / period;
+    }
+    let mut search = Search {
+        relax,
+        period,
+        procs,
+        cap_time: period * (1.0 + relax.slack),
+        cap_mem: relax.memory * (1.0 + relax.slack),
+        rest_load,
+        rest_memory,
+        deadline,
+        assignment: Vec::with_capacity(n),
+        loads: vec![0.0; procs],
+        links: vec![0.0; procs * procs],
+        needs: vec![0.0; procs],
+        premises,
+        leaf,
+        error: None,
+        nodes: 0,
+        out_of_time: false,
+    };
+    let found = search.place(0);
+    if let Some(e) = search.error {
+        return Err(e);
+    }
+    Ok(if found {
+        Answer::Feasible(search.assignment)
+    } else if search.out_of_time {
+        Answer::Undecided
+    } else {
+        Answer::Infeasible
+    })
+}
+
+/// Whether `premise` excludes the partial assignment `a` (layers `0..a.len()`); with
+/// `complete`, `a` is the whole chain, otherwise only a premise whose last layer is the
+/// last one placed is looked at (earlier ones were, when their last layer was placed).
+fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
+    let h = match premise {
+        Premise::Excluded { assignment, .. } => {
+            return complete && relabel(assignment) == relabel(a);
+        }
+        Premise::Scheduled { holding, .. } => holding,
+        // Implied by the facts the search checks (they come from them).
+        Premise::Exact(_) | Premise::Limited(_) => return false,
+    };
+    let last = h
+        .runs
+        .last()
+        .map_or(0, |r| r.1)
+        .max(h.cuts.last().map_or(0, |c| c + 1));
+    if last >= a.len() || (!complete && last + 1 != a.len()) {
+        return false;
+    }
+    let q = a[h.runs[0].0];
+    h.runs
+        .iter()
+        .all(|&(f, l)| a[f..=l].iter().all(|&p| p == q))
+        && h.cuts.iter().all(|&c| a[c] != a[c + 1])
+}
+
+/// Labels processors by first appearance along the chain.
+fn relabel(a: &[usize]) -> Vec<usize> {
+    let mut label: Vec<Option<usize>> = Vec::new();
+    let mut next = 0;
+    a.iter()
+        .map(|&p| {
+            if label.len() <= p {
+                label.resize(p + 1, None);
+            }
+            *label[p].get_or_insert_with(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
+}
+
+struct Search<'a, 'b> {
+    relax: &'a Relaxation,
+    period: f64,
+    procs: usize,
+    cap_time: f64,
+    cap_mem: f64,
+    /// Load of layers `k..`.
+    rest_load: Vec<f64>,
+    /// The least that layers `k..` add to the averages of the processors that take them.
+    rest_memory: Vec<f64>,
+    deadline: Option<Instant>,
+    assignment: Vec<usize>,
+    loads: Vec<f64>,
+    /// `links[p * procs + q]` (`p < q`): the load of the link between `p` and `q`.
+    links: Vec<f64>,
+    /// Each processor's average need ([`Relaxation::holding_need`]) on its layers so far.
+    needs: Vec<f64>,
+    premises: &'a mut Vec<Premise>,
+    leaf: &'a mut Leaf<'b>,
+    /// The first error of `leaf`: the search stops.
+    error: Option<crate::error::Error>,
+    nodes: u64,
+    out_of_time: bool,
+}
+
+impl Search<'_, '_> {
+    /// Whether layers `k..` can be placed after the current ones.
+    fn place(&mut self, k: usize) -> bool {
+        let relax = self.relax;
+        if k == relax.layers {
+            return self.accept();
+        }
+        self.nodes += 1;
+        if self.nodes & 255 == 0 && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.out_of_time = true;
+        }
+        if self.out_of_time {
+            return false;
+        }
+        let used = self.assignment.iter().max().map_or(0, |&m| m + 1);
+        let before = self.assignment.last().copied();
+        // The processor of the layer before first (no cut), then the others, least loaded
+        // first, then a new one.
+        let mut order: Vec<usize> = before.into_iter().collect();
+        let mut others: Vec<usize> = (0..used).filter(|&p| Some(p) != before).collect();
+        others.sort_by(|&a, &b| self.loads[a].total_cmp(&self.loads[b]));
+        order.extend(others);
+        if used < self.procs {
+            order.push(used);
+        }
+        for p in order {
+            if self.loads[p] + relax.u[k] > self.cap_time {
+                continue;
+            }
+            let link = before
+                .filter(|&q| q != p)
+                .map(|q| q.min(p) * self.procs + q.max(p));
+            if let Some(e) = link {
+                let load = self.links[e] + relax.link_factor * relax.comm[k - 1];
+                if load > self.cap_time {
+                    continue;
+                }
+            }
+            // Time left on every processor for the rest of the chain.
+            let room: f64 = self
+                .loads
+                .iter()
+                .enumerate()
+                .map(|(q, &l)| self.cap_time - l - if q == p { relax.u[k] } else { 0.0 })
+                .sum();
+            if self.rest_load[k + 1] > room {
+                continue;
+            }
+            self.assignment.push(p);
+            let saved = self.needs.clone();
+            let fits = self.memory_fits(p, link.is_some())
+                && !self
+                    .premises
+                    .iter()
+                    .any(|h| excludes(h, &self.assignment, false));
+            if fits {
+                self.loads[p] += relax.u[k];
+                if let Some(e) = link {
+                    self.links[e] += relax.link_factor * relax.comm[k - 1];
+                }
+                if self.place(k + 1) {
+                    return true;
+                }
+                self.loads[p] -= relax.u[k];
+                if let Some(e) = link {
+                    self.links[e] -= relax.link_factor * relax.comm[k - 1];
+                }
+            }
+            self.assignment.pop();
+            self.needs = saved;
+            if self.out_of_time {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Whether a complete assignment passes: the relaxation, every premise, then `leaf`
+    /// (whose premises join the others).
+    fn accept(&mut self) -> bool {
+        let a = &self.assignment;
+        if !relaxation_fits(self.relax, a, self.period)
+            || self.premises.iter().any(|h| excludes(h, a, true))
+        {
+            return false;
+        }
+        match (self.leaf)(a) {
+            Ok(found) if found.is_empty() => true,
+            Ok(found) => {
+                self.premises.extend(found);
+                false
+            }
+            Err(e) => {
+                self.error = Some(e);
+                self.out_of_time = true;
+                false
+            }
+        }
+    }
+
+    /// Whether the processors' facts hold on the current partial assignment (processor `p`
+    /// just received a layer; with `crossed`, a cut crossed before it and every processor
+    /// is checked again), and the rest of the chain still fits under their averages.
+    fn memory_fits(&mut self, p: usize, crossed: bool) -> bool {
+        let relax = self.relax;
+        let k = self.assignment.len();
+        let check: Vec<usize> = if crossed {
+            (0..self.procs).collect()
+        } else {
+            vec![p]
+        };
+        for q in check {
+            let Some(h) = Holding::of(&self.assignment, q) else {
+                continue;
+            };
+            match relax.holding_need(&h, self.period, Windows::Waited) {
+                Some(need) => self.needs[q] = need,
+                None => return false,
+            }
+        }
+        let room: f64 = self.needs.iter().map(|&need| self.cap_mem - need).sum();
+        self.rest_memory[k] <= room
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::milp::general::for_each_allocation;
+    use crate::model::Platform;
+    use crate::nets::random::{one_processor_memory, random_chain};
+
+    /// The search's answer against every assignment of small random chains, at periods from
+    /// the load bound up and memory from loose to tight: "infeasible" exactly when no
+    /// assignment passes [`relaxation_fits`], and every assignment it returns passes.
+    #[test]
+    fn agrees_with_exhaustive_search() {
+        let mut decided = [0usize; 2];
+        for seed in 1..=30u64 {
+            let n = 4 + (seed as usize % 4);
+            let instance = random_chain(seed, n);
+            let total: f64 = instance.layers.iter().map(|l| l.fwd + l.bwd).sum();
+            for procs in [2, 3] {
+                for share in [0.35, 0.6, 1.0] {
+                    for bandwidth in [2.0, 20.0] {
+                        let platform = Platform::new(
+                            procs,
+                            share * one_processor_memory(&instance),
+                            bandwidth,
+                        );
+                        let relax = Relaxation::new(&instance, &platform);
+                        for factor in [0.4, 0.6, 0.9, 1.5] {
+                            let period = factor * total;
+                            let mut any = false;
+                            for_each_allocation(n, procs, |a| {
+                                any |= relaxation_fits(&relax, a, period)
+                            });
+                            let mut none = Vec::new();
+                            match decide(&relax, period, &mut none, None, &mut |_| Ok(Vec::new()))
+                                .unwrap()
+                            {
+                                Answer::Feasible(a) => {
+                                    assert!(relaxation_fits(&relax, &a, period));
+                                    decided[1] += 1;
+                                }
+                                Answer::Infeasible => {
+                                    assert!(!any, "seed {seed}, P = {procs}, {share}, {period}");
+                                    decided[0] += 1;
+                                }
+                                Answer::Undecided => unreachable!("no deadline"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Both answers occur, so neither direction is checked vacuously.
+        assert!(decided[0] > 100 && decided[1] > 100, "{decided:?}");
+    }
+}
