@@ -92,8 +92,10 @@ enum Command {
     /// The bound is the smallest period at which a relaxation of the problem (which
     /// processor holds each layer; loads of processors and links; static memory; at every
     /// forward start, the batches each stash must hold along one batch's chain; average
-    /// memory over the stashes' windows) has a solution, found by a MILP (HiGHS) bisected on
-    /// the period. "infeasible" means that even one batch at a time fits no allocation.
+    /// memory over the stashes' windows) has a solution, decided at each period by a search
+    /// over assignments (a MILP through HiGHS where the search runs out of time) and
+    /// bisected on the period. "infeasible" means that even one batch at a time fits no
+    /// allocation.
     /// See src/milp/global_bound.rs for the argument.
     Bound(cli::bound::BoundArgs),
     /// Find the best periodic pattern for a plan's allocation with the scheduling MILP

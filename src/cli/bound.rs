@@ -88,7 +88,7 @@ pub fn run(args: BoundArgs) -> anyhow::Result<ExitCode> {
             println!("complete        {}", b.complete);
         }
         println!(
-            "solve time      {} ({} MILPs, {} nodes)",
+            "solve time      {} ({} probes, {} MILP nodes)",
             ShowSeconds(b.solve_seconds),
             b.solves,
             b.nodes

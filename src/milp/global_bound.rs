@@ -4,8 +4,10 @@
 //! The bound is the smallest period at which a *relaxation* of the planning problem has a
 //! solution. The relaxation keeps what every valid plan must satisfy and forgets the rest:
 //! it decides only which processor holds each layer, and replaces the pattern by facts
-//! about one batch's chain of operations that hold whatever the pattern. It is solved
-//! exactly by a MILP (HiGHS) at fixed periods, with bisection on the period. Every plan the
+//! about one batch's chain of operations that hold whatever the pattern. It is decided
+//! exactly at fixed periods, with bisection on the period: first by a depth-first search
+//! over assignments ([`search`]), then, where that runs out of time, by a MILP (HiGHS) in
+//! a loop of lazily added rows (below). Every plan the
 //! judge accepts at period `T*` makes the relaxation feasible at `T*`, and a plan stretched
 //! to a longer period stays valid, so every period proven relaxation-infeasible is strictly
 //! below every valid plan's period.
@@ -195,8 +197,10 @@ pub struct GlobalBound {
     pub candidates: Vec<Vec<usize>>,
     /// True when the bisection reached its precision with every solve decided.
     pub complete: bool,
-    /// Relaxation MILPs run (each a Benders loop at one period).
+    /// Probes of the relaxation, one period each (a search over assignments, then, where
+    /// it ran out of time, a loop of MILPs).
     pub solves: usize,
+    /// Branch-and-bound nodes of the MILPs.
     pub nodes: u64,
     pub solve_seconds: f64,
     /// How the bound was obtained, in words.
@@ -1588,8 +1592,9 @@ pub fn global_lower_bound_learning(
             feasible_at = Some(hi);
         }
     }
-    out.method =
-        "relaxation MILP (assignment, cuts, loads, stash windows) bisected on the period".into();
+    out.method = "relaxation (assignment, cuts, loads, stash windows) decided by a search over \
+                  assignments or a MILP, bisected on the period"
+        .into();
     // Two phases when the scheduled checks apply: the closed forms alone first (cheap
     // probes, at most half of the time), then, from the bound they prove, the scheduled
     // checks too (module docs, "Scheduled premises"). Premises carry over.

@@ -216,6 +216,8 @@ impl Search<'_, '_> {
                     .iter()
                     .any(|h| excludes(h, &self.assignment, false));
             if fits {
+                // Restored from copies, not by subtraction: no rounding drift over the search.
+                let (load, link_load) = (self.loads[p], link.map(|e| self.links[e]));
                 self.loads[p] += relax.u[k];
                 if let Some(e) = link {
                     self.links[e] += relax.link_factor * relax.comm[k - 1];
@@ -223,9 +225,9 @@ impl Search<'_, '_> {
                 if self.place(k + 1) {
                     return true;
                 }
-                self.loads[p] -= relax.u[k];
-                if let Some(e) = link {
-                    self.links[e] -= relax.link_factor * relax.comm[k - 1];
+                self.loads[p] = load;
+                if let (Some(e), Some(v)) = (link, link_load) {
+                    self.links[e] = v;
                 }
             }
             self.assignment.pop();
