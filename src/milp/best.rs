@@ -9,7 +9,8 @@
 //!    gives a lower bound and the assignments its loop found feasible on the way. Where the
 //!    contiguous optimum has no plan, MadPipe's plans (below) are made first, so that the
 //!    bound knows a period to bisect below instead of spending its time on a proof that no
-//!    period fits. A bound that says "infeasible" of a case with a judged plan is an
+//!    period fits, unless the bound's packing search proves at once that no plan fits at
+//!    any period. A bound that says "infeasible" of a case with a judged plan is an
 //!    internal error, never a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
@@ -59,8 +60,8 @@ use crate::milp::fixed_allocation::{
 use crate::milp::general::general_optimum;
 use crate::milp::global_bound::anneal::{anneal_assignments, canonical, AnnealOptions};
 use crate::milp::global_bound::{
-    decide_period, global_lower_bound_learning, BoundOptions, Decision, GlobalBound, Premise,
-    Relaxation, Verdict,
+    decide_period, global_lower_bound_learning, infinite, BoundOptions, Decision, GlobalBound,
+    Premise, Relaxation, Verdict,
 };
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
@@ -296,8 +297,15 @@ impl Planner for BestPlanner {
         };
         // 2. Where the contiguous optimum has no plan, MadPipe's plans come before the bound:
         // a known period lets the bound bisect below it instead of spending its time on a
-        // proof that no period fits.
-        let madpipe_first = incumbent.is_none();
+        // proof that no period fits. Unless the packing search (milliseconds) proves at once
+        // that no plan fits: the bound then says so without MadPipe's seconds.
+        let no_plan_at_all = || {
+            let relax = Relaxation::new(instance, platform);
+            let limit = left().min(Duration::from_secs(1));
+            infinite::Packing::new(&relax).decide(Some(Instant::now() + limit))
+                == infinite::Answer::Infeasible
+        };
+        let madpipe_first = incumbent.is_none() && !no_plan_at_all();
         if madpipe_first {
             madpipe(&mut incumbent);
         }

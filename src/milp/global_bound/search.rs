@@ -341,4 +341,67 @@ mod tests {
         // Both answers occur, so neither direction is checked vacuously.
         assert!(decided[0] > 100 && decided[1] > 100, "{decided:?}");
     }
+
+    /// Whether some processor holds every layer of `h` with every cut of `h` crossing: the
+    /// meaning of a premise's row in the MILP, written independently of [`excludes`].
+    fn matches(h: &Holding, a: &[usize]) -> bool {
+        (0..a.len()).any(|q| {
+            h.runs.iter().all(|&(f, l)| (f..=l).all(|k| a[k] == q))
+                && h.cuts.iter().all(|&c| a[c] != a[c + 1])
+        })
+    }
+
+    /// With a caller's check that rejects assignments by premises (here: any processor
+    /// holding three layers or more, a premise on its runs and crossing cuts), the search
+    /// either returns an assignment that passes the relaxation and the check, or has
+    /// learnt premises that exclude every assignment passing the relaxation: it goes on
+    /// after a rejection without losing any assignment, and prunes by the premises.
+    #[test]
+    fn premises_added_during_the_search_keep_it_exact() {
+        let mut answers = [0usize; 2];
+        for seed in 40..60u64 {
+            let n = 4 + (seed as usize % 3);
+            let instance = random_chain(seed, n);
+            let total: f64 = instance.layers.iter().map(|l| l.fwd + l.bwd).sum();
+            for procs in [2, 3] {
+                let platform = Platform::new(procs, one_processor_memory(&instance), 20.0);
+                let relax = Relaxation::new(&instance, &platform);
+                let period = 0.8 * total;
+                let mut premises = Vec::new();
+                let mut leaf = |a: &[usize]| {
+                    Ok((0..procs)
+                        .filter_map(|q| Holding::of(a, q))
+                        .filter(|h| h.layers() >= 3)
+                        .map(|holding| Premise::Scheduled { holding, period })
+                        .collect::<Vec<_>>())
+                };
+                let answer = decide(&relax, period, &mut premises, None, &mut leaf).unwrap();
+                let excluded = |a: &[usize]| {
+                    premises.iter().any(|p| match p {
+                        Premise::Scheduled { holding, .. } => matches(holding, a),
+                        _ => unreachable!(),
+                    })
+                };
+                match answer {
+                    Answer::Feasible(a) => {
+                        assert!(relaxation_fits(&relax, &a, period) && !excluded(&a));
+                        // Only processors of at most two layers pass the check.
+                        assert!((0..procs).all(|q| a.iter().filter(|&&p| p == q).count() < 3));
+                        answers[1] += 1;
+                    }
+                    Answer::Infeasible => {
+                        for_each_allocation(n, procs, |a| {
+                            assert!(
+                                !relaxation_fits(&relax, a, period) || excluded(a),
+                                "seed {seed}, P = {procs}: {a:?} passes and was not excluded"
+                            );
+                        });
+                        answers[0] += 1;
+                    }
+                    Answer::Undecided => unreachable!("no deadline"),
+                }
+            }
+        }
+        assert!(answers[0] > 5 && answers[1] > 5, "{answers:?}");
+    }
 }
