@@ -239,25 +239,9 @@ impl Search<'_> {
 mod tests {
     use super::super::{relaxation_fits, Holding};
     use super::*;
+    use crate::milp::general::for_each_allocation;
     use crate::model::Platform;
     use crate::nets::random::{one_processor_memory, random_chain};
-
-    /// Every assignment with labels by first appearance (restricted growth strings).
-    fn assignments(n: usize, procs: usize, f: &mut dyn FnMut(&[usize])) {
-        fn rec(a: &mut Vec<usize>, n: usize, procs: usize, f: &mut dyn FnMut(&[usize])) {
-            if a.len() == n {
-                f(a);
-                return;
-            }
-            let used = a.iter().max().map_or(0, |m| m + 1);
-            for p in 0..(used + 1).min(procs) {
-                a.push(p);
-                rec(a, n, procs, f);
-                a.pop();
-            }
-        }
-        rec(&mut Vec::new(), n, procs, f);
-    }
 
     fn fits_everywhere(relax: &Relaxation, a: &[usize]) -> bool {
         relaxation_fits(relax, a, f64::INFINITY)
@@ -281,7 +265,7 @@ mod tests {
                         Platform::new(procs, share * one_processor_memory(&instance), 6.0);
                     let relax = Relaxation::new(&instance, &platform);
                     let mut any = false;
-                    assignments(n, procs, &mut |a| any |= fits_everywhere(&relax, a));
+                    for_each_allocation(n, procs, |a| any |= fits_everywhere(&relax, a));
                     match Packing::new(&relax).decide(None) {
                         Answer::Feasible(a) => {
                             assert!(any);
