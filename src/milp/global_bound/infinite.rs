@@ -29,6 +29,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::anneal::canonical;
 use super::Relaxation;
 
 /// What the search proved at an infinite period.
@@ -135,25 +136,13 @@ impl Packing {
             for &(k, m, p) in &search.runs {
                 assignment[k..=m].iter_mut().for_each(|a| *a = p);
             }
-            Answer::Feasible(relabel(&assignment))
+            Answer::Feasible(canonical(&assignment))
         } else if search.out_of_time {
             Answer::Undecided
         } else {
             Answer::Infeasible
         }
     }
-}
-
-/// Labels processors by first appearance along the chain.
-fn relabel(assignment: &[usize]) -> Vec<usize> {
-    let mut label: HashMap<usize, usize> = HashMap::new();
-    assignment
-        .iter()
-        .map(|p| {
-            let next = label.len();
-            *label.entry(*p).or_insert(next)
-        })
-        .collect()
 }
 
 struct Search<'a> {

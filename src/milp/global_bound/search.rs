@@ -33,6 +33,7 @@
 
 use std::time::Instant;
 
+use super::anneal::canonical;
 use super::infinite::Answer;
 use super::{relaxation_fits, Holding, Premise, Relaxation, Windows};
 
@@ -97,7 +98,7 @@ pub fn decide(
 fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
     let h = match premise {
         Premise::Excluded { assignment, .. } => {
-            return complete && relabel(assignment) == relabel(a);
+            return complete && canonical(assignment) == canonical(a);
         }
         Premise::Scheduled { holding, .. } => holding,
         // Implied by the facts the search checks (they come from them).
@@ -116,23 +117,6 @@ fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
         .iter()
         .all(|&(f, l)| a[f..=l].iter().all(|&p| p == q))
         && h.cuts.iter().all(|&c| a[c] != a[c + 1])
-}
-
-/// Labels processors by first appearance along the chain.
-fn relabel(a: &[usize]) -> Vec<usize> {
-    let mut label: Vec<Option<usize>> = Vec::new();
-    let mut next = 0;
-    a.iter()
-        .map(|&p| {
-            if label.len() <= p {
-                label.resize(p + 1, None);
-            }
-            *label[p].get_or_insert_with(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect()
 }
 
 struct Search<'a, 'b> {
