@@ -1779,8 +1779,14 @@ mod tests {
         assert!((total - whole).abs() <= 1e-6 * whole, "{total} vs {whole}");
     }
 
-    /// Whether `assignment` obeys the rows of `premise` at `period` (every processor label).
-    fn obeys(relax: &Relaxation, premise: &Premise, assignment: &[usize], period: f64) -> bool {
+    /// Whether `assignment` obeys the rows of `premise` at `period` (every processor label);
+    /// also the search's tests' reading of a premise, independent of its pruning.
+    pub(super) fn obeys(
+        relax: &Relaxation,
+        premise: &Premise,
+        assignment: &[usize],
+        period: f64,
+    ) -> bool {
         let crosses = |c: usize| assignment[c] != assignment[c + 1];
         let h = match premise {
             Premise::Exact(h) | Premise::Limited(h) => h,

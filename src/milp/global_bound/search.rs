@@ -273,6 +273,7 @@ impl Search<'_, '_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::obeys;
     use super::*;
     use crate::milp::general::for_each_allocation;
     use crate::model::Platform;
@@ -326,15 +327,6 @@ mod tests {
         assert!(decided[0] > 100 && decided[1] > 100, "{decided:?}");
     }
 
-    /// Whether some processor holds every layer of `h` with every cut of `h` crossing: the
-    /// meaning of a premise's row in the MILP, written independently of [`excludes`].
-    fn matches(h: &Holding, a: &[usize]) -> bool {
-        (0..a.len()).any(|q| {
-            h.runs.iter().all(|&(f, l)| (f..=l).all(|k| a[k] == q))
-                && h.cuts.iter().all(|&c| a[c] != a[c + 1])
-        })
-    }
-
     /// With a caller's check that rejects assignments by premises (here: any processor
     /// holding three layers or more, a premise on its runs and crossing cuts), the search
     /// either returns an assignment that passes the relaxation and the check, or has
@@ -360,12 +352,7 @@ mod tests {
                         .collect::<Vec<_>>())
                 };
                 let answer = decide(&relax, period, &mut premises, None, &mut leaf).unwrap();
-                let excluded = |a: &[usize]| {
-                    premises.iter().any(|p| match p {
-                        Premise::Scheduled { holding, .. } => matches(holding, a),
-                        _ => unreachable!(),
-                    })
-                };
+                let excluded = |a: &[usize]| premises.iter().any(|p| !obeys(&relax, p, a, period));
                 match answer {
                     Answer::Feasible(a) => {
                         assert!(relaxation_fits(&relax, &a, period) && !excluded(&a));
