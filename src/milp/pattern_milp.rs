@@ -2,7 +2,7 @@
 //! pattern of period `T` exist that respects dependencies, exclusive resources modulo `T`
 //! and memory (docs/model.md sections 4 to 6)? The scheduling search of
 //! [`fixed_allocation`](crate::milp::fixed_allocation) bisects `T` over it; the global
-//! bound asks it about one processor at a time ([`Scope::focus`]); `best`'s exact checks ask
+//! bound asks it about one processor or a few at a time ([`Scope::focus`]); `best`'s exact checks ask
 //! it about every stage structure of an assignment at once ([`Scope::mergeable`]).
 //!
 //! The formulation is MadPipe's second-phase problem (Beaumont, Eyraud-Dubois, Shilova,
@@ -37,12 +37,12 @@
 //! `sigma` and `m`.
 //!
 //! # Scopes
-//! - [`Scope::focus`] keeps one processor's circle and memory, and of every other resource
+//! - [`Scope::focus`] keeps some processors' circles and memories, and of every other resource
 //!   only the pairs that every allocation with the same layers there and the same cuts
 //!   crossing has: each other stage's own forward and backward (they share a processor
 //!   whatever it is) and each cut's own two transfers (they share a link when half duplex).
 //!   Every pattern of the allocation satisfies it: a relaxation, used by the global bound
-//!   to prove that a processor holding given layers with given cuts crossing cannot fit at
+//!   to prove that processors holding given layers with given cuts crossing cannot fit at
 //!   `T` (docs/bounds.md, "Scheduled premises").
 //! - [`Scope::mergeable`] lets the MILP merge consecutive stages of one processor (which
 //!   share no transfer) into one stage: when merged, their forwards and backwards run back
@@ -75,9 +75,9 @@ pub const MARGIN: f64 = 1e-8;
 /// Which part of the problem the model keeps (module docs, "Scopes").
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Scope {
-    /// Only this processor's circle and memory, and the pairs every allocation with the
+    /// Only these processors' circles and memories, and the pairs every allocation with the
     /// same layers there and the same cuts crossing shares.
-    pub focus: Option<usize>,
+    pub focus: Option<Vec<usize>>,
     /// `mergeable[s]`: stages `s` and `s + 1` (consecutive, on one processor) may be merged
     /// by the MILP. Empty: none. Not with shared tensors further apart than neighbours
     /// (`stash_shared`), whose merged stash is not a sum of pairwise terms.
@@ -119,7 +119,7 @@ impl PatternMilp {
         let graph = BatchGraph::new(instance, platform, allocation);
         let order = graph.chain_order()?;
         let statics = static_memory(instance, platform, allocation);
-        let kept_processor = |p: usize| scope.focus.is_none_or(|f| f == p);
+        let kept_processor = |p: usize| scope.focus.as_ref().is_none_or(|f| f.contains(&p));
         if statics
             .iter()
             .enumerate()
@@ -154,9 +154,9 @@ impl PatternMilp {
             if oi.resource != oj.resource || oi.duration <= 0.0 || oj.duration <= 0.0 {
                 return false;
             }
-            match (scope.focus, oi.resource) {
+            match (&scope.focus, oi.resource) {
                 (None, _) => true,
-                (Some(f), Resource::Processor(p)) => p == f || same_stage(i, j),
+                (Some(f), Resource::Processor(p)) => f.contains(&p) || same_stage(i, j),
                 (Some(_), Resource::Link { .. }) => same_stage(i, j),
             }
         };

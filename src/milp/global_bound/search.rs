@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use super::anneal::canonical;
 use super::infinite::Answer;
-use super::{relaxation_fits, Holding, Premise, Relaxation, Windows};
+use super::{held_apart, relaxation_fits, Holding, Premise, Relaxation, Windows};
 
 /// What a caller's check says of an assignment that passes the relaxation: premises that
 /// exclude it (none: accepted).
@@ -96,27 +96,28 @@ pub fn decide(
 /// `complete`, `a` is the whole chain, otherwise only a premise whose last layer is the
 /// last one placed is looked at (earlier ones were, when their last layer was placed).
 fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
-    let h = match premise {
+    let holdings = match premise {
         Premise::Excluded { assignment, .. } => {
             return complete && canonical(assignment) == canonical(a);
         }
-        Premise::Scheduled { holding, .. } => holding,
+        Premise::Scheduled { holdings, .. } => holdings,
         // Implied by the facts the search checks (they come from them).
         Premise::Exact(_) | Premise::Limited(_) => return false,
     };
-    let last = h
-        .runs
-        .last()
-        .map_or(0, |r| r.1)
-        .max(h.cuts.last().map_or(0, |c| c + 1));
+    let last = holdings
+        .iter()
+        .map(|h| {
+            h.runs
+                .last()
+                .map_or(0, |r| r.1)
+                .max(h.cuts.last().map_or(0, |c| c + 1))
+        })
+        .max()
+        .unwrap_or(0);
     if last >= a.len() || (!complete && last + 1 != a.len()) {
         return false;
     }
-    let q = a[h.runs[0].0];
-    h.runs
-        .iter()
-        .all(|&(f, l)| a[f..=l].iter().all(|&p| p == q))
-        && h.cuts.iter().all(|&c| a[c] != a[c + 1])
+    held_apart(holdings, a)
 }
 
 struct Search<'a, 'b> {
@@ -348,7 +349,10 @@ mod tests {
                     Ok((0..procs)
                         .filter_map(|q| Holding::of(a, q))
                         .filter(|h| h.layers() >= 3)
-                        .map(|holding| Premise::Scheduled { holding, period })
+                        .map(|holding| Premise::Scheduled {
+                            holdings: vec![holding],
+                            period,
+                        })
                         .collect::<Vec<_>>())
                 };
                 let answer = decide(&relax, period, &mut premises, None, &mut leaf).unwrap();
