@@ -277,10 +277,10 @@ struct Scheduling {
     answered: Arc<Mutex<HashMap<Vec<Holding>, Unproven>>>,
 }
 
-/// What the focused checks of one processor's runs and cuts proved nothing at: a pattern
-/// found at `feasible_from` (hence at every longer period, by stretching), and checks cut
-/// short by their time limit (period, limit). Neither is a fact about the case; they only
-/// spare a check that would again prove nothing.
+/// What the focused checks of some runs and cuts (one processor's, or a group's) proved
+/// nothing at: a pattern found at `feasible_from` (hence at every longer period, by
+/// stretching), and checks cut short by their time limit (period, limit). Neither is a
+/// fact about the case; they only spare a check that would again prove nothing.
 #[derive(Debug, Clone, Default)]
 struct Unproven {
     feasible_from: Option<f64>,
