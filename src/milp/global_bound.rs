@@ -822,7 +822,6 @@ impl Relaxation {
         if !period.is_finite() {
             return Ok(Vec::new());
         }
-        let n = self.layers;
         let limit = || {
             deadline
                 .map_or(SCHEDULED_CHECK_LIMIT, |d| {
@@ -886,29 +885,14 @@ impl Relaxation {
                 continue;
             }
             // Proven. More general if it holds with only the boundary cuts of p's runs
-            // crossing (every layer not on p on one other processor).
-            let boundary: Vec<usize> = h
-                .cuts
-                .iter()
-                .copied()
-                .filter(|&c| h.is_boundary(c))
-                .collect();
-            let mut proven = h.clone();
-            if boundary.len() < h.cuts.len() {
-                let other = usize::from(p == 0);
-                let alone: Vec<usize> = (0..n)
-                    .map(|l| if assignment[l] == p { p } else { other })
-                    .collect();
-                let general = Holding {
-                    runs: h.runs.clone(),
-                    cuts: boundary,
-                };
-                if check(&alone, &[p], std::slice::from_ref(&general))? == Some(false) {
-                    proven = general;
-                }
+            // crossing.
+            let mut proven = vec![h.clone()];
+            let (alone, general) = boundary_only(assignment, &[p]);
+            if general != proven && check(&alone, &[p], &general)? == Some(false) {
+                proven = general;
             }
             out.push(Premise::Scheduled {
-                holdings: vec![proven],
+                holdings: proven,
                 period,
             });
         }
@@ -946,9 +930,7 @@ impl Relaxation {
             if group.len() < 2 || group.len() >= used {
                 return Ok(false);
             }
-            let members: Vec<usize> = group.iter().map(|(p, _)| *p).collect();
-            let mut holdings: Vec<Holding> = group.iter().map(|(_, h)| h.clone()).collect();
-            holdings.sort_by_key(|h| h.runs[0].0);
+            let (members, holdings) = in_chain_order(group);
             Ok(check(assignment, &members, &holdings)? == Some(false))
         };
         let small = greedy(&without_largest);
@@ -974,29 +956,44 @@ impl Relaxation {
                 group = fewer;
             }
         }
-        let members: Vec<usize> = group.iter().map(|(p, _)| *p).collect();
-        let mut holdings: Vec<Holding> = group.into_iter().map(|(_, h)| h).collect();
-        holdings.sort_by_key(|h| h.runs[0].0);
         // More general if it holds with only the boundary cuts of the members' runs
-        // crossing (every other layer on one processor outside the group, which exists: the
-        // group leaves out a used processor).
-        if let Some(other) = (0..used).find(|q| !members.contains(q)) {
-            let alone: Vec<usize> = assignment
-                .iter()
-                .map(|&q| if members.contains(&q) { q } else { other })
-                .collect();
-            let mut general: Vec<Holding> = members
-                .iter()
-                .filter_map(|&p| Holding::of(&alone, p))
-                .collect();
-            general.sort_by_key(|h| h.runs[0].0);
-            if general != holdings && check(&alone, &members, &general)? == Some(false) {
-                holdings = general;
-            }
+        // crossing (the group leaves out a used processor, which takes every other layer).
+        let (members, mut holdings) = in_chain_order(&group);
+        let (alone, general) = boundary_only(assignment, &members);
+        if general != holdings && check(&alone, &members, &general)? == Some(false) {
+            holdings = general;
         }
         out.push(Premise::Scheduled { holdings, period });
         Ok(out)
     }
+}
+
+/// The processors of a group and their holdings, in the chain order of their first layers
+/// (the form a premise on the group is kept in).
+fn in_chain_order(group: &[(usize, Holding)]) -> (Vec<usize>, Vec<Holding>) {
+    let mut group = group.to_vec();
+    group.sort_by_key(|(_, h)| h.runs[0].0);
+    group.into_iter().unzip()
+}
+
+/// `assignment` with the processors `members` keeping their layers and every other layer
+/// on one processor outside them (the lowest label not among them), and the members'
+/// holdings there, in chain order: their runs with only the runs' boundary cuts crossing,
+/// the most general premise a proof on that assignment gives.
+fn boundary_only(assignment: &[usize], members: &[usize]) -> (Vec<usize>, Vec<Holding>) {
+    let other = (0..)
+        .find(|q| !members.contains(q))
+        .expect("a label outside finitely many members");
+    let alone: Vec<usize> = assignment
+        .iter()
+        .map(|&q| if members.contains(&q) { q } else { other })
+        .collect();
+    let mut holdings: Vec<Holding> = members
+        .iter()
+        .filter_map(|&p| Holding::of(&alone, p))
+        .collect();
+    holdings.sort_by_key(|h| h.runs[0].0);
+    (alone, holdings)
 }
 
 /// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
