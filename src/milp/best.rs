@@ -18,7 +18,8 @@
 //!    increasing order of their allocation bound, the incumbent's assignment and the
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
-//!    tensor free to form one stage, all decided by one MILP per period).
+//!    tensor free to form one stage, all decided by one MILP per period), together within
+//!    a third of the time left (`SEEDS_SHARE`).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
 //!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
 //!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
@@ -36,12 +37,14 @@
 //!    8`, at most 3 s) offers its plan, and the search runs again around it if it is better.
 //!
 //! 5. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
-//!    below the incumbent? [`decide_period`] runs the bound's loop just below the
-//!    incumbent's period and hands every assignment that passes the relaxation to the
-//!    scheduling MILP over every stage structure of the assignment at that period (one
-//!    MILP, exact). A pattern found becomes the incumbent and the question is asked again;
-//!    an assignment proven to have none is excluded; no assignment left proves the
-//!    incumbent optimal (to 0.1%).
+//!    below a period `T`? [`decide_period`] runs the bound's loop at `T` and hands every
+//!    assignment that passes the relaxation to the scheduling MILP over every stage
+//!    structure of the assignment at `T` (one MILP, exact). A pattern found becomes the
+//!    incumbent and the question is asked again; an assignment proven to have none is
+//!    excluded; no assignment left proves that no plan is at `T` or below. `T` is the
+//!    geometric middle of the bound and the incumbent while the gap is wider than
+//!    `HALVING_GAP` (each answer halves it), then just below the incumbent (no assignment
+//!    left proves it optimal, to 0.1%).
 //!
 //! The search stops when the incumbent is within the bound's precision of the global
 //! bound (proven optimal), when the exact checks cannot decide, or at the time limit
@@ -138,6 +141,20 @@ enum Structures {
 
 /// The longest one scheduling MILP of the seeds and of the local search may take.
 const SCHEDULE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The share of the time left after the annealing that the local search (with the general
+/// MILP on groups) may take, so that the exact checks, which both find plans and prove
+/// them, keep the rest.
+const SEARCH_SHARE: f64 = 1.0 / 3.0;
+
+/// The exact checks ask about the middle of the bound and the incumbent while the gap is
+/// wider than this, and just below the incumbent after.
+const HALVING_GAP: f64 = 0.004;
+
+/// The share of the time left after the bound that the seeds may take together, so that
+/// the local search and the exact checks keep time on chains whose every-structure MILPs
+/// are slow.
+const SEEDS_SHARE: f64 = 1.0 / 3.0;
 
 /// Chains of at most this many layers are searched over every stage structure of an
 /// assignment (a stage per layer, merges of layers that share a tensor decided by the
@@ -425,9 +442,11 @@ impl Planner for BestPlanner {
             .map(|(_, a)| a.clone())
             .take(ANNEAL_STARTS)
             .collect();
+        let seeds_until = Instant::now() + left().mul_f64(SEEDS_SHARE);
         for (b, assignment) in seeds {
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-            if closed(&incumbent) || left().is_zero() {
+            let cap = SCHEDULE_LIMIT.min(seeds_until.saturating_duration_since(Instant::now()));
+            if closed(&incumbent) || left().is_zero() || cap.is_zero() {
                 break;
             }
             if b >= cutoff * (1.0 - precision) {
@@ -438,7 +457,7 @@ impl Planner for BestPlanner {
                 &assignment,
                 "seed",
                 &mut schedules,
-                SCHEDULE_LIMIT,
+                cap,
                 Structures::Every,
             )?;
         }
@@ -495,16 +514,18 @@ impl Planner for BestPlanner {
         // every other seed on some memory-bound cases, and the local search again around
         // its plan when it is better.
         let mut stopped_by_clock = false;
+        let search_until = Instant::now() + left().mul_f64(SEARCH_SHARE);
+        let search_left = || search_until.saturating_duration_since(Instant::now());
         for round in 0..2 {
             if round == 1 {
-                if layers <= COARSE_GROUPS || closed(&incumbent) || left().is_zero() {
+                if layers <= COARSE_GROUPS || closed(&incumbent) || search_left().is_zero() {
                     break;
                 }
                 let coarse = general_optimum(
                     instance,
                     platform,
                     Some(COARSE_GROUPS),
-                    &milp_with(left().min(COARSE_LIMIT)),
+                    &milp_with(search_left().min(COARSE_LIMIT)),
                 )?;
                 let improved = match coarse.best {
                     Some((allocation, pattern)) => offer(
@@ -543,6 +564,9 @@ impl Planner for BestPlanner {
                         stopped_by_clock = true;
                         break 'search;
                     }
+                    if search_left().is_zero() {
+                        break 'search;
+                    }
                     // The incumbent (hence the cutoff the candidates were bounded against)
                     // changes only on an improvement, which ends this pass.
                     tried.insert(a.clone());
@@ -551,7 +575,7 @@ impl Planner for BestPlanner {
                         &a,
                         "local search",
                         &mut schedules,
-                        SCHEDULE_LIMIT,
+                        SCHEDULE_LIMIT.min(search_left()),
                         Structures::Every,
                     )? {
                         improved = true;
@@ -577,13 +601,24 @@ impl Planner for BestPlanner {
             );
         }
         if !closed(&incumbent) && exact_checks_may_apply(instance) {
+            // Halving the gap while it is wide: "no plan" at the geometric middle of the
+            // bound and the incumbent raises the bound there, a plan lowers the incumbent
+            // below it. Where that cannot be decided, just below the incumbent.
+            let mut halving = true;
             while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
                 if closed_at(&incumbent, lower) || left().is_zero() {
                     break;
                 }
-                let target = known / (1.0 + 0.999 * precision);
+                let halves = halving && known > lower * (1.0 + HALVING_GAP);
+                let target = if halves {
+                    (lower * known).sqrt()
+                } else {
+                    known / (1.0 + 0.999 * precision)
+                };
                 let mut exact = |a: &[usize]| -> crate::error::Result<Verdict> {
-                    let limit = left(); // an answer cut short ends the phase
+                    // An answer cut short ends the halving, or the phase: a third of the time
+                    // left while halving, so that the checks below the incumbent keep some.
+                    let limit = if halves { left() / 3 } else { left() };
                     if limit.is_zero() {
                         return Ok(Verdict::Unknown);
                     }
@@ -593,6 +628,7 @@ impl Planner for BestPlanner {
                     let scope = Scope {
                         focus: None,
                         mergeable,
+                        left_out: Vec::new(),
                     };
                     let Some(milp) = PatternMilp::new(instance, platform, &finest, target, &scope)
                     else {
@@ -619,12 +655,13 @@ impl Planner for BestPlanner {
                     &relax,
                     target,
                     self.milp.threads,
-                    Some(left()),
+                    Some(if halves { left() / 3 } else { left() }),
                     &mut pool,
                     &mut exact,
                 )? {
                     Decision::NoPlan => lower = lower.max(target),
                     Decision::Plan(_) => {}
+                    Decision::Undecided(_) if halves => halving = false,
                     Decision::Undecided(why) => {
                         messages.push(format!("exact checks stopped: {why}"));
                         break;

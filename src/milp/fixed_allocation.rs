@@ -316,6 +316,7 @@ fn search(
     let scope = Scope {
         focus: None,
         mergeable: mergeable.to_vec(),
+        left_out: Vec::new(),
     };
     let time_left = || -> Option<Option<std::time::Duration>> {
         match deadline {

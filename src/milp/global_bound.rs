@@ -275,6 +275,9 @@ struct Scheduling {
     /// Checks that proved nothing, by the runs and crossing cuts of the processors checked
     /// (shared by the clones of one relaxation: the same case).
     answered: Arc<Mutex<HashMap<Vec<Holding>, Unproven>>>,
+    /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
+    /// lower it to reach the left-out layers on small chains).
+    max_layers: usize,
 }
 
 /// What the focused checks of some runs and cuts (one processor's, or a group's) proved
@@ -299,12 +302,20 @@ impl Unproven {
     }
 }
 
-/// Processors holding more layers than this get no scheduled check (a MILP with a pair of
-/// integers per two of their operations).
+/// The most layers a scheduled check keeps on the processors it focuses on (a MILP with an
+/// integer per two of their operations): a processor holding more is checked on its first
+/// ones, the others left out, and a group takes only processors that fit whole.
 const MAX_SCHEDULED_LAYERS: usize = 24;
 
 /// The longest one scheduled check may take; one that takes longer proves nothing.
 const SCHEDULED_CHECK_LIMIT: Duration = Duration::from_secs(3);
+/// A proof's generalisation (fewer cuts crossing) is a weaker problem, which HiGHS may take
+/// long to find feasible: it gets this much, or four times what the proof took if more.
+const GENERALISING_LIMIT: Duration = Duration::from_millis(250);
+
+fn generalising(proof: Duration) -> Duration {
+    (proof * 4).max(GENERALISING_LIMIT)
+}
 
 impl Relaxation {
     pub fn new(instance: &Instance, platform: &Platform) -> Self {
@@ -343,6 +354,7 @@ impl Relaxation {
                 instance: instance.clone(),
                 platform: platform.clone(),
                 answered: Arc::default(),
+                max_layers: MAX_SCHEDULED_LAYERS,
             }),
             search: true,
         }
@@ -359,6 +371,16 @@ impl Relaxation {
     /// (for the tests of the MILP).
     pub fn milp_only(mut self) -> Self {
         self.search = false;
+        self
+    }
+
+    /// The same relaxation with scheduled checks that keep at most `layers` layers on their
+    /// processors (for tests: left-out layers on small chains).
+    #[cfg(test)]
+    fn checking_at_most(mut self, layers: usize) -> Self {
+        if let Some(s) = &mut self.scheduling {
+            s.max_layers = layers;
+        }
         self
     }
 
@@ -799,16 +821,17 @@ impl Relaxation {
     /// The scheduled checks (module docs, "Scheduled premises"): for each processor of
     /// `assignment`, the scheduling MILP focused on it at `period` (its own operations and
     /// memory, every stage structure of its runs, each other layer's forward and backward
-    /// and each cut's two transfers on resources of their own). A processor proven to have
-    /// no pattern yields a premise: its runs with only their boundary cuts crossing when
-    /// that alone cannot fit, else with every crossing cut from its first layer on. When
-    /// no processor is proven alone, the tightest processors together (as many as
-    /// `MAX_SCHEDULED_LAYERS` layers allow) get one check focused on all of them, and a
-    /// proof yields a premise on the group, with members dropped while it still holds. A
-    /// check cut short by the time proves nothing. The processors closest to their limits by
-    /// the closed forms (load, average memory) go first, so that the time goes where a proof
-    /// is likeliest; a check that would repeat one that proved nothing ([`Unproven`]) is
-    /// skipped.
+    /// and each cut's two transfers on resources of their own; a processor of more than
+    /// `MAX_SCHEDULED_LAYERS` layers with its later ones left out). The first processor
+    /// proven to have no pattern yields the premise, in the most general form that a
+    /// weaker check still proves ([`generalisations`]), else its runs with every crossing
+    /// cut from its first layer on. When no processor is proven alone, the tightest
+    /// processors together (as many as `MAX_SCHEDULED_LAYERS` layers allow) get one check
+    /// focused on all of them, and a proof yields a premise on the group, with members
+    /// dropped while it still holds. A check cut short by the time proves nothing. The
+    /// processors closest to their limits by the closed forms (load, average memory) go
+    /// first, so that the time goes where a proof is likeliest; a check that would repeat
+    /// one that proved nothing ([`Unproven`]) is skipped.
     fn scheduled_premises(
         &self,
         assignment: &[usize],
@@ -829,10 +852,9 @@ impl Relaxation {
                 })
                 .min(SCHEDULED_CHECK_LIMIT)
         };
-        // Each checked processor with its runs, tightest first.
+        // Each processor with its runs, tightest first.
         let mut order: Vec<(f64, usize, Holding)> = (0..self.processors)
             .filter_map(|p| Holding::of(assignment, p).map(|h| (p, h)))
-            .filter(|(_, h)| h.layers() <= MAX_SCHEDULED_LAYERS)
             .map(|(p, h)| {
                 let load: f64 = h
                     .runs
@@ -850,9 +872,11 @@ impl Relaxation {
         // nothing before.
         let check = |a: &[usize],
                      group: &[usize],
-                     holdings: &[Holding]|
+                     left_out: &[bool],
+                     holdings: &[Holding],
+                     at_most: Duration|
          -> crate::error::Result<Option<bool>> {
-            let limit = limit();
+            let limit = limit().min(at_most);
             if limit.is_zero() {
                 return Ok(None);
             }
@@ -863,7 +887,7 @@ impl Relaxation {
             if spared {
                 return Ok(None);
             }
-            let answer = focused_check(s, a, group, period, threads, limit)?;
+            let answer = focused_check(s, a, group, left_out, period, threads, limit)?;
             if answer != Some(false) {
                 if let Ok(mut m) = s.answered.lock() {
                     let u = m.entry(holdings.to_vec()).or_default();
@@ -878,26 +902,42 @@ impl Relaxation {
             }
             Ok(answer)
         };
-        let mut out = Vec::new();
         for (_, p, h) in &order {
-            let (p, h) = (*p, h);
-            if check(assignment, &[p], std::slice::from_ref(h))? != Some(false) {
+            // A processor of more layers than a check can take is checked on its first
+            // ones, the others left out (a relaxation: `Scope::left_out`).
+            let p = *p;
+            let (kept, left_out) = first_layers(assignment, p, s.max_layers);
+            let h = Holding {
+                runs: kept,
+                cuts: h.cuts.clone(),
+            };
+            let started = Instant::now();
+            if check(
+                assignment,
+                &[p],
+                &left_out,
+                std::slice::from_ref(&h),
+                Duration::MAX,
+            )? != Some(false)
+            {
                 continue;
             }
-            // Proven. More general if it holds with only the boundary cuts of p's runs
-            // crossing.
-            let mut proven = vec![h.clone()];
-            let (alone, general) = boundary_only(assignment, &[p]);
-            if general != proven && check(&alone, &[p], &general)? == Some(false) {
-                proven = general;
+            let spent = started.elapsed();
+            let mut proven = vec![h];
+            for (a, left_out, general) in generalisations(assignment, &[p], &left_out) {
+                if general != proven
+                    && check(&a, &[p], &left_out, &general, generalising(spent))? == Some(false)
+                {
+                    proven = general;
+                    break;
+                }
             }
-            out.push(Premise::Scheduled {
+            // One proof excludes the assignment: the time of the other checks is better
+            // spent on the assignments that come next.
+            return Ok(vec![Premise::Scheduled {
                 holdings: proven,
                 period,
-            });
-        }
-        if !out.is_empty() {
-            return Ok(out);
+            }]);
         }
         // None alone: the tightest together, without the one with the most layers first
         // (its operations make the largest part of the MILP), then with it.
@@ -905,7 +945,7 @@ impl Relaxation {
             let mut group: Vec<(usize, Holding)> = Vec::new();
             let mut layers = 0;
             for (_, p, h) in candidates {
-                if layers + h.layers() <= MAX_SCHEDULED_LAYERS {
+                if layers + h.layers() <= s.max_layers {
                     layers += h.layers();
                     group.push((*p, h.clone()));
                 }
@@ -931,7 +971,7 @@ impl Relaxation {
                 return Ok(false);
             }
             let (members, holdings) = in_chain_order(group);
-            Ok(check(assignment, &members, &holdings)? == Some(false))
+            Ok(check(assignment, &members, &[], &holdings, Duration::MAX)? == Some(false))
         };
         let small = greedy(&without_largest);
         let full = greedy(&order);
@@ -940,7 +980,7 @@ impl Relaxation {
         } else if full != small && proves(&full)? {
             full
         } else {
-            return Ok(out);
+            return Ok(Vec::new());
         };
         // Fewer members while the proof holds, the most layers first: a premise on fewer
         // layers excludes more assignments, and its check is a smaller MILP.
@@ -956,16 +996,40 @@ impl Relaxation {
                 group = fewer;
             }
         }
-        // More general if it holds with only the boundary cuts of the members' runs
-        // crossing (the group leaves out a used processor, which takes every other layer).
         let (members, mut holdings) = in_chain_order(&group);
-        let (alone, general) = boundary_only(assignment, &members);
-        if general != holdings && check(&alone, &members, &general)? == Some(false) {
-            holdings = general;
+        for (a, left_out, general) in generalisations(assignment, &members, &[]) {
+            if general != holdings
+                && check(&a, &members, &left_out, &general, GENERALISING_LIMIT)? == Some(false)
+            {
+                holdings = general;
+                break;
+            }
         }
-        out.push(Premise::Scheduled { holdings, period });
-        Ok(out)
+        Ok(vec![Premise::Scheduled { holdings, period }])
     }
+}
+
+/// The runs of processor `p`'s first `keep` layers in `assignment` (chain order), and which
+/// of its layers are left out (`left_out[l]`: layer `l` is `p`'s but not among them).
+fn first_layers(assignment: &[usize], p: usize, keep: usize) -> (Vec<(usize, usize)>, Vec<bool>) {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut left_out = vec![false; assignment.len()];
+    let mut kept = 0;
+    for (l, &q) in assignment.iter().enumerate() {
+        if q != p {
+            continue;
+        }
+        if kept == keep {
+            left_out[l] = true;
+            continue;
+        }
+        kept += 1;
+        match runs.last_mut() {
+            Some(r) if r.1 + 1 == l => r.1 = l,
+            _ => runs.push((l, l)),
+        }
+    }
+    (runs, left_out)
 }
 
 /// The processors of a group and their holdings, in the chain order of their first layers
@@ -976,11 +1040,22 @@ fn in_chain_order(group: &[(usize, Holding)]) -> (Vec<usize>, Vec<Holding>) {
     group.into_iter().unzip()
 }
 
-/// `assignment` with the processors `members` keeping their layers and every other layer
-/// on one processor outside them (the lowest label not among them), and the members'
-/// holdings there, in chain order: their runs with only the runs' boundary cuts crossing,
-/// the most general premise a proof on that assignment gives.
-fn boundary_only(assignment: &[usize], members: &[usize]) -> (Vec<usize>, Vec<Holding>) {
+/// The checks that would make a proof on the processors `members` of `assignment` (their
+/// layers `left_out` left out) a more general premise, most general first, each with its
+/// holdings ([`kept_holdings`]): every other layer on one processor outside them (only the
+/// boundary cuts of the members' runs crossing), with every layer after the last kept one
+/// left out on the processor that holds it (no cut crossing after it) or not, and the
+/// assignment itself with those layers left out. Each is a
+/// relaxation of the problem it generalises (fewer transfers on the chain), so a proof of
+/// it is a premise on fewer cuts.
+fn generalisations(
+    assignment: &[usize],
+    members: &[usize],
+    left_out: &[bool],
+) -> Vec<(Vec<usize>, Vec<bool>, Vec<Holding>)> {
+    let n = assignment.len();
+    let mut left_out = left_out.to_vec();
+    left_out.resize(n, false);
     let other = (0..)
         .find(|q| !members.contains(q))
         .expect("a label outside finitely many members");
@@ -988,21 +1063,70 @@ fn boundary_only(assignment: &[usize], members: &[usize]) -> (Vec<usize>, Vec<Ho
         .iter()
         .map(|&q| if members.contains(&q) { q } else { other })
         .collect();
+    let kept = |l: usize| members.contains(&assignment[l]) && !left_out[l];
+    let last = (0..n).rev().find(|&l| kept(l));
+    // `a` with every layer after the last kept one left out on the processor of that one.
+    let free_after = |a: &[usize]| -> Option<(Vec<usize>, Vec<bool>)> {
+        let last = last.filter(|&l| l + 1 < n)?;
+        let mut free = a.to_vec();
+        let mut free_out = left_out.clone();
+        for l in last + 1..n {
+            free[l] = a[last];
+            free_out[l] = true;
+        }
+        Some((free, free_out))
+    };
+    let mut out = Vec::new();
+    let mut push = |(a, left_out): (Vec<usize>, Vec<bool>)| {
+        let holdings = kept_holdings(&a, members, &left_out);
+        out.push((a, left_out, holdings));
+    };
+    if let Some(free) = free_after(&alone) {
+        push(free);
+    }
+    push((alone, left_out.clone()));
+    if let Some(free) = free_after(assignment) {
+        push(free);
+    }
+    out
+}
+
+/// The holdings of the processors `members` in `assignment`, in chain order: each one's
+/// layers not `left_out`, with every cut crossing from the one before the first of them on
+/// (the premise a proof of the focused check gives, `Premise::Scheduled`).
+fn kept_holdings(assignment: &[usize], members: &[usize], left_out: &[bool]) -> Vec<Holding> {
+    let n = assignment.len();
     let mut holdings: Vec<Holding> = members
         .iter()
-        .filter_map(|&p| Holding::of(&alone, p))
+        .filter_map(|&p| {
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            for l in (0..n).filter(|&l| assignment[l] == p && !left_out.get(l).is_some_and(|&o| o))
+            {
+                match runs.last_mut() {
+                    Some(r) if r.1 + 1 == l => r.1 = l,
+                    _ => runs.push((l, l)),
+                }
+            }
+            let first = runs.first()?.0;
+            let cuts = (first.saturating_sub(1)..n.saturating_sub(1))
+                .filter(|&c| assignment[c] != assignment[c + 1])
+                .collect();
+            Some(Holding { runs, cuts })
+        })
         .collect();
     holdings.sort_by_key(|h| h.runs[0].0);
-    (alone, holdings)
+    holdings
 }
 
 /// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
 /// MILP focused on them (a stage per layer, their own consecutive layers that share a
-/// tensor free to merge): `Some(false)` proven not, `None` undecided within `limit`.
+/// tensor free to merge; their layers `left_out` left out of them): `Some(false)` proven
+/// not, `None` undecided within `limit`.
 fn focused_check(
     s: &Scheduling,
     assignment: &[usize],
     group: &[usize],
+    left_out: &[bool],
     period: f64,
     threads: std::num::NonZeroU32,
     limit: Duration,
@@ -1018,6 +1142,7 @@ fn focused_check(
     let scope = Scope {
         focus: Some(group.to_vec()),
         mergeable,
+        left_out: left_out.to_vec(),
     };
     let Some(milp) = PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope) else {
         return Ok(Some(false));
@@ -2066,6 +2191,7 @@ mod tests {
         let scope = Scope {
             focus: None,
             mergeable,
+            left_out: Vec::new(),
         };
         let Some(milp) = PatternMilp::new(inst, platform, &finest, period, &scope) else {
             return false;
@@ -2083,6 +2209,7 @@ mod tests {
         seeds: std::ops::Range<u64>,
         platforms: &[(usize, f64, f64)],
         factors: &[f64],
+        max_layers: usize,
     ) -> (usize, usize) {
         use crate::milp::general::for_each_allocation;
         use crate::nets::random::{one_processor_memory, random_chain};
@@ -2094,7 +2221,7 @@ mod tests {
             let full = one_processor_memory(&inst);
             for &(processors, share, bandwidth) in platforms {
                 let platform = Platform::new(processors, share * full, bandwidth);
-                let relax = Relaxation::new(&inst, &platform);
+                let relax = Relaxation::new(&inst, &platform).checking_at_most(max_layers);
                 let base = crate::model::bounds::period_lower_bound(&inst, &platform);
                 for &factor in factors {
                     let period = base * factor;
@@ -2133,8 +2260,12 @@ mod tests {
     #[test]
     fn scheduled_premises_never_exclude_an_assignment_with_a_plan() {
         // A chain and platforms where groups are learnt (every processor passes alone).
-        let (singles, groups) =
-            scheduled_premises_are_valid(61..62, &[(3, 0.6, 1.0), (4, 0.6, 1.0)], &[2.5]);
+        let (singles, groups) = scheduled_premises_are_valid(
+            61..62,
+            &[(3, 0.6, 1.0), (4, 0.6, 1.0)],
+            &[2.5],
+            MAX_SCHEDULED_LAYERS,
+        );
         assert!(
             singles > 0 && groups > 0,
             "{singles} singles, {groups} groups"
@@ -2142,14 +2273,29 @@ mod tests {
     }
 
     #[test]
+    fn scheduled_premises_with_left_out_layers_never_exclude_an_assignment_with_a_plan() {
+        // Checks that keep at most 2 layers: a processor of 3 or more is checked with its
+        // later layers left out.
+        let (singles, _) = scheduled_premises_are_valid(
+            60..62,
+            &[(2, 0.45, 2.0), (3, 0.6, 1.0)],
+            &[1.3, 1.8, 2.5],
+            2,
+        );
+        assert!(singles > 0, "{singles} singles");
+    }
+
+    #[test]
     #[ignore = "slow tier: test.sh runs it with --ignored"]
     fn scheduled_premises_never_exclude_an_assignment_with_a_plan_on_many_chains() {
         let platforms = [(3, 0.45, 2.0), (3, 0.6, 1.0), (4, 0.6, 1.0), (4, 0.8, 0.5)];
+        let factors = [1.3, 1.8, 2.5, 3.5];
         let (singles, groups) =
-            scheduled_premises_are_valid(60..66, &platforms, &[1.3, 1.8, 2.5, 3.5]);
+            scheduled_premises_are_valid(60..66, &platforms, &factors, MAX_SCHEDULED_LAYERS);
+        let (left_out, _) = scheduled_premises_are_valid(60..66, &platforms, &factors, 2);
         assert!(
-            singles > 0 && groups > 0,
-            "{singles} singles, {groups} groups"
+            singles > 0 && groups > 0 && left_out > 0,
+            "{singles} singles, {groups} groups, {left_out} with left-out layers"
         );
     }
 

@@ -43,7 +43,10 @@
 //!   whatever it is) and each cut's own two transfers (they share a link when half duplex).
 //!   Every pattern of the allocation satisfies it: a relaxation, used by the global bound
 //!   to prove that processors holding given layers with given cuts crossing cannot fit at
-//!   `T` (docs/bounds.md, "Scheduled premises").
+//!   `T` (docs/bounds.md, "Scheduled premises"). [`Scope::left_out`] drops some stages of
+//!   the focused processors from their circles and memories (those stages keep only their
+//!   own pair, as if on another processor with no transfer at their ends): a relaxation
+//!   of every allocation in which the processors hold at least the other stages.
 //! - [`Scope::mergeable`] lets the MILP merge consecutive stages of one processor (which
 //!   share no transfer) into one stage: when merged, their forwards and backwards run back
 //!   to back, and the merged stage keeps its stash (the tensor the two share counted once)
@@ -82,11 +85,20 @@ pub struct Scope {
     /// by the MILP. Empty: none. Not with shared tensors further apart than neighbours
     /// (`stash_shared`), whose merged stash is not a sum of pairwise terms.
     pub mergeable: Vec<bool>,
+    /// `left_out[s]`: stage `s`, although on a focused processor, is left out of it: only
+    /// its own forward and backward share a resource, and the processor's circle and memory
+    /// (weights and buffers included) ignore it, as if it lay on another processor with no
+    /// transfer at its ends. Empty: none. Only with [`Scope::focus`].
+    pub left_out: Vec<bool>,
 }
 
 impl Scope {
     fn merges(&self, s: usize) -> bool {
         self.mergeable.get(s).copied().unwrap_or(false)
+    }
+
+    fn leaves_out(&self, s: usize) -> bool {
+        self.focus.is_some() && self.left_out.get(s).copied().unwrap_or(false)
     }
 }
 
@@ -118,8 +130,25 @@ impl PatternMilp {
     ) -> Option<Self> {
         let graph = BatchGraph::new(instance, platform, allocation);
         let order = graph.chain_order()?;
-        let statics = static_memory(instance, platform, allocation);
+        let mut statics = static_memory(instance, platform, allocation);
         let kept_processor = |p: usize| scope.focus.as_ref().is_none_or(|f| f.contains(&p));
+        let kept_stage =
+            |s: usize| kept_processor(allocation.stages[s].processor) && !scope.leaves_out(s);
+        // A left-out stage's weights and buffers (as `BatchGraph::new` counts them) are not
+        // the processor's.
+        let sums = instance.sums();
+        for (s, st) in allocation.stages.iter().enumerate() {
+            if scope.leaves_out(s) {
+                let mut own = 3.0 * sums.weights(st.first, st.last);
+                if s > 0 && allocation.crosses(s - 1) {
+                    own += 2.0 * sums.a(st.first - 1);
+                }
+                if allocation.crosses(s) {
+                    own += 2.0 * sums.a(st.last);
+                }
+                statics[st.processor] -= own;
+            }
+        }
         if statics
             .iter()
             .enumerate()
@@ -156,7 +185,10 @@ impl PatternMilp {
             }
             match (&scope.focus, oi.resource) {
                 (None, _) => true,
-                (Some(f), Resource::Processor(p)) => f.contains(&p) || same_stage(i, j),
+                (Some(f), Resource::Processor(p)) => {
+                    (f.contains(&p) && kept_stage(oi.id.stage) && kept_stage(oj.id.stage))
+                        || same_stage(i, j)
+                }
                 (Some(_), Resource::Link { .. }) => same_stage(i, j),
             }
         };
@@ -182,7 +214,6 @@ impl PatternMilp {
             }
         }
         // Merges of consecutive stages on one processor.
-        let sums = instance.sums();
         let mut merged: Vec<Option<Var>> = vec![None; stages];
         let f_of = |s: usize| {
             graph.find(OpId {
@@ -200,7 +231,8 @@ impl PatternMilp {
             let (a, b) = (&allocation.stages[s], &allocation.stages[s + 1]);
             if !scope.merges(s)
                 || a.processor != b.processor
-                || !kept_processor(a.processor)
+                || !kept_stage(s)
+                || !kept_stage(s + 1)
                 || !instance.stash_shared.is_empty()
             {
                 continue;
@@ -230,7 +262,7 @@ impl PatternMilp {
                 continue;
             }
             let mine: Vec<usize> = (0..stages)
-                .filter(|&s| allocation.stages[s].processor == p)
+                .filter(|&s| allocation.stages[s].processor == p && kept_stage(s))
                 .collect();
             let bytes: Vec<f64> = mine
                 .iter()
