@@ -19,7 +19,7 @@
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period), together within
-//!    a third of the time left (`SEEDS_SHARE`).
+//!    a third of the time limit (`PHASE_SHARE`).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
 //!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
 //!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
@@ -142,19 +142,16 @@ enum Structures {
 /// The longest one scheduling MILP of the seeds and of the local search may take.
 const SCHEDULE_LIMIT: Duration = Duration::from_secs(10);
 
-/// The share of the time left after the annealing that the local search (with the general
-/// MILP on groups) may take, so that the exact checks, which both find plans and prove
-/// them, keep the rest.
-const SEARCH_SHARE: f64 = 1.0 / 3.0;
-
 /// The exact checks ask about the middle of the bound and the incumbent while the gap is
 /// wider than this, and just below the incumbent after.
 const HALVING_GAP: f64 = 0.004;
 
-/// The share of the time left after the bound that the seeds may take together, so that
-/// the local search and the exact checks keep time on chains whose every-structure MILPs
-/// are slow.
-const SEEDS_SHARE: f64 = 1.0 / 3.0;
+/// The seeds together, and the local search (with the general MILP on groups), each take
+/// at most this share of the time limit, so that the exact checks, which both find plans
+/// and prove them, keep time on chains whose every-structure MILPs are slow (within the
+/// time left: with a short limit, where the bound takes most of it, these phases keep what
+/// is left).
+const PHASE_SHARE: f64 = 1.0 / 3.0;
 
 /// Chains of at most this many layers are searched over every stage structure of an
 /// assignment (a stage per layer, merges of layers that share a tensor decided by the
@@ -442,7 +439,7 @@ impl Planner for BestPlanner {
             .map(|(_, a)| a.clone())
             .take(ANNEAL_STARTS)
             .collect();
-        let seeds_until = Instant::now() + left().mul_f64(SEEDS_SHARE);
+        let seeds_until = Instant::now() + self.time_limit.mul_f64(PHASE_SHARE);
         for (b, assignment) in seeds {
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
             let cap = SCHEDULE_LIMIT.min(seeds_until.saturating_duration_since(Instant::now()));
@@ -514,7 +511,7 @@ impl Planner for BestPlanner {
         // every other seed on some memory-bound cases, and the local search again around
         // its plan when it is better.
         let mut stopped_by_clock = false;
-        let search_until = Instant::now() + left().mul_f64(SEARCH_SHARE);
+        let search_until = Instant::now() + self.time_limit.mul_f64(PHASE_SHARE);
         let search_left = || search_until.saturating_duration_since(Instant::now());
         for round in 0..2 {
             if round == 1 {
