@@ -518,7 +518,11 @@ impl Planner for BestPlanner {
         // its plan when it is better.
         let mut stopped_by_clock = false;
         let search_until = Instant::now() + phase_limit(self.time_limit);
-        let search_left = || search_until.saturating_duration_since(Instant::now());
+        let search_left = || {
+            search_until
+                .saturating_duration_since(Instant::now())
+                .min(left())
+        };
         for round in 0..2 {
             if round == 1 {
                 if layers <= COARSE_GROUPS || closed(&incumbent) || search_left().is_zero() {

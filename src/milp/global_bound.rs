@@ -491,17 +491,15 @@ impl Holding {
     /// Processor `p`'s runs in `assignment`, with every crossing cut from the one before
     /// its first layer on; `None` when `p` holds nothing.
     pub fn of(assignment: &[usize], p: usize) -> Option<Holding> {
+        Holding::kept(assignment, p, &[])
+    }
+
+    /// [`Holding::of`] with only the layers of `p` that are not `left_out` (`left_out[l]`,
+    /// missing entries false) as its runs; the cuts from the one before the first of them.
+    fn kept(assignment: &[usize], p: usize, left_out: &[bool]) -> Option<Holding> {
         let n = assignment.len();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        for l in 0..n {
-            if assignment[l] != p {
-                continue;
-            }
-            match runs.last_mut() {
-                Some(r) if r.1 + 1 == l => r.1 = l,
-                _ => runs.push((l, l)),
-            }
-        }
+        let out = |l: usize| left_out.get(l).is_some_and(|&o| o);
+        let runs = runs_where(n, |l| assignment[l] == p && !out(l));
         let first = runs.first()?.0;
         let cuts = (first.saturating_sub(1)..n.saturating_sub(1))
             .filter(|&c| assignment[c] != assignment[c + 1])
@@ -906,11 +904,8 @@ impl Relaxation {
             // A processor of more layers than a check can take is checked on its first
             // ones, the others left out (a relaxation: `Scope::left_out`).
             let p = *p;
-            let (kept, left_out) = first_layers(assignment, p, s.max_layers);
-            let h = Holding {
-                runs: kept,
-                cuts: h.cuts.clone(),
-            };
+            let left_out = after_first(assignment, p, s.max_layers);
+            let h = Holding::kept(assignment, p, &left_out).unwrap_or_else(|| h.clone());
             let started = Instant::now();
             if check(
                 assignment,
@@ -1009,27 +1004,18 @@ impl Relaxation {
     }
 }
 
-/// The runs of processor `p`'s first `keep` layers in `assignment` (chain order), and which
-/// of its layers are left out (`left_out[l]`: layer `l` is `p`'s but not among them).
-fn first_layers(assignment: &[usize], p: usize, keep: usize) -> (Vec<(usize, usize)>, Vec<bool>) {
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    let mut left_out = vec![false; assignment.len()];
+/// Which layers of processor `p` in `assignment` a check keeping its first `keep` ones
+/// leaves out (`left_out[l]`: layer `l` is `p`'s and not among them).
+fn after_first(assignment: &[usize], p: usize, keep: usize) -> Vec<bool> {
     let mut kept = 0;
-    for (l, &q) in assignment.iter().enumerate() {
-        if q != p {
-            continue;
-        }
-        if kept == keep {
-            left_out[l] = true;
-            continue;
-        }
-        kept += 1;
-        match runs.last_mut() {
-            Some(r) if r.1 + 1 == l => r.1 = l,
-            _ => runs.push((l, l)),
-        }
-    }
-    (runs, left_out)
+    assignment
+        .iter()
+        .map(|&q| {
+            let mine = q == p;
+            kept += usize::from(mine);
+            mine && kept > keep
+        })
+        .collect()
 }
 
 /// The processors of a group and their holdings, in the chain order of their first layers
@@ -1092,30 +1078,27 @@ fn generalisations(
 }
 
 /// The holdings of the processors `members` in `assignment`, in chain order: each one's
-/// layers not `left_out`, with every cut crossing from the one before the first of them on
-/// (the premise a proof of the focused check gives, `Premise::Scheduled`).
+/// layers not `left_out` ([`Holding::kept`]; the premise a proof of the focused check
+/// gives, `Premise::Scheduled`).
 fn kept_holdings(assignment: &[usize], members: &[usize], left_out: &[bool]) -> Vec<Holding> {
-    let n = assignment.len();
     let mut holdings: Vec<Holding> = members
         .iter()
-        .filter_map(|&p| {
-            let mut runs: Vec<(usize, usize)> = Vec::new();
-            for l in (0..n).filter(|&l| assignment[l] == p && !left_out.get(l).is_some_and(|&o| o))
-            {
-                match runs.last_mut() {
-                    Some(r) if r.1 + 1 == l => r.1 = l,
-                    _ => runs.push((l, l)),
-                }
-            }
-            let first = runs.first()?.0;
-            let cuts = (first.saturating_sub(1)..n.saturating_sub(1))
-                .filter(|&c| assignment[c] != assignment[c + 1])
-                .collect();
-            Some(Holding { runs, cuts })
-        })
+        .filter_map(|&p| Holding::kept(assignment, p, left_out))
         .collect();
     holdings.sort_by_key(|h| h.runs[0].0);
     holdings
+}
+
+/// The maximal runs of consecutive layers among `0..n` where `holds` is true.
+fn runs_where(n: usize, holds: impl Fn(usize) -> bool) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for l in (0..n).filter(|&l| holds(l)) {
+        match runs.last_mut() {
+            Some(r) if r.1 + 1 == l => r.1 = l,
+            _ => runs.push((l, l)),
+        }
+    }
+    runs
 }
 
 /// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
