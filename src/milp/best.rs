@@ -19,7 +19,7 @@
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period), together within
-//!    a third of the time limit, at least 10 s (`phase_limit`).
+//!    a third of the time left, at least 10 s (`phase_limit`).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
 //!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
 //!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
@@ -147,16 +147,16 @@ const SCHEDULE_LIMIT: Duration = Duration::from_secs(10);
 const HALVING_GAP: f64 = 0.004;
 
 /// The seeds together, and the local search (with the general MILP on groups), each take
-/// at most this share of the time limit, so that the exact checks, which both find plans
-/// and prove them, keep time on chains whose every-structure MILPs are slow; never less
-/// than one of their MILPs may take ([`phase_limit`]).
+/// at most this share of the time left when they start, so that the exact checks, which
+/// both find plans and prove them, keep time on chains whose every-structure MILPs are
+/// slow; never less than one of their MILPs may take ([`phase_limit`]).
 const PHASE_SHARE: f64 = 1.0 / 3.0;
 
-/// The most the seeds, or the local search, may take within `time_limit`: a share of it,
-/// but at least `SCHEDULE_LIMIT` (with the grid's 12 s, where the bound takes two thirds,
-/// a share of 4 s cut the seeds' MILPs short and lost plans they find in 5-7 s).
-fn phase_limit(time_limit: Duration) -> Duration {
-    time_limit.mul_f64(PHASE_SHARE).max(SCHEDULE_LIMIT)
+/// The most the seeds, or the local search, may take of the time `left`: a share of it, but
+/// at least `SCHEDULE_LIMIT` (with the grid's 12 s, where the bound takes two thirds, a
+/// share of the 4 s left cut the seeds' MILPs short and lost plans they find in 5-7 s).
+fn phase_limit(left: Duration) -> Duration {
+    left.mul_f64(PHASE_SHARE).max(SCHEDULE_LIMIT)
 }
 
 /// Chains of at most this many layers are searched over every stage structure of an
@@ -445,7 +445,7 @@ impl Planner for BestPlanner {
             .map(|(_, a)| a.clone())
             .take(ANNEAL_STARTS)
             .collect();
-        let seeds_until = Instant::now() + phase_limit(self.time_limit);
+        let seeds_until = Instant::now() + phase_limit(left());
         for (b, assignment) in seeds {
             let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
             let cap = SCHEDULE_LIMIT.min(seeds_until.saturating_duration_since(Instant::now()));
@@ -517,7 +517,7 @@ impl Planner for BestPlanner {
         // every other seed on some memory-bound cases, and the local search again around
         // its plan when it is better.
         let mut stopped_by_clock = false;
-        let search_until = Instant::now() + phase_limit(self.time_limit);
+        let search_until = Instant::now() + phase_limit(left());
         let search_left = || {
             search_until
                 .saturating_duration_since(Instant::now())
