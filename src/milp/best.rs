@@ -622,10 +622,11 @@ impl Planner for BestPlanner {
                 } else {
                     known / (1.0 + 0.999 * precision)
                 };
+                // An answer cut short ends the halving, or the phase: a third of the time
+                // left while halving, so that the checks below the incumbent keep some.
+                let question_time = || if halves { left() / 3 } else { left() };
                 let mut exact = |a: &[usize]| -> crate::error::Result<Verdict> {
-                    // An answer cut short ends the halving, or the phase: a third of the time
-                    // left while halving, so that the checks below the incumbent keep some.
-                    let limit = if halves { left() / 3 } else { left() };
+                    let limit = question_time();
                     if limit.is_zero() {
                         return Ok(Verdict::Unknown);
                     }
@@ -662,7 +663,7 @@ impl Planner for BestPlanner {
                     &relax,
                     target,
                     self.milp.threads,
-                    Some(if halves { left() / 3 } else { left() }),
+                    Some(question_time()),
                     &mut pool,
                     &mut exact,
                 )? {
