@@ -6,7 +6,8 @@
 //!
 //! For each memory level, chains of 8, 10, 12, ... layers (seeds 1..=6 each) until a length
 //! where no seed is proven (optimal to 0.1%, or infeasible) within the limit;
-//! `BEST_MIN_LAYERS=16` starts there, `BEST_MEMORY=tight` (or `loose`) runs one level. The same runs
+//! `BEST_MIN_LAYERS=16` starts there, `BEST_MEMORY=tight` (or `loose`) runs one level,
+//! `BEST_SEED=6` one seed (a length with it proven counts as every seed proven). The same runs
 //! from the command line: write the chain with `nets::random::random_chain` and run
 //! `pipeopt plan --algorithm best --processors 4 --bandwidth 6 --time-limit 60s`.
 
@@ -39,7 +40,13 @@ fn main() {
         .map(|s| s.parse().expect("BEST_MIN_LAYERS: a whole number"))
         .unwrap_or(if smoke { 4 } else { 8 });
     let only = std::env::var("BEST_MEMORY").ok();
-    let seeds = if smoke { 1 } else { 6u64 };
+    let only_seed: Option<u64> = std::env::var("BEST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("BEST_SEED: a whole number"));
+    let seeds: Vec<u64> = match only_seed {
+        Some(seed) => vec![seed],
+        None => (1..=if smoke { 1 } else { 6u64 }).collect(),
+    };
     let processors = 4;
     println!("best, P = {processors}, limit {limit:?} per run");
     println!("| memory | layers | seed | outcome | period | bound | gap | seconds | message |");
@@ -52,7 +59,7 @@ fn main() {
         let mut layers = min_layers;
         while layers <= max_layers {
             let mut proven = 0;
-            for seed in 1..=seeds {
+            for &seed in &seeds {
                 let instance = random_chain(seed, layers);
                 let platform =
                     Platform::new(processors, share * one_processor_memory(&instance), 6.0);
@@ -93,7 +100,7 @@ fn main() {
             if proven == 0 {
                 break;
             }
-            if proven as u64 == seeds {
+            if proven == seeds.len() {
                 longest_proven = Some(layers);
             }
             layers += 2;

@@ -300,6 +300,18 @@ impl Unproven {
                 .iter()
                 .any(|&(t, l)| t <= period && l >= limit)
     }
+
+    /// Records a check at `period` within `limit` cut short, keeping only the checks no
+    /// other spares more than: one at a longer period with less time spares nothing the new
+    /// one does not (so the list stays as short as the distinct (period, limit) trade-offs).
+    fn record_cut_short(&mut self, period: f64, limit: Duration) {
+        if self.spares(period, limit) {
+            return;
+        }
+        self.cut_short
+            .retain(|&(t, l)| !(t >= period && l <= limit));
+        self.cut_short.push((period, limit));
+    }
 }
 
 /// The most layers a scheduled check keeps on the processors it focuses on (a MILP with an
@@ -894,7 +906,7 @@ impl Relaxation {
                             u.feasible_from =
                                 Some(u.feasible_from.map_or(period, |t| t.min(period)))
                         }
-                        _ => u.cut_short.push((period, limit)),
+                        _ => u.record_cut_short(period, limit),
                     }
                 }
             }
@@ -1996,6 +2008,27 @@ mod tests {
         assert_eq!(floor_copies(2.0, 1.0, s), 1.0);
         assert_eq!(floor_copies(2.5, 1.0, s), 2.0);
         assert_eq!(floor_copies(2.5, f64::INFINITY, s), 0.0);
+    }
+
+    #[test]
+    fn checks_cut_short_keep_only_what_spares_more() {
+        let ms = Duration::from_millis;
+        let mut u = Unproven::default();
+        u.record_cut_short(1.0, ms(100));
+        // Neither spares the other: a longer period, more time.
+        u.record_cut_short(2.0, ms(300));
+        assert_eq!(u.cut_short.len(), 2);
+        // Spared by (1.0, 100 ms): not recorded.
+        u.record_cut_short(1.5, ms(50));
+        assert_eq!(u.cut_short.len(), 2);
+        // Spares (2.0, 300 ms), not (1.0, 100 ms).
+        u.record_cut_short(1.5, ms(300));
+        assert_eq!(u.cut_short, vec![(1.0, ms(100)), (1.5, ms(300))]);
+        // Spares all that both spared, and more.
+        u.record_cut_short(0.5, ms(400));
+        assert_eq!(u.cut_short, vec![(0.5, ms(400))]);
+        assert!(u.spares(0.5, ms(400)) && u.spares(3.0, ms(10)));
+        assert!(!u.spares(0.4, ms(10)) && !u.spares(3.0, ms(500)));
     }
 
     #[test]
