@@ -301,9 +301,9 @@ impl Unproven {
                 .any(|&(t, l)| t <= period && l >= limit)
     }
 
-    /// Records a check at `period` within `limit` cut short, keeping only the checks no
-    /// other spares more than: one at a longer period with less time spares nothing the new
-    /// one does not (so the list stays as short as the distinct (period, limit) trade-offs).
+    /// Records a check at `period` within `limit` cut short, unless a recorded one already
+    /// spares it, and drops the recorded ones it spares (at a period at least as long, with
+    /// no more time): what the list spares stays the same, and the list stays short.
     fn record_cut_short(&mut self, period: f64, limit: Duration) {
         if self.spares(period, limit) {
             return;
