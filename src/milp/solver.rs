@@ -8,10 +8,23 @@
 //! that port, which would make the formulations backend-agnostic, is not done yet. This
 //! module is the only place that names HiGHS. HiGHS is kept silent (`output_flag` off):
 //! nothing is written to stdout. One thread by default.
+//!
+//! # Infeasibility is confirmed
+//! Every proof in pipeopt that no pattern exists at a period (the bound's relaxation, its
+//! focused checks, `best`'s exact checks, the scheduling search's lower bounds) is a HiGHS
+//! answer "infeasible". HiGHS's MIP presolve is known to declare some feasible models
+//! infeasible (its tracker has a run of such reports, some still open for 1.15); it did so
+//! here on a focused check of ResNet-101 (3 processors, 12 GiB, 24 GB/s) at periods where
+//! the whole assignment has a judged pattern, which made the global bound wrong. So an
+//! "infeasible" is asked again with presolve off, on the same model, within what is left
+//! of the time limit, and only that answer counts: infeasible again, a solution (then
+//! reported as found), or undecided at the limit. Feasible answers need no second look:
+//! every solution is judged by its caller. The dual bound of an optimisation model is
+//! HiGHS's own and not confirmed (only the synchronous-schedule MILP reports one).
 
 use crate::Error;
 use std::num::NonZeroU32;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 
@@ -120,6 +133,20 @@ pub struct SolveResult {
     pub nodes: u64,
 }
 
+impl SolveResult {
+    /// No answer within the limit, after `nodes` nodes.
+    fn undecided(nodes: u64) -> Self {
+        SolveResult {
+            status: SolveStatus::NoSolutionWithinLimit,
+            values: vec![],
+            objective: f64::NAN,
+            dual_bound: f64::NEG_INFINITY,
+            gap: f64::INFINITY,
+            nodes,
+        }
+    }
+}
+
 impl Model {
     pub fn new() -> Self {
         Model::default()
@@ -219,14 +246,7 @@ impl Model {
         let n = self.cols.len();
         let limit = time_left.or(options.time_limit);
         if self.setup_outlasts(limit) {
-            return Ok(SolveResult {
-                status: SolveStatus::NoSolutionWithinLimit,
-                values: vec![],
-                objective: f64::NAN,
-                dual_bound: f64::NEG_INFINITY,
-                gap: f64::INFINITY,
-                nodes: 0,
-            });
+            return Ok(SolveResult::undecided(0));
         }
         let mut model = self
             .problem
@@ -298,9 +318,34 @@ impl Model {
                 OptionValue::I(nodes.min(i32::MAX as u64) as i32),
             )?;
         }
-        let solved = model
+        let started = Instant::now();
+        let mut solved = model
             .try_solve()
             .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
+        let mut earlier_nodes = 0;
+        if solved.status() == HighsModelStatus::Infeasible {
+            // HiGHS's MIP presolve is known to declare some feasible models infeasible
+            // (module docs, "Infeasibility is confirmed"): the answer is asked again
+            // without presolve, within what is left of the limit, and only that answer
+            // counts.
+            earlier_nodes = node_count(&solved);
+            let left = limit.map(|t| t.saturating_sub(started.elapsed()));
+            if left.is_some_and(|t| t.is_zero()) {
+                return Ok(SolveResult::undecided(earlier_nodes));
+            }
+            let mut again = highs::Model::from(solved);
+            opt(&mut again, "presolve", OptionValue::S("off"))?;
+            if let Some(t) = left {
+                opt(
+                    &mut again,
+                    "time_limit",
+                    OptionValue::F(t.as_secs_f64().max(1e-3)),
+                )?;
+            }
+            solved = again
+                .try_solve()
+                .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
+        }
         let model_status = solved.status();
         let has_primal = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
         let status = match model_status {
@@ -346,27 +391,29 @@ impl Model {
         } else {
             f64::INFINITY
         };
-        let mut nodes: i64 = 0;
-        // SAFETY: the pointer is the live HiGHS instance owned by `solved`; the name is a
-        // valid NUL-terminated string and `nodes` a valid out-parameter.
-        let rc = unsafe {
-            highs_sys::Highs_getInt64InfoValue(
-                solved.as_ptr(),
-                c"mip_node_count".as_ptr(),
-                &mut nodes,
-            )
-        };
-        if rc != 0 {
-            nodes = 0;
-        }
         Ok(SolveResult {
             status,
             values,
             objective,
             dual_bound,
             gap,
-            nodes: nodes.max(0) as u64,
+            nodes: earlier_nodes + node_count(&solved),
         })
+    }
+}
+
+/// Branch-and-bound nodes of a solve (0 when HiGHS does not say).
+fn node_count(solved: &highs::SolvedModel) -> u64 {
+    let mut nodes: i64 = 0;
+    // SAFETY: the pointer is the live HiGHS instance owned by `solved`; the name is a
+    // valid NUL-terminated string and `nodes` a valid out-parameter.
+    let rc = unsafe {
+        highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut nodes)
+    };
+    if rc != 0 {
+        0
+    } else {
+        nodes.max(0) as u64
     }
 }
 
