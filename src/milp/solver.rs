@@ -19,7 +19,10 @@
 //! "infeasible" is asked again with presolve off, on the same model, within what is left
 //! of the time limit, and only that answer counts: infeasible again, a solution (then
 //! reported as found), or undecided at the limit. Feasible answers need no second look:
-//! every solution is judged by its caller. The dual bound of an optimisation model is
+//! every solution is judged by its caller. Models that presolve does not speed up are
+//! solved without it from the start ([`Model::set_presolve`]: the scheduling MILP of
+//! `pattern_milp`, whose "no pattern" answers are most of the proofs), so that their
+//! infeasible answers cost one solve, not two. The dual bound of an optimisation model is
 //! HiGHS's own and not confirmed (only the synchronous-schedule MILP reports one).
 
 use crate::Error;
@@ -106,6 +109,8 @@ pub struct Model {
     start: Option<Vec<f64>>,
     /// Nonzero coefficients of the rows so far.
     nonzeros: usize,
+    /// Solve without HiGHS's presolve ([`Model::set_presolve`]).
+    presolve_off: bool,
 }
 
 /// Seconds HiGHS spends per nonzero coefficient, at least, before it first checks its time
@@ -230,6 +235,13 @@ impl Model {
         self.start.is_none() && limit.is_some_and(|t| self.setup_estimate() > t)
     }
 
+    /// Whether HiGHS presolves the model (the default). Off, an "infeasible" is HiGHS's
+    /// answer without presolve and needs no second solve (module docs, "Infeasibility is
+    /// confirmed"): for models that presolve does not speed up.
+    pub fn set_presolve(&mut self, on: bool) {
+        self.presolve_off = !on;
+    }
+
     /// A value for every variable (in creation order), given to HiGHS as a MIP start: a
     /// feasible one becomes the first incumbent. Call after the last variable is added.
     pub fn set_start(&mut self, values: Vec<f64>) {
@@ -304,6 +316,9 @@ impl Model {
             opt(&mut model, "mip_heuristic_run_rens", OptionValue::B(false))?;
             opt(&mut model, "mip_heuristic_run_rins", OptionValue::B(false))?;
         }
+        if self.presolve_off {
+            opt(&mut model, "presolve", OptionValue::S("off"))?;
+        }
         if let Some(t) = limit {
             opt(
                 &mut model,
@@ -323,7 +338,7 @@ impl Model {
             .try_solve()
             .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
         let mut earlier_nodes = 0;
-        if solved.status() == HighsModelStatus::Infeasible {
+        if solved.status() == HighsModelStatus::Infeasible && !self.presolve_off {
             // HiGHS's MIP presolve is known to declare some feasible models infeasible
             // (module docs, "Infeasibility is confirmed"): the answer is asked again
             // without presolve, within what is left of the limit, and only that answer
