@@ -2014,9 +2014,9 @@ mod tests {
     /// infeasible where the whole assignment has a judged pattern. HiGHS's MIP presolve once
     /// declared this one infeasible there (ResNet-101 on 3 processors of 12 GiB, 24 GB/s:
     /// the processor holding layers 1-2 and 24-35, at 0.113 s), which made the bound wrong;
-    /// infeasibility is now confirmed without presolve (`milp::solver`).
+    /// infeasibility is now confirmed without presolve (`milp::solver`), and the scheduling
+    /// MILP is solved without it.
     #[test]
-    #[ignore = "slow tier: test.sh runs it with --ignored"]
     fn a_focused_check_is_never_infeasible_where_the_whole_assignment_has_a_pattern() {
         use crate::milp::fixed_allocation::assignment_structures;
         use crate::milp::pattern_milp::{PatternMilp, Scope};
@@ -2067,6 +2067,21 @@ mod tests {
             .unwrap();
             assert_ne!(answer, Some(false), "processor {p}");
         }
+        // The same check of processor 0 with presolve on: HiGHS's presolve answered
+        // "infeasible", which the second solve without it overturns.
+        let (finest, mut mergeable) = assignment_structures(&inst, &assignment);
+        for (l, m) in mergeable.iter_mut().enumerate() {
+            *m &= assignment[l] == 0;
+        }
+        let scope = Scope {
+            focus: Some(vec![0]),
+            mergeable,
+            left_out: Vec::new(),
+        };
+        let mut focused = PatternMilp::new(&inst, &platform, &finest, period, &scope).unwrap();
+        focused.model.set_presolve(true);
+        let r = focused.model.solve(&options, None).unwrap();
+        assert!(r.status.has_solution(), "{:?}", r.status);
     }
 
     #[test]
