@@ -319,12 +319,11 @@ impl Model {
         if self.presolve_off {
             opt(&mut model, "presolve", OptionValue::S("off"))?;
         }
+        let time_limit = |m: &mut highs::Model, t: Duration| {
+            opt(m, "time_limit", OptionValue::F(t.as_secs_f64().max(1e-3)))
+        };
         if let Some(t) = limit {
-            opt(
-                &mut model,
-                "time_limit",
-                OptionValue::F(t.as_secs_f64().max(1e-3)),
-            )?;
+            time_limit(&mut model, t)?;
         }
         if let Some(nodes) = options.node_limit {
             opt(
@@ -351,11 +350,7 @@ impl Model {
             let mut again = highs::Model::from(solved);
             opt(&mut again, "presolve", OptionValue::S("off"))?;
             if let Some(t) = left {
-                opt(
-                    &mut again,
-                    "time_limit",
-                    OptionValue::F(t.as_secs_f64().max(1e-3)),
-                )?;
+                time_limit(&mut again, t)?;
             }
             solved = again
                 .try_solve()
