@@ -1113,19 +1113,15 @@ fn runs_where(n: usize, holds: impl Fn(usize) -> bool) -> Vec<(usize, usize)> {
     runs
 }
 
-/// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
-/// MILP focused on them (a stage per layer, their own consecutive layers that share a
-/// tensor free to merge; their layers `left_out` left out of them): `Some(false)` proven
-/// not, `None` undecided within `limit`.
-fn focused_check(
+/// The scheduling MILP that [`focused_check`] solves; `None` when the group's static
+/// memory alone does not fit.
+fn focused_milp(
     s: &Scheduling,
     assignment: &[usize],
     group: &[usize],
     left_out: &[bool],
     period: f64,
-    threads: std::num::NonZeroU32,
-    limit: Duration,
-) -> crate::error::Result<Option<bool>> {
+) -> Option<crate::milp::pattern_milp::PatternMilp> {
     use crate::milp::fixed_allocation::assignment_structures;
     use crate::milp::pattern_milp::{PatternMilp, Scope};
     // Every stage structure of the assignment, merges only on the group (the scheduled
@@ -1139,7 +1135,23 @@ fn focused_check(
         mergeable,
         left_out: left_out.to_vec(),
     };
-    let Some(milp) = PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope) else {
+    PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope)
+}
+
+/// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
+/// MILP focused on them (a stage per layer, their own consecutive layers that share a
+/// tensor free to merge; their layers `left_out` left out of them): `Some(false)` proven
+/// not, `None` undecided within `limit`.
+fn focused_check(
+    s: &Scheduling,
+    assignment: &[usize],
+    group: &[usize],
+    left_out: &[bool],
+    period: f64,
+    threads: std::num::NonZeroU32,
+    limit: Duration,
+) -> crate::error::Result<Option<bool>> {
+    let Some(milp) = focused_milp(s, assignment, group, left_out, period) else {
         return Ok(Some(false));
     };
     let options = MilpOptions {
@@ -2069,16 +2081,7 @@ mod tests {
         }
         // The same check of processor 0 with presolve on: HiGHS's presolve answered
         // "infeasible", which the second solve without it overturns.
-        let (finest, mut mergeable) = assignment_structures(&inst, &assignment);
-        for (l, m) in mergeable.iter_mut().enumerate() {
-            *m &= assignment[l] == 0;
-        }
-        let scope = Scope {
-            focus: Some(vec![0]),
-            mergeable,
-            left_out: Vec::new(),
-        };
-        let mut focused = PatternMilp::new(&inst, &platform, &finest, period, &scope).unwrap();
+        let mut focused = focused_milp(s, &assignment, &[0], &[], period).unwrap();
         focused.model.set_presolve(true);
         let r = focused.model.solve(&options, None).unwrap();
         assert!(r.status.has_solution(), "{:?}", r.status);
