@@ -14,7 +14,10 @@
 //!    internal error, never a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
-//!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022); then, in
+//!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022), and the
+//!    general MILP on 8 groups of layers (`ilp --coarsen 8`, at most 3 s; on the memory
+//!    grid its non-contiguous allocations of whole groups beat every other seed in six
+//!    cases when it ran only after the local search); then, in
 //!    increasing order of their allocation bound, the incumbent's assignment and the
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
@@ -33,8 +36,6 @@
 //!    dropped when that bound reaches the incumbent; the others are taken in increasing
 //!    order of bound and asked by the scheduling MILP for a pattern below the incumbent.
 //!    The first improvement becomes the incumbent and the search restarts around it.
-//!    When it stops with time left, the general MILP on 8 groups of layers (`ilp --coarsen
-//!    8`, at most 3 s) offers its plan, and the search runs again around it if it is better.
 //!
 //! 5. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
 //!    below a period `T`? [`decide_period`] runs the bound's loop at `T` and hands every
@@ -368,11 +369,31 @@ impl Planner for BestPlanner {
         let closed = |inc: &Option<Incumbent>| closed_at(inc, lower);
 
         lap("bound", &mut phases);
-        // 4. MadPipe's plans, unless they came first.
+        // 4. MadPipe's plans, unless they came first; then the general MILP on a few groups
+        // of layers (`ilp --coarsen 8`), whose non-contiguous allocations of whole groups
+        // beat every other seed on some memory-bound cases: its plan, when better, is the
+        // incumbent whose assignment the seeds and the local search start from.
         if !madpipe_first && !closed(&incumbent) {
             madpipe(&mut incumbent);
         }
         lap("MadPipe", &mut phases);
+        if layers > COARSE_GROUPS && !closed(&incumbent) && !left().is_zero() {
+            let coarse = general_optimum(
+                instance,
+                platform,
+                Some(COARSE_GROUPS),
+                &milp_with(left().min(COARSE_LIMIT)),
+            )?;
+            if let Some((allocation, pattern)) = coarse.best {
+                offer(
+                    &mut incumbent,
+                    allocation,
+                    pattern,
+                    "general MILP on 8 groups",
+                );
+            }
+            lap("general MILP on groups", &mut phases);
+        }
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
         // Asks the scheduling MILP for a pattern of `assignment` below the incumbent, over
@@ -512,10 +533,7 @@ impl Planner for BestPlanner {
             }
             lap("annealing", &mut phases);
         }
-        // 7. Local search around the incumbent; then the general MILP on a few groups of
-        // layers (`ilp --coarsen 8`), whose non-contiguous allocations of whole groups beat
-        // every other seed on some memory-bound cases, and the local search again around
-        // its plan when it is better.
+        // 7. Local search around the incumbent.
         let mut stopped_by_clock = false;
         let search_until = Instant::now() + phase_limit(left());
         let search_left = || {
@@ -523,78 +541,51 @@ impl Planner for BestPlanner {
                 .saturating_duration_since(Instant::now())
                 .min(left())
         };
-        for round in 0..2 {
-            if round == 1 {
-                if layers <= COARSE_GROUPS || closed(&incumbent) || search_left().is_zero() {
-                    break;
+        'search: while let Some(current) = incumbent
+            .as_ref()
+            .map(|i| canonical(&assignment_of(&i.allocation, layers)))
+        {
+            if closed(&incumbent) {
+                break;
+            }
+            tried.insert(current.clone());
+            let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+            let mut candidates: Vec<(f64, Vec<usize>)> = neighbours(&current, platform.processors)
+                .into_iter()
+                .filter(|a| !tried.contains(a))
+                .map(bounded)
+                .filter(|(b, _)| *b < cutoff * (1.0 - precision))
+                .collect();
+            candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let mut improved = false;
+            for (_, a) in candidates {
+                if left().is_zero() {
+                    stopped_by_clock = true;
+                    break 'search;
                 }
-                let coarse = general_optimum(
-                    instance,
-                    platform,
-                    Some(COARSE_GROUPS),
-                    &milp_with(search_left().min(COARSE_LIMIT)),
-                )?;
-                let improved = match coarse.best {
-                    Some((allocation, pattern)) => offer(
-                        &mut incumbent,
-                        allocation,
-                        pattern,
-                        "general MILP on 8 groups",
-                    ),
-                    None => false,
-                };
-                lap("general MILP on groups", &mut phases);
-                if !improved {
+                if search_left().is_zero() {
+                    break 'search;
+                }
+                // The incumbent (hence the cutoff the candidates were bounded against)
+                // changes only on an improvement, which ends this pass.
+                tried.insert(a.clone());
+                if attempt(
+                    &mut incumbent,
+                    &a,
+                    "local search",
+                    &mut schedules,
+                    SCHEDULE_LIMIT.min(search_left()),
+                    Structures::Every,
+                )? {
+                    improved = true;
                     break;
                 }
             }
-            'search: while let Some(current) = incumbent
-                .as_ref()
-                .map(|i| canonical(&assignment_of(&i.allocation, layers)))
-            {
-                if closed(&incumbent) {
-                    break;
-                }
-                tried.insert(current.clone());
-                let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-                let mut candidates: Vec<(f64, Vec<usize>)> =
-                    neighbours(&current, platform.processors)
-                        .into_iter()
-                        .filter(|a| !tried.contains(a))
-                        .map(bounded)
-                        .filter(|(b, _)| *b < cutoff * (1.0 - precision))
-                        .collect();
-                candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
-                let mut improved = false;
-                for (_, a) in candidates {
-                    if left().is_zero() {
-                        stopped_by_clock = true;
-                        break 'search;
-                    }
-                    if search_left().is_zero() {
-                        break 'search;
-                    }
-                    // The incumbent (hence the cutoff the candidates were bounded against)
-                    // changes only on an improvement, which ends this pass.
-                    tried.insert(a.clone());
-                    if attempt(
-                        &mut incumbent,
-                        &a,
-                        "local search",
-                        &mut schedules,
-                        SCHEDULE_LIMIT.min(search_left()),
-                        Structures::Every,
-                    )? {
-                        improved = true;
-                        break;
-                    }
-                }
-                if !improved {
-                    break;
-                }
+            if !improved {
+                break;
             }
-            lap("local search", &mut phases);
         }
+        lap("local search", &mut phases);
         // 8. Exact checks: is there any plan below the incumbent? The relaxation's loop at
         // just below its period, each assignment that passes scheduled exactly over every
         // stage structure ([`decide_period`]): a plan found becomes the incumbent and the
