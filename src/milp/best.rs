@@ -15,9 +15,9 @@
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
 //!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022), and the
-//!    general MILP on 8 groups of layers (`ilp --coarsen 8`, at most 3 s; on the memory
-//!    grid its non-contiguous allocations of whole groups beat every other seed in six
-//!    cases when it ran only after the local search); then, in
+//!    general MILP on 8 groups of layers (`ilp --coarsen 8`, at most 1 s; its
+//!    non-contiguous allocations of whole groups beat every other seed on some
+//!    memory-bound cases); then, in
 //!    increasing order of their allocation bound, the incumbent's assignment and the
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
@@ -36,6 +36,8 @@
 //!    dropped when that bound reaches the incumbent; the others are taken in increasing
 //!    order of bound and asked by the scheduling MILP for a pattern below the incumbent.
 //!    The first improvement becomes the incumbent and the search restarts around it.
+//!    When it stops with time left and the general MILP on groups was cut short, that MILP
+//!    runs again (at most 3 s), and the search again around its plan if it is better.
 //!
 //! 5. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
 //!    below a period `T`? [`decide_period`] runs the bound's loop at `T` and hands every
@@ -118,8 +120,13 @@ fn assignment_of(allocation: &Allocation, layers: usize) -> Vec<usize> {
 }
 
 /// The seed of the general MILP: this many groups of layers ([`general_optimum`]), at most
-/// this long.
+/// `COARSE_FIRST_LIMIT` before the seeds and, when that did not decide it, at most
+/// `COARSE_LIMIT` again after the local search. Its median solve on the memory grid is
+/// 0.2 s; run for 3 s before the seeds, it took the time that the seeds' and the local
+/// search's plans needed in 2 of 336 cases (and found 2 plans it would have missed after
+/// them).
 const COARSE_GROUPS: usize = 8;
+const COARSE_FIRST_LIMIT: Duration = Duration::from_secs(1);
 const COARSE_LIMIT: Duration = Duration::from_secs(3);
 
 /// Simulated annealing on the relaxation's thresholds ([`anneal_assignments`]): runs (one
@@ -377,13 +384,20 @@ impl Planner for BestPlanner {
             madpipe(&mut incumbent);
         }
         lap("MadPipe", &mut phases);
-        if layers > COARSE_GROUPS && !closed(&incumbent) && !left().is_zero() {
+        // Whether the general MILP on groups is still to run (after the local search, with
+        // more time): it is not decided yet.
+        let mut coarse_open = layers > COARSE_GROUPS;
+        if coarse_open && !closed(&incumbent) && !left().is_zero() {
             let coarse = general_optimum(
                 instance,
                 platform,
                 Some(COARSE_GROUPS),
-                &milp_with(left().min(COARSE_LIMIT)),
+                &milp_with(left().min(COARSE_FIRST_LIMIT)),
             )?;
+            coarse_open = !matches!(
+                coarse.status,
+                SolveStatus::Optimal | SolveStatus::Infeasible
+            );
             if let Some((allocation, pattern)) = coarse.best {
                 offer(
                     &mut incumbent,
@@ -533,7 +547,9 @@ impl Planner for BestPlanner {
             }
             lap("annealing", &mut phases);
         }
-        // 7. Local search around the incumbent.
+        // 7. Local search around the incumbent; then, when its first run was cut short, the
+        // general MILP on groups again with more time, and the local search again around
+        // its plan when it is better.
         let mut stopped_by_clock = false;
         let search_until = Instant::now() + phase_limit(left());
         let search_left = || {
@@ -541,51 +557,78 @@ impl Planner for BestPlanner {
                 .saturating_duration_since(Instant::now())
                 .min(left())
         };
-        'search: while let Some(current) = incumbent
-            .as_ref()
-            .map(|i| canonical(&assignment_of(&i.allocation, layers)))
-        {
-            if closed(&incumbent) {
-                break;
-            }
-            tried.insert(current.clone());
-            let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-            let mut candidates: Vec<(f64, Vec<usize>)> = neighbours(&current, platform.processors)
-                .into_iter()
-                .filter(|a| !tried.contains(a))
-                .map(bounded)
-                .filter(|(b, _)| *b < cutoff * (1.0 - precision))
-                .collect();
-            candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
-            let mut improved = false;
-            for (_, a) in candidates {
-                if left().is_zero() {
-                    stopped_by_clock = true;
-                    break 'search;
+        for round in 0..2 {
+            if round == 1 {
+                if !coarse_open || closed(&incumbent) || search_left().is_zero() {
+                    break;
                 }
-                if search_left().is_zero() {
-                    break 'search;
-                }
-                // The incumbent (hence the cutoff the candidates were bounded against)
-                // changes only on an improvement, which ends this pass.
-                tried.insert(a.clone());
-                if attempt(
-                    &mut incumbent,
-                    &a,
-                    "local search",
-                    &mut schedules,
-                    SCHEDULE_LIMIT.min(search_left()),
-                    Structures::Every,
-                )? {
-                    improved = true;
+                let coarse = general_optimum(
+                    instance,
+                    platform,
+                    Some(COARSE_GROUPS),
+                    &milp_with(search_left().min(COARSE_LIMIT)),
+                )?;
+                let improved = match coarse.best {
+                    Some((allocation, pattern)) => offer(
+                        &mut incumbent,
+                        allocation,
+                        pattern,
+                        "general MILP on 8 groups",
+                    ),
+                    None => false,
+                };
+                lap("general MILP on groups", &mut phases);
+                if !improved {
                     break;
                 }
             }
-            if !improved {
-                break;
+            'search: while let Some(current) = incumbent
+                .as_ref()
+                .map(|i| canonical(&assignment_of(&i.allocation, layers)))
+            {
+                if closed(&incumbent) {
+                    break;
+                }
+                tried.insert(current.clone());
+                let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
+                let mut candidates: Vec<(f64, Vec<usize>)> =
+                    neighbours(&current, platform.processors)
+                        .into_iter()
+                        .filter(|a| !tried.contains(a))
+                        .map(bounded)
+                        .filter(|(b, _)| *b < cutoff * (1.0 - precision))
+                        .collect();
+                candidates.sort_by(|x, y| x.0.total_cmp(&y.0));
+                let mut improved = false;
+                for (_, a) in candidates {
+                    if left().is_zero() {
+                        stopped_by_clock = true;
+                        break 'search;
+                    }
+                    if search_left().is_zero() {
+                        break 'search;
+                    }
+                    // The incumbent (hence the cutoff the candidates were bounded against)
+                    // changes only on an improvement, which ends this pass.
+                    tried.insert(a.clone());
+                    if attempt(
+                        &mut incumbent,
+                        &a,
+                        "local search",
+                        &mut schedules,
+                        SCHEDULE_LIMIT.min(search_left()),
+                        Structures::Every,
+                    )? {
+                        improved = true;
+                        break;
+                    }
+                }
+                if !improved {
+                    break;
+                }
             }
+            lap("local search", &mut phases);
         }
-        lap("local search", &mut phases);
         // 8. Exact checks: is there any plan below the incumbent? The relaxation's loop at
         // just below its period, each assignment that passes scheduled exactly over every
         // stage structure ([`decide_period`]): a plan found becomes the incumbent and the
