@@ -122,9 +122,8 @@ fn assignment_of(allocation: &Allocation, layers: usize) -> Vec<usize> {
 /// The seed of the general MILP: this many groups of layers ([`general_optimum`]), at most
 /// `COARSE_FIRST_LIMIT` before the seeds and, when that did not decide it, at most
 /// `COARSE_LIMIT` again after the local search. Its median solve on the memory grid is
-/// 0.2 s; run for 3 s before the seeds, it took the time that the seeds' and the local
-/// search's plans needed in 2 of 336 cases (and found 2 plans it would have missed after
-/// them).
+/// 0.2 s; run for 3 s before the seeds, it found three shorter plans there but took the
+/// time that the plans of two other cases needed (docs/bounds.md).
 const COARSE_GROUPS: usize = 8;
 const COARSE_FIRST_LIMIT: Duration = Duration::from_secs(1);
 const COARSE_LIMIT: Duration = Duration::from_secs(3);
@@ -384,28 +383,26 @@ impl Planner for BestPlanner {
             madpipe(&mut incumbent);
         }
         lap("MadPipe", &mut phases);
-        // Whether the general MILP on groups is still to run (after the local search, with
-        // more time): it is not decided yet.
+        // The general MILP on groups within `limit`: whether its plan became the incumbent,
+        // and whether it decided the groups' optimum.
+        let coarse_seed =
+            |inc: &mut Option<Incumbent>, limit: Duration| -> crate::error::Result<(bool, bool)> {
+                let coarse =
+                    general_optimum(instance, platform, Some(COARSE_GROUPS), &milp_with(limit))?;
+                let decided = matches!(
+                    coarse.status,
+                    SolveStatus::Optimal | SolveStatus::Infeasible
+                );
+                let improved = coarse.best.is_some_and(|(allocation, pattern)| {
+                    offer(inc, allocation, pattern, "general MILP on 8 groups")
+                });
+                Ok((improved, decided))
+            };
+        // Whether the general MILP on groups is to run again after the local search, with
+        // more time: it has not decided the groups' optimum yet.
         let mut coarse_open = layers > COARSE_GROUPS;
         if coarse_open && !closed(&incumbent) && !left().is_zero() {
-            let coarse = general_optimum(
-                instance,
-                platform,
-                Some(COARSE_GROUPS),
-                &milp_with(left().min(COARSE_FIRST_LIMIT)),
-            )?;
-            coarse_open = !matches!(
-                coarse.status,
-                SolveStatus::Optimal | SolveStatus::Infeasible
-            );
-            if let Some((allocation, pattern)) = coarse.best {
-                offer(
-                    &mut incumbent,
-                    allocation,
-                    pattern,
-                    "general MILP on 8 groups",
-                );
-            }
+            coarse_open = !coarse_seed(&mut incumbent, left().min(COARSE_FIRST_LIMIT))?.1;
             lap("general MILP on groups", &mut phases);
         }
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
@@ -562,21 +559,7 @@ impl Planner for BestPlanner {
                 if !coarse_open || closed(&incumbent) || search_left().is_zero() {
                     break;
                 }
-                let coarse = general_optimum(
-                    instance,
-                    platform,
-                    Some(COARSE_GROUPS),
-                    &milp_with(search_left().min(COARSE_LIMIT)),
-                )?;
-                let improved = match coarse.best {
-                    Some((allocation, pattern)) => offer(
-                        &mut incumbent,
-                        allocation,
-                        pattern,
-                        "general MILP on 8 groups",
-                    ),
-                    None => false,
-                };
+                let (improved, _) = coarse_seed(&mut incumbent, search_left().min(COARSE_LIMIT))?;
                 lap("general MILP on groups", &mut phases);
                 if !improved {
                     break;
