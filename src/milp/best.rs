@@ -44,10 +44,12 @@
 //!    assignment that passes the relaxation to the scheduling MILP over every stage
 //!    structure of the assignment at `T` (one MILP, exact). A pattern found becomes the
 //!    incumbent and the question is asked again; an assignment proven to have none is
-//!    excluded; no assignment left proves that no plan is at `T` or below. `T` is the
-//!    geometric middle of the bound and the incumbent while the gap is wider than
-//!    `HALVING_GAP` (each answer halves it), then just below the incumbent (no assignment
-//!    left proves it optimal, to 0.1%).
+//!    excluded; no assignment left proves that no plan is at `T` or below. While the
+//!    incumbent is more than `CLOSING_GAP` (5%) above the bound, `T` is first that much
+//!    below the incumbent (no assignment left there closes the case); then the geometric
+//!    middle of the bound and the incumbent while the gap is wider than `HALVING_GAP`
+//!    (each answer halves it); then just below the incumbent (no assignment left proves it
+//!    optimal, to 0.1%).
 //!
 //! The search stops when the incumbent is within the bound's precision of the global
 //! bound (proven optimal), when the exact checks cannot decide, or at the time limit
@@ -67,7 +69,7 @@ use crate::milp::general::general_optimum;
 use crate::milp::global_bound::anneal::{anneal_assignments, canonical, AnnealOptions};
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, infinite, BoundOptions, Decision, GlobalBound,
-    Premise, Relaxation, Verdict,
+    Premise, Relaxation, Verdict, CLOSING_GAP,
 };
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
@@ -628,20 +630,34 @@ impl Planner for BestPlanner {
             // Halving the gap while it is wide: "no plan" at the geometric middle of the
             // bound and the incumbent raises the bound there, a plan lowers the incumbent
             // below it. Where that cannot be decided, just below the incumbent.
+            // Before halving, while the plan is more than `CLOSING_GAP` above the bound: is
+            // there a plan within it? "No plan" there closes the case, and it is the easiest
+            // question to prove (fewer assignments pass a shorter period).
+            let mut closing = true;
             let mut halving = true;
             while let Some(known) = incumbent.as_ref().map(Incumbent::period) {
                 if closed_at(&incumbent, lower) || left().is_zero() {
                     break;
                 }
-                let halves = halving && known > lower * (1.0 + HALVING_GAP);
-                let target = if halves {
+                let closes = closing && known > lower * (1.0 + CLOSING_GAP);
+                let halves = !closes && halving && known > lower * (1.0 + HALVING_GAP);
+                let target = if closes {
+                    known / (1.0 + 0.99 * CLOSING_GAP)
+                } else if halves {
                     (lower * known).sqrt()
                 } else {
                     known / (1.0 + 0.999 * precision)
                 };
-                // An answer cut short ends the halving, or the phase: a third of the time
-                // left while halving, so that the checks below the incumbent keep some.
-                let question_time = || if halves { left() / 3 } else { left() };
+                // An answer cut short ends the closing question, then the halving, then the
+                // phase: a third of the time left for each of the first two, so that the
+                // checks below the incumbent keep some.
+                let question_time = || {
+                    if closes || halves {
+                        left() / 3
+                    } else {
+                        left()
+                    }
+                };
                 let mut exact = |a: &[usize]| -> crate::error::Result<Verdict> {
                     let limit = question_time();
                     if limit.is_zero() {
@@ -686,6 +702,7 @@ impl Planner for BestPlanner {
                 )? {
                     Decision::NoPlan => lower = lower.max(target),
                     Decision::Plan(_) => {}
+                    Decision::Undecided(_) if closes => closing = false,
                     Decision::Undecided(_) if halves => halving = false,
                     Decision::Undecided(why) => {
                         messages.push(format!("exact checks stopped: {why}"));

@@ -321,6 +321,9 @@ const MAX_SCHEDULED_LAYERS: usize = 24;
 
 /// The longest one scheduled check may take; one that takes longer proves nothing.
 const SCHEDULED_CHECK_LIMIT: Duration = Duration::from_secs(3);
+/// The first pass over an assignment's processors gives each check at most this much
+/// ([`Relaxation::scheduled_premises`]).
+const QUICK_CHECK_LIMIT: Duration = Duration::from_millis(300);
 /// A proof's generalisation (fewer cuts crossing) is a weaker problem, which HiGHS may take
 /// long to find feasible: it gets this much, or four times what the proof took if more.
 const GENERALISING_LIMIT: Duration = Duration::from_millis(250);
@@ -840,8 +843,10 @@ impl Relaxation {
     /// focused on all of them, and a proof yields a premise on the group, with members
     /// dropped while it still holds. A check cut short by the time proves nothing. The
     /// processors closest to their limits by the closed forms (load, average memory) go
-    /// first, so that the time goes where a proof is likeliest; a check that would repeat
-    /// one that proved nothing ([`Unproven`]) is skipped.
+    /// first, so that the time goes where a proof is likeliest, each within
+    /// `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again with the
+    /// full limit; a check that would repeat one that proved nothing ([`Unproven`]) is
+    /// skipped.
     fn scheduled_premises(
         &self,
         assignment: &[usize],
@@ -912,39 +917,52 @@ impl Relaxation {
             }
             Ok(answer)
         };
-        for (_, p, h) in &order {
-            // A processor of more layers than a check can take is checked on its first
-            // ones, the others left out (a relaxation: `Scope::left_out`).
-            let p = *p;
-            let left_out = after_first(assignment, p, s.max_layers);
-            let h = Holding::kept(assignment, p, &left_out).unwrap_or_else(|| h.clone());
-            let started = Instant::now();
-            if check(
-                assignment,
-                &[p],
-                &left_out,
-                std::slice::from_ref(&h),
-                Duration::MAX,
-            )? != Some(false)
-            {
-                continue;
-            }
-            let spent = started.elapsed();
-            let mut proven = vec![h];
-            for (a, left_out, general) in generalisations(assignment, &[p], &left_out) {
-                if general != proven
-                    && check(&a, &[p], &left_out, &general, generalising(spent))? == Some(false)
-                {
-                    proven = general;
-                    break;
+        // Two passes: each processor first within `QUICK_CHECK_LIMIT`, then those cut short
+        // within the full limit. One proof is enough, and most come in a fraction of a
+        // second, while a large processor's check may run to the limit and prove nothing.
+        let mut cut_short = vec![false; order.len()];
+        for (pass, at_most) in [(0, QUICK_CHECK_LIMIT), (1, Duration::MAX)] {
+            for (k, (_, p, h)) in order.iter().enumerate() {
+                if pass == 1 && !cut_short[k] {
+                    continue;
                 }
+                // A processor of more layers than a check can take is checked on its first
+                // ones, the others left out (a relaxation: `Scope::left_out`).
+                let p = *p;
+                let left_out = after_first(assignment, p, s.max_layers);
+                let h = Holding::kept(assignment, p, &left_out).unwrap_or_else(|| h.clone());
+                let started = Instant::now();
+                match check(
+                    assignment,
+                    &[p],
+                    &left_out,
+                    std::slice::from_ref(&h),
+                    at_most,
+                )? {
+                    Some(false) => {}
+                    Some(true) => continue,
+                    None => {
+                        cut_short[k] = true;
+                        continue;
+                    }
+                }
+                let spent = started.elapsed();
+                let mut proven = vec![h];
+                for (a, left_out, general) in generalisations(assignment, &[p], &left_out) {
+                    if general != proven
+                        && check(&a, &[p], &left_out, &general, generalising(spent))? == Some(false)
+                    {
+                        proven = general;
+                        break;
+                    }
+                }
+                // One proof excludes the assignment: the time of the other checks is better
+                // spent on the assignments that come next.
+                return Ok(vec![Premise::Scheduled {
+                    holdings: proven,
+                    period,
+                }]);
             }
-            // One proof excludes the assignment: the time of the other checks is better
-            // spent on the assignments that come next.
-            return Ok(vec![Premise::Scheduled {
-                holdings: proven,
-                period,
-            }]);
         }
         // None alone: the tightest together, without the one with the most layers first
         // (its operations make the largest part of the MILP), then with it.
