@@ -670,6 +670,7 @@ impl Planner for BestPlanner {
                         focus: None,
                         mergeable,
                         left_out: Vec::new(),
+                        tail: None,
                     };
                     let Some(milp) = PatternMilp::new(instance, platform, &finest, target, &scope)
                     else {

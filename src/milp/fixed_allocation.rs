@@ -317,6 +317,7 @@ fn search(
         focus: None,
         mergeable: mergeable.to_vec(),
         left_out: Vec::new(),
+        tail: None,
     };
     let time_left = || -> Option<Option<std::time::Duration>> {
         match deadline {

@@ -837,7 +837,8 @@ impl Relaxation {
     /// and each cut's two transfers on resources of their own; a processor of more than
     /// `MAX_SCHEDULED_LAYERS` layers with its later ones left out). The first processor
     /// proven to have no pattern yields the premise, in the most general form that a
-    /// weaker check still proves ([`generalisations`]), else its runs with every crossing
+    /// weaker check still proves ([`generalisations`], then the layers below it as a pure
+    /// delay, [`Relaxation::tail_generalisation`]), else its runs with every crossing
     /// cut from its first layer on. When no processor is proven alone, the tightest
     /// processors together (as many as `MAX_SCHEDULED_LAYERS` layers allow) get one check
     /// focused on all of them, and a proof yields a premise on the group, with members
@@ -902,7 +903,7 @@ impl Relaxation {
             if spared {
                 return Ok(None);
             }
-            let answer = focused_check(s, a, group, left_out, period, threads, limit)?;
+            let answer = focused_check(s, a, group, left_out, period, None, threads, limit)?;
             if answer != Some(false) {
                 if let Ok(mut m) = s.answered.lock() {
                     let u = m.entry(holdings.to_vec()).or_default();
@@ -947,7 +948,7 @@ impl Relaxation {
                     }
                 }
                 let spent = started.elapsed();
-                let mut proven = vec![h];
+                let mut proven = vec![h.clone()];
                 for (a, left_out, general) in generalisations(assignment, &[p], &left_out) {
                     if general != proven
                         && check(&a, &[p], &left_out, &general, generalising(spent))? == Some(false)
@@ -956,11 +957,40 @@ impl Relaxation {
                         break;
                     }
                 }
+                // None of those: the layers after the processor's last kept one as a pure
+                // delay (`Scope::tail`), which holds wherever at least as much transfer
+                // crosses there.
+                if proven == [h.clone()] {
+                    if let Some((tail, holding, transfer)) =
+                        self.tail_generalisation(assignment, p, &left_out)
+                    {
+                        let limit = limit().min(generalising(spent));
+                        if !limit.is_zero()
+                            && focused_check(
+                                s,
+                                assignment,
+                                &[p],
+                                &left_out,
+                                period,
+                                Some(tail),
+                                threads,
+                                limit,
+                            )? == Some(false)
+                        {
+                            return Ok(vec![Premise::Scheduled {
+                                holdings: vec![holding],
+                                period,
+                                tail: Some(transfer),
+                            }]);
+                        }
+                    }
+                }
                 // One proof excludes the assignment: the time of the other checks is better
                 // spent on the assignments that come next.
                 return Ok(vec![Premise::Scheduled {
                     holdings: proven,
                     period,
+                    tail: None,
                 }]);
             }
         }
@@ -1030,7 +1060,49 @@ impl Relaxation {
                 break;
             }
         }
-        Ok(vec![Premise::Scheduled { holdings, period }])
+        Ok(vec![Premise::Scheduled {
+            holdings,
+            period,
+            tail: None,
+        }])
+    }
+}
+
+impl Relaxation {
+    /// The tail generalisation of a proof on processor `p` of `assignment` (its layers
+    /// `left_out` left out): the first layer after its last kept one (where
+    /// `Scope::tail` starts), its holding with only the cuts up to that layer, and the
+    /// one-way transfer of the cuts crossing below it. `None` when the kept layers end the
+    /// chain.
+    fn tail_generalisation(
+        &self,
+        assignment: &[usize],
+        p: usize,
+        left_out: &[bool],
+    ) -> Option<(usize, Holding, f64)> {
+        let mut h = Holding::kept(assignment, p, left_out)?;
+        let last = h.runs.last()?.1;
+        if last + 1 >= self.layers {
+            return None;
+        }
+        h.cuts.retain(|&c| c <= last);
+        Some((last + 1, h.clone(), self.tail_transfer(&h, assignment)))
+    }
+
+    /// The one-way transfer of the cuts of `assignment` (its first layers, possibly not
+    /// all) that cross below the last layer of `h`'s runs.
+    pub(crate) fn tail_transfer(&self, h: &Holding, assignment: &[usize]) -> f64 {
+        let last = h.runs.last().map_or(0, |r| r.1);
+        (last + 1..assignment.len().saturating_sub(1))
+            .filter(|&c| assignment[c] != assignment[c + 1])
+            .map(|c| self.comm[c])
+            .sum()
+    }
+
+    /// Whether `transfer` (from [`Relaxation::tail_transfer`]) reaches what a tail premise
+    /// was proven with: its own cut set's sum, added up in another order, counts.
+    pub(crate) fn reaches(transfer: f64, proven: f64) -> bool {
+        transfer >= proven * (1.0 - 1e-12)
     }
 }
 
@@ -1139,6 +1211,7 @@ fn focused_milp(
     group: &[usize],
     left_out: &[bool],
     period: f64,
+    tail: Option<usize>,
 ) -> Option<crate::milp::pattern_milp::PatternMilp> {
     use crate::milp::fixed_allocation::assignment_structures;
     use crate::milp::pattern_milp::{PatternMilp, Scope};
@@ -1152,24 +1225,27 @@ fn focused_milp(
         focus: Some(group.to_vec()),
         mergeable,
         left_out: left_out.to_vec(),
+        tail,
     };
     PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope)
 }
 
 /// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
 /// MILP focused on them (a stage per layer, their own consecutive layers that share a
-/// tensor free to merge; their layers `left_out` left out of them): `Some(false)` proven
-/// not, `None` undecided within `limit`.
+/// tensor free to merge; their layers `left_out` left out of them; layers from `tail` on
+/// a pure delay, `Scope::tail`): `Some(false)` proven not, `None` undecided within `limit`.
+#[allow(clippy::too_many_arguments)]
 fn focused_check(
     s: &Scheduling,
     assignment: &[usize],
     group: &[usize],
     left_out: &[bool],
     period: f64,
+    tail: Option<usize>,
     threads: std::num::NonZeroU32,
     limit: Duration,
 ) -> crate::error::Result<Option<bool>> {
-    let Some(milp) = focused_milp(s, assignment, group, left_out, period) else {
+    let Some(milp) = focused_milp(s, assignment, group, left_out, period, tail) else {
         return Ok(Some(false));
     };
     let options = MilpOptions {
@@ -1201,7 +1277,14 @@ pub enum Premise {
     /// cuts crossing, which the scheduling MILP focused on those processors proved to have
     /// no pattern at `period` (module docs, "Scheduled premises"); valid at `period` and
     /// below. Usually one processor; a group where each passes alone.
-    Scheduled { holdings: Vec<Holding>, period: f64 },
+    /// With `tail: Some(x)` (one holding, its cuts only down to its last layer): and the
+    /// cuts crossing below its last layer carry at least `x` seconds of one-way transfer;
+    /// proven with those layers as a pure delay (`Scope::tail`, "Generalising a proof").
+    Scheduled {
+        holdings: Vec<Holding>,
+        period: f64,
+        tail: Option<f64>,
+    },
 }
 
 /// Whether distinct processors of `assignment` hold the runs of each of `holdings` (one
@@ -1496,6 +1579,21 @@ fn relaxation_model(relax: &Relaxation, period: f64, premises: &[Premise]) -> (M
                 continue;
             }
             Premise::Exact(h) => (h, Vec::new(), None),
+            Premise::Scheduled {
+                holdings,
+                tail: Some(x),
+                ..
+            } => match holdings.as_slice() {
+                // Excluded when the cuts below its last layer carry at least `x`: a row like
+                // a transfer limit's, a little weaker than the premise (the slack), which is
+                // safe.
+                [h] => {
+                    let last = h.runs.last().map_or(0, |r| r.1);
+                    let below: Vec<usize> = (last + 1..n.saturating_sub(1)).collect();
+                    (h, below, Some(*x))
+                }
+                _ => continue,
+            },
             Premise::Scheduled { holdings, .. } => match holdings.as_slice() {
                 [h] => (h, Vec::new(), None),
                 // A group: rows for every assignment of distinct labels would be too many;
@@ -1509,6 +1607,10 @@ fn relaxation_model(relax: &Relaxation, period: f64, premises: &[Premise]) -> (M
                 Some(r) => (h, relax.free_cuts(h), Some(r)),
             },
         };
+        // A limit that no assignment can pass is no row.
+        if limit.is_some_and(|r| free.iter().map(|&c| relax.comm[c]).sum::<f64>() <= r) {
+            continue;
+        }
         let size = (h.layers() + h.cuts.len()) as f64;
         for p in 0..procs {
             let mut terms: Vec<(Var, f64)> = h
@@ -1966,50 +2068,86 @@ pub fn global_lower_bound_learning(
             .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
             .filter(|&t| t > lo * (1.0 + precision) && t < hi);
         let closing_after = if phase == 0 { CLOSING_PROBE_AFTER } else { 0 };
-        while hi > lo * (1.0 + precision) {
-            if phase_left().is_some_and(|t| t.is_zero()) {
-                phase_undecided = true;
-                break;
-            }
-            let due = if phase_solves >= closing_after {
-                closing.take()
-            } else {
-                None
-            };
-            let next = match step {
-                Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
-                _ => 0.5 * (lo + hi),
-            };
-            let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
-            out.solves += 1;
-            phase_solves += 1;
-            // A probe gets at most a third of what is left (but a second at least), so that
-            // one hard period near the threshold leaves time for easier ones below it.
-            let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
-            match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
-                Probe::Infeasible => {
-                    lo = mid;
-                    step = step.map(|s| 2.0 * s);
-                }
-                Probe::Feasible(a) => {
-                    hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
-                    feasible_at = Some(hi);
-                    out.candidates.retain(|c| c != &a);
-                    out.candidates.push(a.clone());
-                    out.assignment = Some(a);
-                    step = None;
-                }
-                Probe::Undecided => {
-                    phase_undecided = true;
-                    hi = mid;
-                    step = None;
-                }
-                Probe::TooLarge => {
-                    // Every later probe of the phase builds a model as large, with less
-                    // time: the phase ends here.
+        // Periods where a probe ended undecided (decreasing), and the shortest where one
+        // passed (or the upper end).
+        let mut undecided_at: Vec<f64> = Vec::new();
+        let mut passed_at = hi;
+        loop {
+            while hi > lo * (1.0 + precision) {
+                if phase_left().is_some_and(|t| t.is_zero()) {
                     phase_undecided = true;
                     break;
                 }
+                let due = if phase_solves >= closing_after {
+                    closing.take()
+                } else {
+                    None
+                };
+                let next = match step {
+                    Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
+                    _ => 0.5 * (lo + hi),
+                };
+                let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
+                out.solves += 1;
+                phase_solves += 1;
+                // A probe gets at most a third of what is left (but a second at least), so that
+                // one hard period near the threshold leaves time for easier ones below it.
+                let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
+                match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
+                    Probe::Infeasible => {
+                        lo = mid;
+                        step = step.map(|s| 2.0 * s);
+                    }
+                    Probe::Feasible(a) => {
+                        hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
+                        feasible_at = Some(hi);
+                        passed_at = hi;
+                        out.candidates.retain(|c| c != &a);
+                        out.candidates.push(a.clone());
+                        out.assignment = Some(a);
+                        step = None;
+                    }
+                    Probe::Undecided => {
+                        phase_undecided = true;
+                        hi = mid;
+                        undecided_at.push(mid);
+                        step = None;
+                    }
+                    Probe::TooLarge => {
+                        // Every later probe of the phase builds a model as large, with less
+                        // time: the phase ends here.
+                        phase_undecided = true;
+                        break;
+                    }
+                }
+            }
+            // Without a known plan (the bound alone, which has nothing else to spend its time
+            // on), a bisection that closed in on a period left undecided asks it again with all
+            // the time the phase has left: the premises learnt since often decide it.
+            let retry = undecided_at
+                .last()
+                .copied()
+                .filter(|&t| t == hi && t > lo && options.known_period.is_none());
+            let Some(t) = retry else { break };
+            let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
+                break;
+            };
+            out.solves += 1;
+            match probe(phase_relax, t, &milp, Some(budget), &mut out.nodes, pool)? {
+                Probe::Infeasible => {
+                    lo = t;
+                    undecided_at.pop();
+                    hi = undecided_at.last().map_or(passed_at, |&u| u.min(passed_at));
+                    step = None;
+                }
+                Probe::Feasible(a) => {
+                    feasible_at = Some(t);
+                    out.candidates.retain(|c| c != &a);
+                    out.candidates.push(a.clone());
+                    out.assignment = Some(a);
+                    break;
+                }
+                Probe::Undecided | Probe::TooLarge => break,
             }
         }
         undecided = infinite_undecided || phase_undecided;
@@ -2069,6 +2207,7 @@ mod tests {
                 focus: None,
                 mergeable,
                 left_out: Vec::new(),
+                tail: None,
             },
         )
         .unwrap();
@@ -2085,21 +2224,30 @@ mod tests {
         let s = relax.scheduling.as_ref().unwrap();
         let threads = std::num::NonZeroU32::MIN;
         for p in 0..3 {
-            let answer = focused_check(
-                s,
-                &assignment,
-                &[p],
-                &[],
-                period,
-                threads,
-                Duration::from_secs(60),
-            )
-            .unwrap();
-            assert_ne!(answer, Some(false), "processor {p}");
+            // Alone, and with the layers below it as a pure delay (`Scope::tail`).
+            let tails = [None].into_iter().chain(
+                relax
+                    .tail_generalisation(&assignment, p, &[])
+                    .map(|(t, _, _)| Some(t)),
+            );
+            for tail in tails {
+                let answer = focused_check(
+                    s,
+                    &assignment,
+                    &[p],
+                    &[],
+                    period,
+                    tail,
+                    threads,
+                    Duration::from_secs(60),
+                )
+                .unwrap();
+                assert_ne!(answer, Some(false), "processor {p}, tail {tail:?}");
+            }
         }
         // The same check of processor 0 with presolve on: HiGHS's presolve answered
         // "infeasible", which the second solve without it overturns.
-        let mut focused = focused_milp(s, &assignment, &[0], &[], period).unwrap();
+        let mut focused = focused_milp(s, &assignment, &[0], &[], period, None).unwrap();
         focused.model.set_presolve(true);
         let r = focused.model.solve(&options, None).unwrap();
         assert!(r.status.has_solution(), "{:?}", r.status);
@@ -2217,7 +2365,14 @@ mod tests {
             Premise::Scheduled {
                 holdings,
                 period: t,
-            } => return period > *t || !held_apart(holdings, assignment),
+                tail,
+            } => {
+                return period > *t
+                    || !held_apart(holdings, assignment)
+                    || tail.is_some_and(|x| {
+                        !Relaxation::reaches(relax.tail_transfer(&holdings[0], assignment), x)
+                    })
+            }
         };
         let holds_on = |q: usize| {
             h.runs
@@ -2303,6 +2458,7 @@ mod tests {
             focus: None,
             mergeable,
             left_out: Vec::new(),
+            tail: None,
         };
         let Some(milp) = PatternMilp::new(inst, platform, &finest, period, &scope) else {
             return false;
@@ -2321,11 +2477,11 @@ mod tests {
         platforms: &[(usize, f64, f64)],
         factors: &[f64],
         max_layers: usize,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, usize) {
         use crate::milp::general::for_each_allocation;
         use crate::nets::random::{one_processor_memory, random_chain};
         let threads = std::num::NonZeroU32::new(1).unwrap();
-        let (mut singles, mut groups) = (0, 0);
+        let (mut singles, mut groups, mut tails) = (0, 0, 0);
         for seed in seeds {
             let l = 5 + (seed as usize % 2);
             let inst = random_chain(seed, l);
@@ -2348,6 +2504,10 @@ mod tests {
                                 Premise::Scheduled { holdings, .. } if holdings.len() > 1 => {
                                     groups += 1
                                 }
+                                Premise::Scheduled { tail: Some(_), .. } => {
+                                    singles += 1;
+                                    tails += 1
+                                }
                                 _ => singles += 1,
                             }
                             premises.push(p);
@@ -2365,13 +2525,13 @@ mod tests {
                 }
             }
         }
-        (singles, groups)
+        (singles, groups, tails)
     }
 
     #[test]
     fn scheduled_premises_never_exclude_an_assignment_with_a_plan() {
         // A chain and platforms where groups are learnt (every processor passes alone).
-        let (singles, groups) = scheduled_premises_are_valid(
+        let (singles, groups, _) = scheduled_premises_are_valid(
             61..62,
             &[(3, 0.6, 1.0), (4, 0.6, 1.0)],
             &[2.5],
@@ -2387,7 +2547,7 @@ mod tests {
     fn scheduled_premises_with_left_out_layers_never_exclude_an_assignment_with_a_plan() {
         // Checks that keep at most 2 layers: a processor of 3 or more is checked with its
         // later layers left out.
-        let (singles, _) = scheduled_premises_are_valid(
+        let (singles, _, _) = scheduled_premises_are_valid(
             60..62,
             &[(2, 0.45, 2.0), (3, 0.6, 1.0)],
             &[1.3, 1.8, 2.5],
@@ -2401,12 +2561,14 @@ mod tests {
     fn scheduled_premises_never_exclude_an_assignment_with_a_plan_on_many_chains() {
         let platforms = [(3, 0.45, 2.0), (3, 0.6, 1.0), (4, 0.6, 1.0), (4, 0.8, 0.5)];
         let factors = [1.3, 1.8, 2.5, 3.5];
-        let (singles, groups) =
+        let (singles, groups, tails) =
             scheduled_premises_are_valid(60..66, &platforms, &factors, MAX_SCHEDULED_LAYERS);
-        let (left_out, _) = scheduled_premises_are_valid(60..66, &platforms, &factors, 2);
+        let (left_out, _, left_out_tails) =
+            scheduled_premises_are_valid(60..66, &platforms, &factors, 2);
         assert!(
-            singles > 0 && groups > 0 && left_out > 0,
-            "{singles} singles, {groups} groups, {left_out} with left-out layers"
+            singles > 0 && groups > 0 && left_out > 0 && tails + left_out_tails > 0,
+            "{singles} singles ({tails} with tails), {groups} groups, {left_out} with left-out \
+             layers ({left_out_tails} with tails)"
         );
     }
 

@@ -47,6 +47,8 @@
 //!   the focused processors from their circles and memories (those stages keep only their
 //!   own pair, as if on another processor with no transfer at their ends): a relaxation
 //!   of every allocation in which the processors hold at least the other stages.
+//!   [`Scope::tail`] makes the stages below the focused ones a pure delay (dependencies
+//!   only): a relaxation of every allocation with at least as much transfer there.
 //! - [`Scope::mergeable`] lets the MILP merge consecutive stages of one processor (which
 //!   share no transfer) into one stage: when merged, their forwards and backwards run back
 //!   to back, and the merged stage keeps its stash (the tensor the two share counted once)
@@ -90,6 +92,14 @@ pub struct Scope {
     /// (weights and buffers included) ignore it, as if it lay on another processor with no
     /// transfer at its ends. Empty: none. Only with [`Scope::focus`].
     pub left_out: Vec<bool>,
+    /// `Some(t)`: stages `t..` (none of them on a focused processor, or all of them left
+    /// out) keep only their dependencies: none of their operations (forwards, backwards,
+    /// transfers at the cuts after them) shares a resource, and no processor's memory counts
+    /// them. The chain below stage `t - 1` is then a pure delay of at least its operations'
+    /// total, whatever cuts cross there: a relaxation of every allocation with the same
+    /// stages up to `t - 1` and at least as much transfer below (docs/bounds.md,
+    /// "Generalising a proof"). Only with [`Scope::focus`].
+    pub tail: Option<usize>,
 }
 
 impl Scope {
@@ -97,8 +107,12 @@ impl Scope {
         self.mergeable.get(s).copied().unwrap_or(false)
     }
 
+    fn in_tail(&self, s: usize) -> bool {
+        self.focus.is_some() && self.tail.is_some_and(|t| s >= t)
+    }
+
     fn leaves_out(&self, s: usize) -> bool {
-        self.focus.is_some() && self.left_out.get(s).copied().unwrap_or(false)
+        self.focus.is_some() && self.left_out.get(s).copied().unwrap_or(false) || self.in_tail(s)
     }
 }
 
@@ -185,6 +199,9 @@ impl PatternMilp {
         let conflicting = |i: usize, j: usize| -> bool {
             let (oi, oj) = (&graph.ops[i], &graph.ops[j]);
             if oi.resource != oj.resource || oi.duration <= 0.0 || oj.duration <= 0.0 {
+                return false;
+            }
+            if scope.in_tail(oi.id.stage) || scope.in_tail(oj.id.stage) {
                 return false;
             }
             match (&scope.focus, oi.resource) {

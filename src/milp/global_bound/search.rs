@@ -26,8 +26,9 @@
 //!
 //! The premises that the closed forms do not imply (a processor's runs that its scheduling
 //! MILP proved unschedulable, [`Premise::Scheduled`]; an assignment an exact check
-//! excluded, [`Premise::Excluded`]) prune too: each as soon as its last layer is placed,
-//! and all of them on a complete assignment. A caller's `leaf` check may add premises
+//! excluded, [`Premise::Excluded`]) prune too: each as soon as its last layer is placed
+//! (one with a tail also whenever a cut below it crosses, since the transfer below only
+//! grows), and all of them on a complete assignment. A caller's `leaf` check may add premises
 //! against an assignment that passes the rest (the scheduled checks); the search then goes
 //! on, which keeps it exact: the branches already closed were closed by fewer premises.
 
@@ -95,12 +96,12 @@ pub fn decide(
 /// Whether `premise` excludes the partial assignment `a` (layers `0..a.len()`); with
 /// `complete`, `a` is the whole chain, otherwise only a premise whose last layer is the
 /// last one placed is looked at (earlier ones were, when their last layer was placed).
-fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
-    let holdings = match premise {
+fn excludes(relax: &Relaxation, premise: &Premise, a: &[usize], complete: bool) -> bool {
+    let (holdings, tail) = match premise {
         Premise::Excluded { assignment, .. } => {
             return complete && canonical(assignment) == canonical(a);
         }
-        Premise::Scheduled { holdings, .. } => holdings,
+        Premise::Scheduled { holdings, tail, .. } => (holdings, *tail),
         // Implied by the facts the search checks (they come from them).
         Premise::Exact(_) | Premise::Limited(_) => return false,
     };
@@ -114,10 +115,20 @@ fn excludes(premise: &Premise, a: &[usize], complete: bool) -> bool {
         })
         .max()
         .unwrap_or(0);
-    if last >= a.len() || (!complete && last + 1 != a.len()) {
+    if last >= a.len() {
         return false;
     }
-    held_apart(holdings, a)
+    let Some(x) = tail else {
+        return (complete || last + 1 == a.len()) && held_apart(holdings, a);
+    };
+    // With a tail: also whenever a cut below the holding's last layer has just crossed
+    // (the transfer below only grows as the chain goes on).
+    let k = a.len();
+    let below = holdings[0].runs.last().map_or(0, |r| r.1);
+    let crossed_below = k >= 2 && k - 2 > below && a[k - 2] != a[k - 1];
+    (complete || last + 1 == k || crossed_below)
+        && Relaxation::reaches(relax.tail_transfer(&holdings[0], a), x)
+        && held_apart(holdings, a)
 }
 
 struct Search<'a, 'b> {
@@ -199,7 +210,7 @@ impl Search<'_, '_> {
                 && !self
                     .premises
                     .iter()
-                    .any(|h| excludes(h, &self.assignment, false));
+                    .any(|h| excludes(relax, h, &self.assignment, false));
             if fits {
                 // Restored from copies, not by subtraction: no rounding drift over the search.
                 let (load, link_load) = (self.loads[p], link.map(|e| self.links[e]));
@@ -229,7 +240,10 @@ impl Search<'_, '_> {
     fn accept(&mut self) -> bool {
         let a = &self.assignment;
         if !relaxation_fits(self.relax, a, self.period)
-            || self.premises.iter().any(|h| excludes(h, a, true))
+            || self
+                .premises
+                .iter()
+                .any(|h| excludes(self.relax, h, a, true))
         {
             return false;
         }
@@ -345,13 +359,24 @@ mod tests {
                 let relax = Relaxation::new(&instance, &platform);
                 let period = 0.8 * total;
                 let mut premises = Vec::new();
+                // Every other seed, the premises have tails: the cuts below the holding's
+                // last layer as a transfer sum (`Premise::Scheduled::tail`).
+                let tails = seed % 2 == 0;
                 let mut leaf = |a: &[usize]| {
                     Ok((0..procs)
                         .filter_map(|q| Holding::of(a, q))
                         .filter(|h| h.layers() >= 3)
-                        .map(|holding| Premise::Scheduled {
-                            holdings: vec![holding],
-                            period,
+                        .map(|mut holding| {
+                            let tail = tails.then(|| {
+                                let last = holding.runs.last().unwrap().1;
+                                holding.cuts.retain(|&c| c <= last);
+                                relax.tail_transfer(&holding, a)
+                            });
+                            Premise::Scheduled {
+                                holdings: vec![holding],
+                                period,
+                                tail,
+                            }
                         })
                         .collect::<Vec<_>>())
                 };
