@@ -209,6 +209,15 @@ pub struct GlobalBound {
     pub method: String,
 }
 
+impl GlobalBound {
+    /// Keeps `a`, which passed a probe, as the latest candidate and the assignment.
+    fn passed(&mut self, a: Vec<usize>) {
+        self.candidates.retain(|c| c != &a);
+        self.candidates.push(a.clone());
+        self.assignment = Some(a);
+    }
+}
+
 /// Options of [`global_lower_bound`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoundOptions {
@@ -948,19 +957,21 @@ impl Relaxation {
                     }
                 }
                 let spent = started.elapsed();
-                let mut proven = vec![h.clone()];
+                let mut proven = vec![h];
+                let mut generalised = false;
                 for (a, left_out, general) in generalisations(assignment, &[p], &left_out) {
                     if general != proven
                         && check(&a, &[p], &left_out, &general, generalising(spent))? == Some(false)
                     {
                         proven = general;
+                        generalised = true;
                         break;
                     }
                 }
                 // None of those: the layers after the processor's last kept one as a pure
                 // delay (`Scope::tail`), which holds wherever at least as much transfer
                 // crosses there.
-                if proven == [h.clone()] {
+                if !generalised {
                     if let Some((tail, holding, transfer)) =
                         self.tail_generalisation(assignment, p, &left_out)
                     {
@@ -1086,7 +1097,8 @@ impl Relaxation {
             return None;
         }
         h.cuts.retain(|&c| c <= last);
-        Some((last + 1, h.clone(), self.tail_transfer(&h, assignment)))
+        let transfer = self.tail_transfer(&h, assignment);
+        Some((last + 1, h, transfer))
     }
 
     /// The one-way transfer of the cuts of `assignment` (its first layers, possibly not
@@ -2009,10 +2021,7 @@ pub fn global_lower_bound_learning(
             return finish(out);
         }
         Probe::Undecided | Probe::TooLarge => undecided = true,
-        Probe::Feasible(a) => {
-            out.candidates.push(a.clone());
-            out.assignment = Some(a);
-        }
+        Probe::Feasible(a) => out.passed(a),
     }
     let mut lo = out.lower_bound;
     let mut hi = relax.sequential_period().max(lo);
@@ -2072,6 +2081,7 @@ pub fn global_lower_bound_learning(
         // passed (or the upper end).
         let mut undecided_at: Vec<f64> = Vec::new();
         let mut passed_at = hi;
+        let mut too_large = false;
         loop {
             while hi > lo * (1.0 + precision) {
                 if phase_left().is_some_and(|t| t.is_zero()) {
@@ -2102,9 +2112,7 @@ pub fn global_lower_bound_learning(
                         hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
                         feasible_at = Some(hi);
                         passed_at = hi;
-                        out.candidates.retain(|c| c != &a);
-                        out.candidates.push(a.clone());
-                        out.assignment = Some(a);
+                        out.passed(a);
                         step = None;
                     }
                     Probe::Undecided => {
@@ -2117,6 +2125,7 @@ pub fn global_lower_bound_learning(
                         // Every later probe of the phase builds a model as large, with less
                         // time: the phase ends here.
                         phase_undecided = true;
+                        too_large = true;
                         break;
                     }
                 }
@@ -2127,7 +2136,7 @@ pub fn global_lower_bound_learning(
             let retry = undecided_at
                 .last()
                 .copied()
-                .filter(|&t| t == hi && t > lo && options.known_period.is_none());
+                .filter(|&t| t == hi && t > lo && !too_large && options.known_period.is_none());
             let Some(t) = retry else { break };
             let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
                 break;
@@ -2142,9 +2151,7 @@ pub fn global_lower_bound_learning(
                 }
                 Probe::Feasible(a) => {
                     feasible_at = Some(t);
-                    out.candidates.retain(|c| c != &a);
-                    out.candidates.push(a.clone());
-                    out.assignment = Some(a);
+                    out.passed(a);
                     break;
                 }
                 Probe::Undecided | Probe::TooLarge => break,
