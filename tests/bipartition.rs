@@ -236,11 +236,11 @@ proptest! {
 /// Through the registry and the driver: the report's period is the judge's.
 #[test]
 fn registry_runs_and_judges_bipartition() {
-    use pipeopt::algorithm::{planner, run, Options, Problem};
+    use pipeopt::algorithm::{planner, run, Problem};
     use pipeopt::model::Status;
     let inst = instance(&[1.0, 3.0, 2.0, 3.0], &[2.0, 6.0, 4.0, 6.0], 0.0, 0.0);
     let platform = Platform::new(3, f64::INFINITY, f64::INFINITY);
-    let p = planner("bipartition", &Options::default()).unwrap();
+    let p = planner("bipartition", &serde_json::Value::Null).unwrap();
     let problem = Problem {
         instance: &inst,
         platform: &platform,
@@ -310,7 +310,7 @@ proptest! {
         bandwidth in prop_oneof![Just(1.0f64), Just(20.0), Just(1e6)],
         memory in prop_oneof![Just(400.0f64), Just(4000.0), Just(1e9)],
     ) {
-        use pipeopt::algorithm::{planner, run, Options, Problem};
+        use pipeopt::algorithm::{planner, run, Problem};
         let inst = Instance {
             name: "chain".into(),
             input: 10.0,
@@ -323,7 +323,7 @@ proptest! {
         let platform = Platform::new(p, memory, bandwidth);
         let problem = Problem { instance: &inst, platform: &platform };
         let period = |name: &str| {
-            let algorithm = planner(name, &Options::default()).unwrap();
+            let algorithm = planner(name, &serde_json::Value::Null).unwrap();
             run(algorithm.as_ref(), &problem).unwrap().1.period
         };
         if let Some(t_pd) = period("pipedream") {

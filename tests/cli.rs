@@ -211,6 +211,52 @@ fn bad_flags_are_explained() {
         ));
 }
 
+/// `plan --help` names, for each option flag, exactly the algorithms that read it; a flag
+/// given to another algorithm is refused with those names.
+#[test]
+fn option_flags_name_the_algorithms_that_read_them() {
+    use pipeopt::algorithm::{registry::flag, Algorithm};
+    let help = pipeopt().args(["plan", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let mut keys: Vec<&str> = Algorithm::ALL
+        .iter()
+        .flat_map(|a| (a.descriptor().options)().iter().copied())
+        .filter(|k| *k != "madpipe") // experiment files only
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert!(keys.len() >= 7, "{keys:?}");
+    for key in keys {
+        let f = flag(key);
+        let start = help
+            .lines()
+            .position(|l| l.trim_start().starts_with(&format!("{f} ")) || l.trim() == f)
+            .unwrap_or_else(|| panic!("{f} not in plan --help"));
+        let paragraph: String = help
+            .lines()
+            .skip(start + 1)
+            .take_while(|l| !l.trim_start().starts_with('-'))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        let named: std::collections::BTreeSet<&str> = paragraph
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '*' || c == '-'))
+            .filter_map(|w| Algorithm::parse(w).ok().map(|a| a.name()))
+            .collect();
+        let readers: std::collections::BTreeSet<&str> = Algorithm::ALL
+            .iter()
+            .filter(|a| a.reads(key))
+            .map(|a| a.name())
+            .collect();
+        assert_eq!(named, readers, "{f}: {paragraph}");
+        let other = Algorithm::ALL.iter().find(|a| !a.reads(key)).unwrap();
+        let e = other.configure(serde_json::json!({ key: 1 })).unwrap_err();
+        for r in &readers {
+            assert!(e.reason.contains(r), "{f}: {e}");
+        }
+    }
+}
+
 #[test]
 fn impossible_memory_is_infeasible_not_an_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 //! its allocation space, Algorithm 1 against a straight-pipeline DP, and the planner's plans
 //! against the judge.
 
-use pipeopt::algorithm::{planner, run, Options, Problem};
+use pipeopt::algorithm::{planner, run, Problem};
 use pipeopt::judge::judge;
 use pipeopt::model::{Allocation, Instance, Layer, Platform, Status};
 use pipeopt::partition::madpipe::{
@@ -403,7 +403,7 @@ fn planner_reports_planned_allocations_that_1f1b_star_can_run() {
             instance: &instance,
             platform: &platform,
         };
-        let p = planner("madpipe-dp", &Options::default()).unwrap();
+        let p = planner("madpipe-dp", &serde_json::Value::Null).unwrap();
         let (plan, report) = run(p.as_ref(), &problem).unwrap();
         assert_eq!(report.status, Status::Planned, "{:?}", report.messages);
         let plan = plan.unwrap();
@@ -448,10 +448,7 @@ fn infeasible_and_bad_inputs() {
         Err(MadPipeError::Input(e)) => assert_eq!(e.field, "levels_time"),
         other => panic!("{other:?}"),
     }
-    let options = Options {
-        madpipe: bad,
-        ..Options::default()
-    };
+    let options = serde_json::json!({"madpipe": bad});
     assert!(planner("madpipe-dp", &options).is_err());
     // An empty chain or a bad target period gives no allocation, no panic.
     let mut empty = instance.clone();

@@ -5,7 +5,7 @@
 //! and at least `lower_bound`; every plan passes the judge with the period the MILP claims;
 //! a memory too small for any plan gives "infeasible" with a reason.
 
-use pipeopt::algorithm::{planner, run, Options, Problem};
+use pipeopt::algorithm::{planner, run, Problem};
 use pipeopt::judge::judge;
 use pipeopt::milp::general::{coarsen, general_optimum, general_optimum_by, IlpSearch};
 use pipeopt::milp::{contiguous_optimum, MilpOptions, SolveStatus};
@@ -20,7 +20,7 @@ fn chain(seed: u64, l: usize) -> Instance {
 /// Runs algorithm `name` with `opts` through the registry and the judge.
 fn plan_with(
     name: &str,
-    opts: &Options,
+    opts: &serde_json::Value,
     inst: &Instance,
     platform: &Platform,
 ) -> (Option<Plan>, PlanReport) {
@@ -36,7 +36,7 @@ fn plan_with(
 }
 
 fn validated(name: &str, inst: &Instance, platform: &Platform) -> Option<f64> {
-    let (_, report) = plan_with(name, &Options::default(), inst, platform);
+    let (_, report) = plan_with(name, &serde_json::Value::Null, inst, platform);
     (report.status == Status::Valid || report.status == Status::Timeout)
         .then_some(report.period)
         .flatten()
@@ -157,7 +157,7 @@ fn too_little_memory_is_infeasible_with_a_reason() {
         .map(|l| 3.0 * l.weights)
         .fold(0.0, f64::max);
     let platform = Platform::new(3, 0.9 * w_max, 6.0);
-    let (plan, report) = plan_with("ilp", &Options::default(), &inst, &platform);
+    let (plan, report) = plan_with("ilp", &serde_json::Value::Null, &inst, &platform);
     assert!(plan.is_none());
     assert_eq!(report.status, Status::Infeasible);
     assert!(
@@ -171,10 +171,7 @@ fn too_little_memory_is_infeasible_with_a_reason() {
 fn coarsened_plans_are_judged_on_the_original_chain() {
     let inst = chain(11, 12);
     let platform = Platform::new(3, one_processor_memory(&inst), 6.0);
-    let opts = Options {
-        coarsen: Some(5),
-        ..Options::default()
-    };
+    let opts = serde_json::json!({"coarsen": 5});
     let (plan, report) = plan_with("ilp", &opts, &inst, &platform);
     let plan = plan.expect("a plan");
     assert_eq!(report.status, Status::Valid, "{:?}", report.messages);
@@ -192,10 +189,7 @@ fn coarsened_plans_are_judged_on_the_original_chain() {
 
 #[test]
 fn coarsen_is_refused_for_other_algorithms() {
-    let opts = Options {
-        coarsen: Some(4),
-        ..Options::default()
-    };
+    let opts = serde_json::json!({"coarsen": 4});
     let e = planner("pipedream", &opts).err().expect("refused");
     assert!(e.to_string().contains("ilp"), "{e}");
 }
@@ -208,11 +202,8 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
         let inst = chain(seed, 7);
         for &(processors, share) in &[(3usize, 0.45), (3, 1.0)] {
             let platform = Platform::new(processors, share * one_processor_memory(&inst), 6.0);
-            let (_, fixed) = plan_with("madpipe", &Options::default(), &inst, &platform);
-            let opts = Options {
-                remap_stages: true,
-                ..Options::default()
-            };
+            let (_, fixed) = plan_with("madpipe", &serde_json::Value::Null, &inst, &platform);
+            let opts = serde_json::json!({"remap_stages": true});
             let (plan, remapped) = plan_with("madpipe", &opts, &inst, &platform);
             // Whatever the fixed allocation achieves, remapping keeps (it starts there).
             if fixed.status == Status::Valid {
@@ -239,7 +230,7 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
                     r
                 };
                 let (_, first_phase) =
-                    plan_with("madpipe-dp", &Options::default(), &inst, &platform);
+                    plan_with("madpipe-dp", &serde_json::Value::Null, &inst, &platform);
                 assert_eq!(
                     ranges(&plan.placement.stages()),
                     ranges(&first_phase.stages),
@@ -257,10 +248,7 @@ fn madpipe_with_remapped_stages_is_never_worse_than_madpipe() {
 
 #[test]
 fn remap_stages_is_refused_for_other_algorithms() {
-    let opts = Options {
-        remap_stages: true,
-        ..Options::default()
-    };
+    let opts = serde_json::json!({"remap_stages": true});
     let e = planner("ilp", &opts).err().expect("refused");
     assert!(e.to_string().contains("madpipe"), "{e}");
 }
@@ -278,10 +266,7 @@ fn a_time_limit_is_never_an_error() {
             continue;
         }
         cases += 1;
-        let opts = Options {
-            time_limit: Some(1e-3),
-            ..Options::default()
-        };
+        let opts = serde_json::json!({"time_limit": 1e-3});
         let (_, report) = plan_with("ilp", &opts, &inst, &platform);
         assert!(
             matches!(

@@ -20,13 +20,10 @@ fn toy_text() -> String {
 
 /// A valid plan file's text (a 1F1B* plan of the toy chain).
 fn plan_text() -> String {
-    use pipeopt::algorithm::{planner, run, Options, Problem};
+    use pipeopt::algorithm::{planner, run, Problem};
     let inst: Instance = serde_json::from_str(&toy_text()).unwrap();
     let platform = pipeopt::model::Platform::new(3, 8.0 * 1073741824.0, 12e9);
-    let options = Options {
-        partition: Some(vec![0, 8, 16]),
-        ..Options::default()
-    };
+    let options = serde_json::json!({"partition": vec![0, 8, 16]});
     let p = planner("1f1b*", &options).unwrap();
     let (plan, _) = run(
         p.as_ref(),

@@ -2,7 +2,7 @@
 //! exhaustive search over small chains, and the `pipedream` planner through the registry
 //! and the judge.
 
-use pipeopt::algorithm::{planner, run, Options, Problem};
+use pipeopt::algorithm::{planner, run, Problem};
 use pipeopt::model::{Instance, Layer, Platform, Status};
 use pipeopt::partition::pipedream::{partition, PipeDreamConfig};
 use proptest::prelude::*;
@@ -112,7 +112,7 @@ fn pipedream_planner_plans_are_valid_and_report_the_dp_objective() {
     config.memory = Some(1e6);
     config.fewer_machines = true;
     let dp = partition(&inst, &config).unwrap().objective;
-    let p = planner("pipedream", &Options::default()).unwrap();
+    let p = planner("pipedream", &serde_json::Value::Null).unwrap();
     let (plan, report) = run(
         p.as_ref(),
         &Problem {

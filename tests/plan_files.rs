@@ -4,7 +4,7 @@
 //! by the same rule as the judge; a reported lower bound never exceeds a plan of its space
 //! the judge accepts; peaks are never negative.
 
-use pipeopt::algorithm::{self, Algorithm, Options, Problem};
+use pipeopt::algorithm::{self, Algorithm, Problem};
 use pipeopt::judge::{judge, judge_graph, judge_plan};
 use pipeopt::model::bipartition::{batch_graph, BiStage};
 use pipeopt::model::{
@@ -63,15 +63,18 @@ fn instances() -> Vec<Instance> {
     vec![paper, shared, heavy]
 }
 
-fn options(name: &str, layers: usize, p: usize) -> Options {
-    let mut o = Options::default();
-    if matches!(name, "1f1b*" | "milp-schedule") {
-        o.partition = Some((0..p).map(|i| i * layers / p).collect());
+/// The options each algorithm reads: an even partition, a 20-s limit.
+fn options(name: &str, layers: usize, p: usize) -> serde_json::Value {
+    let a = Algorithm::parse(name).unwrap();
+    let mut o = serde_json::Map::new();
+    if a.reads("partition") {
+        let starts: Vec<usize> = (0..p).map(|i| i * layers / p).collect();
+        o.insert("partition".into(), starts.into());
     }
-    if matches!(name, "milp-schedule" | "contiguous-opt" | "madpipe" | "ilp") {
-        o.time_limit = Some(20.0);
+    if a.reads("time_limit") {
+        o.insert("time_limit".into(), 20.0.into());
     }
-    o
+    o.into()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -343,11 +346,7 @@ fn the_contiguous_bound_holds_with_and_without_full_duplex() {
                     if starts.len() > p {
                         continue;
                     }
-                    let o = Options {
-                        partition: Some(starts.clone()),
-                        time_limit: Some(20.0),
-                        ..Options::default()
-                    };
+                    let o = serde_json::json!({"partition": starts.clone(), "time_limit": 20.0});
                     let m = algorithm::planner("milp-schedule", &o).unwrap();
                     let (_, r) = algorithm::run(m.as_ref(), &problem).unwrap();
                     let Some(t) = r.period else { continue };
@@ -379,13 +378,9 @@ fn the_contiguous_bound_holds_with_and_without_full_duplex() {
         instance: &inst,
         platform: &platform,
     };
-    let opt = algorithm::planner("contiguous-opt", &Options::default()).unwrap();
+    let opt = algorithm::planner("contiguous-opt", &serde_json::Value::Null).unwrap();
     let (_, copt) = algorithm::run(opt.as_ref(), &problem).unwrap();
-    let o = Options {
-        partition: Some(vec![0, 1, 2, 3, 4, 5, 8, 12]),
-        time_limit: Some(60.0),
-        ..Options::default()
-    };
+    let o = serde_json::json!({"partition": vec![0, 1, 2, 3, 4, 5, 8, 12], "time_limit": 60.0});
     let m = algorithm::planner("milp-schedule", &o).unwrap();
     let (_, r) = algorithm::run(m.as_ref(), &problem).unwrap();
     let t = r.period.unwrap();

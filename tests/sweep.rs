@@ -1,6 +1,7 @@
 //! The sweep: resumable without loss or duplicates, shards merge into the whole grid,
 //! crashed jobs are recorded, tables round-trip.
 
+use pipeopt::algorithm::Algorithm;
 use pipeopt::sweep::config::{AlgorithmSpec, Experiment};
 use pipeopt::sweep::row::{fill_case_columns, Row};
 use pipeopt::sweep::run::{self, Isolation, Job, RunContext, Shard, SweepOptions};
@@ -261,13 +262,13 @@ fn rows_name_the_placement_of_the_plan_returned() {
     assert!(!old.is_empty());
 }
 
-/// Every committed experiment file still parses (grid or synchronous), and an algorithm's
-/// options serialize as they did: the job keys hash them, so a change here would rerun
-/// every grid instead of resuming it.
+/// Every committed experiment file still parses (grid or synchronous), an algorithm's
+/// options serialize as they did, and every job of a committed grid has the key its
+/// committed journal has: a change there would rerun every grid instead of resuming it.
 #[test]
-fn committed_experiments_parse_and_options_keep_their_form() {
+fn committed_experiments_parse_and_keep_their_job_keys() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (mut grids, mut sync) = (0, 0);
+    let (mut grids, mut sync, mut journals) = (0, 0, 0);
     for entry in std::fs::read_dir(root.join("experiments")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "toml") {
@@ -276,15 +277,32 @@ fn committed_experiments_parse_and_options_keep_their_form() {
         let text = std::fs::read_to_string(&path).unwrap();
         if text.contains("[[algorithm]]") {
             // Instance paths in the files are relative to the repository.
-            Experiment::parse(&text, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let exp = Experiment::parse(&text, &path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             grids += 1;
+            let journal = root.join(&exp.output).join(&exp.name).join("journal.jsonl");
+            let Ok(journal) = std::fs::read_to_string(&journal) else {
+                continue;
+            };
+            let keys: std::collections::HashSet<String> = journal
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter_map(|v| v["key"].as_str().map(String::from))
+                .collect();
+            let jobs = run::jobs(&exp).unwrap();
+            let kept = jobs.iter().filter(|j| keys.contains(&j.key)).count();
+            assert_eq!(kept, jobs.len(), "{}: keys changed", path.display());
+            journals += 1;
         } else {
             pipeopt::sweep::sync::SyncExperiment::parse(&text, &path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             sync += 1;
         }
     }
-    assert!(grids > 0 && sync > 0);
+    assert!(
+        grids > 0 && sync > 0 && journals >= 4,
+        "{grids} {sync} {journals}"
+    );
     let spec: pipeopt::sweep::config::AlgorithmSpec = toml::from_str(
         r#"
         name = "madpipe"
@@ -294,8 +312,12 @@ fn committed_experiments_parse_and_options_keep_their_form() {
     )
     .unwrap();
     assert_eq!(
-        serde_json::to_string(&spec).unwrap(),
-        r#"{"name":"madpipe","label":"madpipe-remap","options":{"madpipe":{"levels_memory":11,"levels_delay":51,"levels_time":101,"iterations":10,"special_full_batches":false},"time_limit":60.0,"remap_stages":true}}"#
+        serde_json::to_value(&spec).unwrap(),
+        serde_json::json!({"name":"madpipe","label":"madpipe-remap","options":{"madpipe":{"levels_memory":11,"levels_delay":51,"levels_time":101,"iterations":10,"special_full_batches":false},"time_limit":60.0,"remap_stages":true}})
+    );
+    assert_eq!(
+        serde_json::from_value::<AlgorithmSpec>(serde_json::to_value(&spec).unwrap()).unwrap(),
+        spec
     );
 }
 
@@ -308,11 +330,7 @@ fn case_row(hash: &str, processors: usize, memory: f64, bandwidth: f64) -> Row {
         processors,
         memory,
         bandwidth,
-        algorithm: AlgorithmSpec {
-            name: "best".into(),
-            label: None,
-            options: Default::default(),
-        },
+        algorithm: AlgorithmSpec::new(Algorithm::Best.with_defaults().unwrap()),
         repetition: 0,
     };
     let ctx = RunContext {

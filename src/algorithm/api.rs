@@ -1,5 +1,6 @@
 //! What every algorithm implements and returns: the [`Planner`] trait, the [`Problem`] it
-//! is given, the [`Solution`] it proposes and the [`Outcome`] of an attempt.
+//! is given, the [`Solution`] it proposes and the [`Outcome`] of an attempt; and
+//! [`AlgorithmOptions`], the typed options that build a planner.
 //!
 //! A leaf of the algorithm layer: it knows the model and nothing else, so that every
 //! planner (in `partition`, `schedule`, `milp`) can implement the trait without knowing the
@@ -122,5 +123,34 @@ pub trait Planner {
     /// `case_infeasible`.
     fn bound_is_global(&self) -> bool {
         false
+    }
+}
+
+/// The options of one algorithm, as an experiment file's `options` table and the command
+/// line's flags give them: a serde table that refuses unknown keys (`deny_unknown_fields`)
+/// and builds the algorithm's planner, checking the values (so options built in code are
+/// checked the same way). Each planner's file defines its own; the registry
+/// ([`super::registry::Configured`]) tags them with the algorithm's name.
+///
+/// Its serialized form is part of every sweep job's key: an optional field is left out
+/// when unset (`skip_serializing_if`), so that adding an option keeps the keys of earlier
+/// journals.
+pub trait AlgorithmOptions:
+    serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug + Clone + PartialEq
+{
+    /// The planner these options ask for, or an error naming the option whose value is
+    /// wrong (its flag, e.g. `--coarsen`).
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError>;
+}
+
+/// A period given as an option (`--period`) must be positive and finite.
+pub fn check_period(period: Option<Seconds>) -> Result<(), crate::InputError> {
+    match period {
+        Some(t) if !(t.is_finite() && t > 0.0) => Err(crate::InputError::new(
+            "--period",
+            "",
+            format!("must be a positive duration, got {t}"),
+        )),
+        _ => Ok(()),
     }
 }

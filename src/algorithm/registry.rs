@@ -1,160 +1,26 @@
-//! The algorithms by name: [`Algorithm`], one variant per planner, and [`Options`], the
-//! options the command line and experiment files give them.
+//! The algorithms by name: [`Algorithm`], one variant per planner, and [`Configured`], an
+//! algorithm with its own typed options, as the command line and experiment files give it.
 //!
 //! Above the planners: this module knows every planner, no planner knows it. Each
-//! algorithm has one arm in [`Algorithm::descriptor`]: its name (and aliases), its help,
-//! the options it reads and the function that turns [`Options`] into its planner through
-//! the planner's own constructor, which checks the values (so a planner built directly is
-//! checked the same way). Adding an algorithm is its own file, a variant and that arm.
+//! algorithm is one entry of the table in [`algorithms!`](self): its variant, its options
+//! type (defined beside its planner, implementing [`AlgorithmOptions`]), its name and
+//! aliases, its help, and whether its bound holds for every plan of a case. From that one
+//! entry come the [`Algorithm`] variant, its [`Descriptor`], the [`Configured`] variant and
+//! the code that parses, serializes and builds it. Adding an algorithm is its own file
+//! (planner and options) and one entry.
 //!
-//! [`Options`] stays one flat table, as it is written in experiment files and hashed into
-//! sweep job keys (its serialized form must not change, or every key of every journal
-//! changes). The options that name one algorithm's own choice (`partition`, `coarsen`,
-//! `remap_stages`, `ilp_search`) are refused by an algorithm that does not read them; the
-//! general ones (`period`, `time_limit`, `threads`, `madpipe`) are ignored by an algorithm
-//! that has no use for them.
+//! [`Configured`] is a serde enum tagged by the algorithm's name, its options beside it:
+//! `{"name": "ilp", "options": {"coarsen": 8, "time_limit": 10.0}}`, as an experiment
+//! file's `[[algorithm]]` writes it (`options` may be left out when every option has a
+//! default). An option the algorithm does not read is refused, with the algorithms that do
+//! read it named; the planner's constructor checks the values.
 
 use std::fmt;
 
-use super::api::Planner;
-use crate::milp::best::BestPlanner;
-use crate::milp::general::GeneralMilpPlanner;
-use crate::milp::{ContiguousOptPlanner, MadPipePlanner, MilpSchedulePlanner};
-use crate::partition::bipartition::BiPartitionPlanner;
-use crate::partition::madpipe::MadPipeDpPlanner;
-use crate::partition::pipedream::PipeDreamPlanner;
-use crate::schedule::one_f_one_b_star::OneFOneBStarPlanner;
-use crate::units::Seconds;
+use serde::{Deserialize, Serialize};
+
+use super::api::{AlgorithmOptions, Planner};
 use crate::InputError;
-
-/// Options shared by the command line and experiment files; each algorithm reads the ones
-/// it understands and rejects a missing one it needs. In an experiment file they are the
-/// `options` table of an `[[algorithm]]` (durations as `"60s"` or seconds).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Options {
-    /// 0-based index of each stage's first layer (`--partition 0,60,120,180`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<Vec<usize>>,
-    /// A target period instead of the smallest one that fits.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::units::serde_units::seconds"
-    )]
-    pub period: Option<Seconds>,
-    /// MadPipe's discretization and iteration count (Beaumont et al., ScaDL 2022, section
-    /// 5.1 defaults).
-    #[serde(default)]
-    pub madpipe: crate::partition::madpipe::MadPipeConfig,
-    /// Wall-clock limit for exact solvers (`--time-limit 60s`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::units::serde_units::seconds"
-    )]
-    pub time_limit: Option<Seconds>,
-    /// Coarsen the chain to this many groups before a general MILP (`--coarsen 16`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coarsen: Option<usize>,
-    /// Solver threads (`--threads`; 1 by default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<usize>,
-    /// For `madpipe`: let the second phase also move the first phase's stages between
-    /// processors (the general MILP over those stages, `--remap-stages`). Left out of the
-    /// serialized options when false, so the job keys of earlier sweeps stay valid.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub remap_stages: bool,
-    /// For `ilp`: how it searches the allocations (`--ilp-search`; `auto` by default, left
-    /// out of the serialized options then, so the job keys of earlier sweeps stay valid).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ilp_search: Option<crate::milp::general::IlpSearch>,
-}
-
-impl Options {
-    /// The MILP options these command-line options ask for.
-    pub fn milp(&self) -> Result<crate::milp::MilpOptions, crate::InputError> {
-        let mut m = crate::milp::MilpOptions::default();
-        if let Some(t) = self.time_limit {
-            m.time_limit = Some(
-                std::time::Duration::try_from_secs_f64(t)
-                    .ok()
-                    .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
-                    .ok_or_else(|| {
-                        crate::InputError::new(
-                            "--time-limit",
-                            "",
-                            format!(
-                                "must be a positive duration of at most {:e} s, got {t}",
-                                crate::units::MAX_SECONDS
-                            ),
-                        )
-                    })?,
-            );
-        }
-        if let Some(n) = self.threads {
-            m.threads = u32::try_from(n)
-                .ok()
-                .and_then(std::num::NonZeroU32::new)
-                .ok_or_else(|| {
-                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
-                })?;
-        }
-        Ok(m)
-    }
-}
-
-/// An option of [`Options`], by its flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptionName {
-    Partition,
-    Period,
-    MadPipe,
-    TimeLimit,
-    Coarsen,
-    Threads,
-    RemapStages,
-    IlpSearch,
-}
-
-impl OptionName {
-    /// The command-line flag (`--partition`); experiment files write it `partition`.
-    pub fn flag(self) -> &'static str {
-        match self {
-            OptionName::Partition => "--partition",
-            OptionName::Period => "--period",
-            OptionName::MadPipe => "--madpipe",
-            OptionName::TimeLimit => "--time-limit",
-            OptionName::Coarsen => "--coarsen",
-            OptionName::Threads => "--threads",
-            OptionName::RemapStages => "--remap-stages",
-            OptionName::IlpSearch => "--ilp-search",
-        }
-    }
-
-    /// The options that name one algorithm's own choice: an algorithm that does not read
-    /// them refuses them (module docs).
-    pub const SPECIFIC: [OptionName; 4] = [
-        OptionName::Partition,
-        OptionName::Coarsen,
-        OptionName::RemapStages,
-        OptionName::IlpSearch,
-    ];
-
-    /// True when `options` sets it.
-    fn is_set(self, o: &Options) -> bool {
-        match self {
-            OptionName::Partition => o.partition.is_some(),
-            OptionName::Period => o.period.is_some(),
-            OptionName::MadPipe => o.madpipe != Default::default(),
-            OptionName::TimeLimit => o.time_limit.is_some(),
-            OptionName::Coarsen => o.coarsen.is_some(),
-            OptionName::Threads => o.threads.is_some(),
-            OptionName::RemapStages => o.remap_stages,
-            OptionName::IlpSearch => o.ilp_search.is_some(),
-        }
-    }
-}
 
 /// What the registry knows of one algorithm: [`Algorithm::descriptor`].
 pub struct Descriptor {
@@ -164,182 +30,159 @@ pub struct Descriptor {
     pub aliases: &'static [&'static str],
     /// One line for `--help`.
     pub help: &'static str,
-    /// The options it reads.
-    pub reads: &'static [OptionName],
     /// True when its `lower_bound` holds for every plan of a case (any allocation, any
     /// pattern), so that figures may compare it across algorithms.
     pub bound_covers_every_plan: bool,
-    /// Builds its planner from the options (checked already against `reads`).
-    build: fn(&Options) -> Result<Box<dyn Planner>, InputError>,
+    /// The keys of its options table (its options type's serde fields).
+    pub options: fn() -> &'static [&'static str],
 }
 
-/// The algorithms of the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Algorithm {
-    OneFOneBStar,
-    PipeDream,
-    MadPipeDp,
-    BiPartition,
-    MilpSchedule,
-    ContiguousOpt,
-    MadPipe,
-    Ilp,
-    Best,
+/// One entry per algorithm; generates [`Algorithm`], [`Configured`] and their dispatch.
+macro_rules! algorithms {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($options:ty) {
+            name: $name:literal,
+            aliases: [$($alias:literal),* $(,)?],
+            help: $help:literal,
+            bound_covers_every_plan: $global:literal $(,)?
+        }
+    ),* $(,)?) => {
+        /// The algorithms of the registry.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Algorithm {
+            $($(#[$doc])* $variant,)*
+        }
+
+        /// An algorithm with its options (module docs): what `--algorithm` and its flags,
+        /// or an experiment file's `[[algorithm]]`, ask for.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(tag = "name", content = "options")]
+        pub enum Configured {
+            $($(#[$doc])* #[serde(rename = $name)] $variant($options),)*
+        }
+
+        impl Algorithm {
+            /// Every algorithm, in the order of `--help` and of the tables.
+            pub const ALL: &'static [Algorithm] = &[$(Algorithm::$variant),*];
+
+            /// Everything the registry knows of the algorithm.
+            pub fn descriptor(self) -> Descriptor {
+                match self {
+                    $(Algorithm::$variant => Descriptor {
+                        name: $name,
+                        aliases: &[$($alias),*],
+                        help: $help,
+                        bound_covers_every_plan: $global,
+                        options: serde_aux::serde_introspection::serde_introspect::<$options>,
+                    },)*
+                }
+            }
+
+            /// The options table `options` read as this algorithm's own type.
+            fn typed(
+                self,
+                options: serde_json::Value,
+            ) -> Result<Configured, serde_path_to_error::Error<serde_json::Error>> {
+                Ok(match self {
+                    $(Algorithm::$variant => {
+                        Configured::$variant(serde_path_to_error::deserialize(options)?)
+                    })*
+                })
+            }
+        }
+
+        impl Configured {
+            /// Which algorithm.
+            pub fn algorithm(&self) -> Algorithm {
+                match self {
+                    $(Configured::$variant(_) => Algorithm::$variant,)*
+                }
+            }
+
+            /// Builds the algorithm's planner; its constructor checks the values.
+            pub fn planner(&self) -> Result<Box<dyn Planner>, InputError> {
+                match self {
+                    $(Configured::$variant(o) => AlgorithmOptions::planner(o),)*
+                }
+            }
+
+            /// The options table, as experiment files write it.
+            pub fn options(&self) -> serde_json::Value {
+                match self {
+                    $(Configured::$variant(o) => {
+                        serde_json::to_value(o).expect("options serialize to JSON")
+                    })*
+                }
+            }
+        }
+    };
 }
 
-/// `options.partition`, which `algorithm` needs.
-fn partition(o: &Options, algorithm: &str) -> Result<Vec<usize>, InputError> {
-    o.partition.clone().ok_or_else(|| {
-        InputError::new(
-            "--partition",
-            "",
-            format!("algorithm {algorithm} needs --partition"),
-        )
-    })
+algorithms! {
+    OneFOneBStar(crate::schedule::one_f_one_b_star::OneFOneBStarOptions) {
+        name: "1f1b*",
+        aliases: ["1f1bstar", "1f1b"],
+        help: "a given --partition scheduled by 1F1B*",
+        bound_covers_every_plan: false,
+    },
+    PipeDream(crate::partition::pipedream::PipeDreamOptions) {
+        name: "pipedream",
+        aliases: [],
+        help: "PipeDream's straight DP, then 1F1B*",
+        bound_covers_every_plan: false,
+    },
+    MadPipeDp(crate::partition::madpipe::MadPipeDpOptions) {
+        name: "madpipe-dp",
+        aliases: [],
+        help: "MadPipe's first phase (an allocation and its planned period)",
+        bound_covers_every_plan: false,
+    },
+    BiPartition(crate::partition::bipartition::BiPartitionOptions) {
+        name: "bipartition",
+        aliases: [],
+        help: "Bi-Partition: separate forward and backward cuts",
+        bound_covers_every_plan: false,
+    },
+    MilpSchedule(crate::milp::fixed_allocation::MilpScheduleOptions) {
+        name: "milp-schedule",
+        aliases: [],
+        help: "a given --partition, its pattern by the scheduling MILP",
+        bound_covers_every_plan: false,
+    },
+    ContiguousOpt(crate::milp::contiguous::ContiguousOptOptions) {
+        name: "contiguous-opt",
+        aliases: [],
+        help: "the best contiguous allocation (exact)",
+        bound_covers_every_plan: false,
+    },
+    MadPipe(crate::milp::madpipe::MadPipeOptions) {
+        name: "madpipe",
+        aliases: [],
+        help: "MadPipe's first phase, then its scheduling MILP",
+        bound_covers_every_plan: false,
+    },
+    Ilp(crate::milp::general::IlpOptions) {
+        name: "ilp",
+        aliases: [],
+        help: "the general MILP: any allocation, with its pattern (see --coarsen)",
+        bound_covers_every_plan: true,
+    },
+    Best(crate::milp::best::BestOptions) {
+        name: "best",
+        aliases: [],
+        help: "the best plan of any allocation found within --time-limit, with the global \
+               lower bound; with time left, exact checks prove it optimal",
+        bound_covers_every_plan: true,
+    },
+}
+
+/// The command-line flag of an options key: `time_limit` is `--time-limit`.
+pub fn flag(key: &str) -> String {
+    format!("--{}", key.replace('_', "-"))
 }
 
 impl Algorithm {
-    /// Every algorithm, in the order of `--help` and of the tables.
-    pub const ALL: &'static [Algorithm] = &[
-        Algorithm::OneFOneBStar,
-        Algorithm::PipeDream,
-        Algorithm::MadPipeDp,
-        Algorithm::BiPartition,
-        Algorithm::MilpSchedule,
-        Algorithm::ContiguousOpt,
-        Algorithm::MadPipe,
-        Algorithm::Ilp,
-        Algorithm::Best,
-    ];
-
-    /// Everything the registry knows of the algorithm: one arm per algorithm.
-    pub fn descriptor(self) -> Descriptor {
-        use OptionName::*;
-        match self {
-            Algorithm::OneFOneBStar => Descriptor {
-                name: "1f1b*",
-                aliases: &["1f1bstar", "1f1b"],
-                help: "a given --partition scheduled by 1F1B*",
-                reads: &[Partition, Period],
-                bound_covers_every_plan: false,
-                build: |o| {
-                    Ok(Box::new(OneFOneBStarPlanner::new(
-                        partition(o, "1f1b*")?,
-                        o.period,
-                    )))
-                },
-            },
-            Algorithm::PipeDream => Descriptor {
-                name: "pipedream",
-                aliases: &[],
-                help: "PipeDream's straight DP, then 1F1B*",
-                reads: &[Period],
-                bound_covers_every_plan: false,
-                build: |o| {
-                    Ok(Box::new(PipeDreamPlanner {
-                        period: o.period,
-                        ignore_memory: false,
-                    }))
-                },
-            },
-            Algorithm::MadPipeDp => Descriptor {
-                name: "madpipe-dp",
-                aliases: &[],
-                help: "MadPipe's first phase (an allocation and its planned period)",
-                reads: &[MadPipe],
-                bound_covers_every_plan: false,
-                build: |o| Ok(Box::new(MadPipeDpPlanner::new(o.madpipe)?)),
-            },
-            Algorithm::BiPartition => Descriptor {
-                name: "bipartition",
-                aliases: &[],
-                help: "Bi-Partition: separate forward and backward cuts",
-                reads: &[],
-                bound_covers_every_plan: false,
-                build: |_| Ok(Box::new(BiPartitionPlanner)),
-            },
-            Algorithm::MilpSchedule => Descriptor {
-                name: "milp-schedule",
-                aliases: &[],
-                help: "a given --partition, its pattern by the scheduling MILP",
-                reads: &[Partition, TimeLimit, Threads],
-                bound_covers_every_plan: false,
-                build: |o| {
-                    Ok(Box::new(MilpSchedulePlanner::new(
-                        partition(o, "milp-schedule")?,
-                        o.milp()?,
-                    )))
-                },
-            },
-            Algorithm::ContiguousOpt => Descriptor {
-                name: "contiguous-opt",
-                aliases: &[],
-                help: "the best contiguous allocation (exact)",
-                reads: &[TimeLimit, Threads],
-                bound_covers_every_plan: false,
-                build: |o| {
-                    Ok(Box::new(ContiguousOptPlanner {
-                        time_limit: o.milp()?.time_limit,
-                    }))
-                },
-            },
-            Algorithm::MadPipe => Descriptor {
-                name: "madpipe",
-                aliases: &[],
-                help: "MadPipe's first phase, then its scheduling MILP",
-                reads: &[MadPipe, TimeLimit, Threads, RemapStages],
-                bound_covers_every_plan: false,
-                build: |o| {
-                    Ok(Box::new(MadPipePlanner::new(
-                        o.madpipe,
-                        o.milp()?,
-                        o.remap_stages,
-                    )?))
-                },
-            },
-            Algorithm::Ilp => Descriptor {
-                name: "ilp",
-                aliases: &[],
-                help: "the general MILP: any allocation, with its pattern (see --coarsen)",
-                reads: &[TimeLimit, Threads, Coarsen, IlpSearch],
-                bound_covers_every_plan: true,
-                build: |o| {
-                    // The general MILP can run for hours: without a limit, it stops at its
-                    // default (the plan found by then is reported as "timeout").
-                    let mut milp = o.milp()?;
-                    milp.time_limit = milp
-                        .time_limit
-                        .or(Some(crate::milp::general::DEFAULT_TIME_LIMIT));
-                    Ok(Box::new(GeneralMilpPlanner::new(
-                        o.coarsen,
-                        o.ilp_search.unwrap_or_default(),
-                        milp,
-                    )?))
-                },
-            },
-            Algorithm::Best => Descriptor {
-                name: "best",
-                aliases: &[],
-                help: "the best plan of any allocation found within --time-limit, with the \
-                       global lower bound; with time left, exact checks prove it optimal",
-                reads: &[TimeLimit, Threads],
-                bound_covers_every_plan: true,
-                build: |o| {
-                    let milp = o.milp()?;
-                    Ok(Box::new(BestPlanner {
-                        time_limit: milp
-                            .time_limit
-                            .unwrap_or(crate::milp::best::DEFAULT_TIME_LIMIT),
-                        milp: crate::milp::MilpOptions {
-                            time_limit: None,
-                            ..milp
-                        },
-                    }))
-                },
-            },
-        }
-    }
-
     /// The name in reports, plan files and tables.
     pub fn name(self) -> &'static str {
         self.descriptor().name
@@ -370,37 +213,71 @@ impl Algorithm {
             })
     }
 
-    /// True when the algorithm reads `option`.
-    pub fn reads(self, option: OptionName) -> bool {
-        self.descriptor().reads.contains(&option)
+    /// True when the algorithm's options table has the key `option` (`time_limit`).
+    pub fn reads(self, option: &str) -> bool {
+        (self.descriptor().options)().contains(&option)
     }
 
-    /// Builds the algorithm's planner from `options`: refuses an option that names another
-    /// algorithm's choice (module docs) and a missing one it needs; its planner's
-    /// constructor checks the values.
-    pub fn planner(self, options: &Options) -> Result<Box<dyn Planner>, InputError> {
-        let d = self.descriptor();
-        if let Some(&option) = OptionName::SPECIFIC
-            .iter()
-            .find(|o| o.is_set(options) && !d.reads.contains(o))
-        {
-            let owners: Vec<&str> = Algorithm::ALL
-                .iter()
-                .filter(|a| a.reads(option))
-                .map(|a| a.name())
-                .collect();
-            return Err(InputError::new(
-                option.flag(),
-                "",
-                format!(
-                    "{} is an option of {}; algorithm {} does not use it",
-                    option.flag(),
-                    owners.join(" and "),
-                    d.name
-                ),
-            ));
+    /// The algorithm with `options` (a table, or null for none), read as its own options
+    /// type. An error names the option by its flag (`--coarsen`): one the algorithm does
+    /// not read (and the algorithms that do), a missing one it needs, a wrong value.
+    pub fn configure(self, options: serde_json::Value) -> Result<Configured, InputError> {
+        let options = match options {
+            serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+            o => o,
+        };
+        let name = self.name();
+        if let Some(table) = options.as_object() {
+            if let Some(key) = table.keys().find(|k| !self.reads(k)) {
+                let owners: Vec<&str> = Algorithm::ALL
+                    .iter()
+                    .filter(|a| a.reads(key))
+                    .map(|a| a.name())
+                    .collect();
+                let reason = if owners.is_empty() {
+                    let known = (self.descriptor().options)().join(", ");
+                    format!(
+                        "algorithm {name} has no option {key:?} (its options: {})",
+                        if known.is_empty() { "none" } else { &known }
+                    )
+                } else {
+                    format!(
+                        "{} is an option of {}; algorithm {name} does not use it",
+                        flag(key),
+                        owners.join(", ")
+                    )
+                };
+                return Err(InputError::new(flag(key), "", reason));
+            }
         }
-        (d.build)(options)
+        self.typed(options).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            // A missing option is reported by serde at the table itself.
+            let missing = inner
+                .strip_prefix("missing field `")
+                .and_then(|r| r.split('`').next())
+                .map(str::to_string);
+            match missing {
+                Some(m) => {
+                    InputError::new(flag(&m), "", format!("algorithm {name} needs {}", flag(&m)))
+                }
+                None if key != "." => InputError::new(flag(&key), "", inner),
+                None => InputError::new("--algorithm", "", format!("{name}: {inner}")),
+            }
+        })
+    }
+
+    /// The algorithm with all its options at their defaults (an error for one that needs
+    /// an option, such as `1f1b*`'s `--partition`).
+    pub fn with_defaults(self) -> Result<Configured, InputError> {
+        self.configure(serde_json::Value::Null)
+    }
+
+    /// Builds the planner of the algorithm with `options` (a JSON table): [`Self::configure`],
+    /// then the planner's constructor.
+    pub fn planner(self, options: &serde_json::Value) -> Result<Box<dyn Planner>, InputError> {
+        self.configure(options.clone())?.planner()
     }
 }
 
@@ -414,6 +291,20 @@ impl std::str::FromStr for Algorithm {
     type Err = InputError;
     fn from_str(s: &str) -> Result<Self, InputError> {
         Algorithm::parse(s)
+    }
+}
+
+/// An algorithm is written by its name (an alias is read too).
+impl Serialize for Algorithm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Algorithm::parse(&name).map_err(|e| serde::de::Error::custom(e.reason))
     }
 }
 
@@ -433,8 +324,32 @@ impl clap::ValueEnum for Algorithm {
     }
 }
 
-/// Builds the planner of the algorithm named `name` (or one of its aliases).
-pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, InputError> {
+/// `{"name": ..., "options": {...}}`, `options` optional; errors as [`Algorithm::configure`].
+impl<'de> Deserialize<'de> for Configured {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Form {
+            name: Algorithm,
+            #[serde(default)]
+            options: serde_json::Value,
+        }
+        let form = Form::deserialize(d)?;
+        form.name
+            .configure(form.options)
+            .map_err(|e| serde::de::Error::custom(format!("options: {}: {}", e.source, e.reason)))
+    }
+}
+
+impl fmt::Display for Configured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.algorithm(), self.options())
+    }
+}
+
+/// Builds the planner of the algorithm named `name` (or one of its aliases) with `options`
+/// (a JSON table; null for none).
+pub fn planner(name: &str, options: &serde_json::Value) -> Result<Box<dyn Planner>, InputError> {
     Algorithm::parse(name)?.planner(options)
 }
 
@@ -442,6 +357,7 @@ pub fn planner(name: &str, options: &Options) -> Result<Box<dyn Planner>, InputE
 mod tests {
     use super::*;
     use crate::model::{Instance, Layer, Platform};
+    use serde_json::json;
 
     #[test]
     fn names_aliases_and_display_agree() {
@@ -453,6 +369,8 @@ mod tests {
             }
             let v = <Algorithm as clap::ValueEnum>::from_str(a.name(), false).unwrap();
             assert_eq!(v, a);
+            let back: Algorithm = serde_json::from_value(json!(a.name())).unwrap();
+            assert_eq!(back, a);
         }
         assert_eq!(Algorithm::parse("1f1b").unwrap(), Algorithm::OneFOneBStar);
         // Names the registry never accepted.
@@ -462,51 +380,97 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_planner_carries_its_registry_name() {
-        let options = Options {
-            partition: Some(vec![0]),
-            ..Options::default()
-        };
-        for &a in Algorithm::ALL {
-            let o = if a.reads(OptionName::Partition) {
-                options.clone()
-            } else {
-                Options::default()
-            };
-            assert_eq!(a.planner(&o).unwrap().name(), a.name());
+    /// Options for every algorithm: a partition where one is needed.
+    fn configured(a: Algorithm) -> Configured {
+        if a.reads("partition") {
+            a.configure(json!({"partition": [0]})).unwrap()
+        } else {
+            a.with_defaults().unwrap()
         }
     }
 
     #[test]
-    fn specific_options_are_refused_by_the_others_and_values_checked() {
-        let with = |f: fn(&mut Options)| {
-            let mut o = Options::default();
-            f(&mut o);
-            o
-        };
-        let coarsen = with(|o| o.coarsen = Some(4));
-        let e = Algorithm::MadPipe.planner(&coarsen).err().unwrap();
+    fn every_planner_carries_its_registry_name_and_its_options_round_trip() {
+        for &a in Algorithm::ALL {
+            let c = configured(a);
+            assert_eq!(c.algorithm(), a);
+            assert_eq!(c.planner().unwrap().name(), a.name());
+            // The tagged form: {"name", "options"}, read back the same (an alias too).
+            let v = serde_json::to_value(&c).unwrap();
+            assert_eq!(v["name"], a.name(), "{v}");
+            assert_eq!(v["options"], c.options(), "{v}");
+            assert_eq!(serde_json::from_value::<Configured>(v).unwrap(), c);
+            for alias in a.descriptor().aliases {
+                let v = json!({"name": alias, "options": c.options()});
+                assert_eq!(serde_json::from_value::<Configured>(v).unwrap(), c);
+            }
+            // Every key its options serialize is one it reads.
+            for key in c.options().as_object().unwrap().keys() {
+                assert!(a.reads(key), "{a}: {key}");
+            }
+        }
+        // `options` may be left out when nothing is needed, not otherwise.
+        let c: Configured = serde_json::from_value(json!({"name": "pipedream"})).unwrap();
+        assert_eq!(c.algorithm(), Algorithm::PipeDream);
+        let e = serde_json::from_value::<Configured>(json!({"name": "1f1b*"})).unwrap_err();
+        assert!(e.to_string().contains("needs --partition"), "{e}");
+    }
+
+    #[test]
+    fn options_of_other_algorithms_are_refused_and_values_checked() {
+        let e = Algorithm::MadPipe
+            .configure(json!({"coarsen": 4}))
+            .unwrap_err();
         assert_eq!(e.source, "--coarsen");
         assert!(e.reason.contains("ilp"), "{e}");
-        assert!(Algorithm::Ilp.planner(&coarsen).is_ok());
-        let remap = with(|o| o.remap_stages = true);
-        assert!(Algorithm::Ilp.planner(&remap).is_err());
-        assert!(Algorithm::MadPipe.planner(&remap).is_ok());
-        let partition = with(|o| o.partition = Some(vec![0]));
-        let e = Algorithm::ContiguousOpt.planner(&partition).err().unwrap();
+        assert!(Algorithm::Ilp.planner(&json!({"coarsen": 4})).is_ok());
+        assert!(Algorithm::Ilp
+            .configure(json!({"remap_stages": true}))
+            .is_err());
+        assert!(Algorithm::MadPipe
+            .planner(&json!({"remap_stages": true}))
+            .is_ok());
+        // General options too: pipedream has no solver, hence no time limit.
+        let e = Algorithm::PipeDream
+            .configure(json!({"time_limit": 10.0}))
+            .unwrap_err();
+        assert_eq!(e.source, "--time-limit");
+        assert!(e.reason.contains("best"), "{e}");
+        let e = Algorithm::ContiguousOpt
+            .configure(json!({"partition": [0]}))
+            .unwrap_err();
         assert_eq!(e.source, "--partition");
-        let e = Algorithm::OneFOneBStar
-            .planner(&Options::default())
-            .err()
-            .unwrap();
+        let e = Algorithm::Best.configure(json!({"perod": 1})).unwrap_err();
+        assert!(e.reason.contains("no option \"perod\""), "{e}");
+        let e = Algorithm::OneFOneBStar.with_defaults().unwrap_err();
         assert!(e.reason.contains("needs --partition"), "{e}");
+        // Values of the wrong type name their option; durations read units.
+        let e = Algorithm::Ilp
+            .configure(json!({"coarsen": "many"}))
+            .unwrap_err();
+        assert_eq!(e.source, "--coarsen");
+        let c = Algorithm::Best
+            .configure(json!({"time_limit": "20s"}))
+            .unwrap();
+        assert_eq!(c.options(), json!({"time_limit": 20.0}));
         // The values are the planners' own checks: built directly, they refuse the same.
-        let zero = with(|o| o.coarsen = Some(0));
-        assert!(Algorithm::Ilp.planner(&zero).is_err());
-        let direct = GeneralMilpPlanner {
+        for (a, options) in [
+            (Algorithm::Ilp, json!({"coarsen": 0})),
+            (Algorithm::Best, json!({"time_limit": 0})),
+            (
+                Algorithm::MilpSchedule,
+                json!({"partition": [0], "threads": 0}),
+            ),
+            (Algorithm::PipeDream, json!({"period": 0.0})),
+            (Algorithm::MadPipeDp, json!({"madpipe": {"levels_time": 1}})),
+            (Algorithm::MadPipe, json!({"madpipe": {"levels_time": 1}})),
+        ] {
+            let c = a.configure(options.clone()).unwrap();
+            assert!(c.planner().is_err(), "{a} {options}");
+        }
+        let direct = crate::milp::general::GeneralMilpPlanner {
             coarsen: Some(0),
-            ..GeneralMilpPlanner::default()
+            ..Default::default()
         };
         let inst = Instance {
             name: "one".into(),
@@ -530,8 +494,5 @@ mod tests {
         };
         let e = direct.plan(&problem).unwrap_err();
         assert!(e.to_string().contains("--coarsen"), "{e}");
-        let levels = with(|o| o.madpipe.levels_time = 1);
-        assert!(Algorithm::MadPipeDp.planner(&levels).is_err());
-        assert!(Algorithm::MadPipe.planner(&levels).is_err());
     }
 }

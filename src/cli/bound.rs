@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use pipeopt::algorithm::Options;
 use pipeopt::model::Instance;
 use pipeopt::units::{parse_seconds, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
@@ -43,12 +42,7 @@ pub fn run(args: BoundArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let options = BoundOptions {
-        time_limit: Options {
-            time_limit: args.time_limit,
-            ..Options::default()
-        }
-        .milp()?
-        .time_limit,
+        time_limit: pipeopt::milp::MilpOptions::from_limits(args.time_limit, None)?.time_limit,
         precision: args.precision,
         ..BoundOptions::default()
     };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use pipeopt::algorithm::{self, Options, Problem};
+use pipeopt::algorithm::{self, Problem};
 use pipeopt::model::{Instance, Status};
 use pipeopt::units::parse_seconds;
 
@@ -21,20 +21,40 @@ pub struct PlanArgs {
     /// The algorithm.
     #[arg(long, short = 'a', value_enum)]
     pub algorithm: algorithm::Algorithm,
-    /// For 1f1b*: the 0-based index of each stage's first layer, e.g. 0,60,120,180; stage i
-    /// goes on processor i.
-    #[arg(long, value_delimiter = ',')]
-    pub partition: Option<Vec<usize>>,
-    /// For 1f1b*: the period to schedule at (default: the smallest that fits memory).
-    #[arg(long, value_parser = parse_seconds)]
-    pub period: Option<f64>,
-    /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp): wall-clock limit, e.g.
-    /// 60s (ilp: 10 min when not given). At the limit the best plan found so far is
-    /// reported with status "timeout".
-    #[arg(long, value_parser = parse_seconds)]
-    pub time_limit: Option<f64>,
-    /// For the MILPs: HiGHS threads (default 1).
+    #[command(flatten)]
+    pub options: AlgorithmFlags,
+    /// Write the plan file here (atomically).
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (docs/model.md section 9) instead of a table.
     #[arg(long)]
+    pub json: bool,
+}
+
+/// The algorithm's options as flags: each is the key of the same name in an experiment
+/// file's `options` table (`--time-limit` is `time_limit`). An algorithm refuses a flag it
+/// does not read, naming the algorithms that do.
+#[derive(Args, serde::Serialize)]
+pub struct AlgorithmFlags {
+    /// For 1f1b* and milp-schedule: the 0-based index of each stage's first layer, e.g.
+    /// 0,60,120,180; stage i goes on processor i.
+    #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<Vec<usize>>,
+    /// For 1f1b* and pipedream: the period to schedule at (default: the smallest that fits
+    /// memory).
+    #[arg(long, value_parser = parse_seconds)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period: Option<f64>,
+    /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp) and best: wall-clock
+    /// limit, e.g. 60s (ilp: 10 min when not given, best: 60 s). At the limit the best plan
+    /// found so far is reported with status "timeout".
+    #[arg(long, value_parser = parse_seconds)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<f64>,
+    /// For madpipe, milp-schedule, contiguous-opt, ilp and best: HiGHS threads (default 1).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
     /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
     /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
@@ -42,24 +62,22 @@ pub struct PlanArgs {
     /// share no stashed tensor (a group is always its own stage); 16 is a good start on
     /// real networks.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub coarsen: Option<usize>,
     /// For madpipe: let its second phase also move the first phase's stages between
     /// processors (the general MILP over those stages, from the fixed allocation's pattern).
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remap_stages: bool,
     /// For the general MILP `ilp`: how it searches. `enumerate` lists every allocation of the
     /// groups with a lower bound on its period (loads, memory windows) and runs the
-    /// scheduling MILP on them in increasing order of bound until the bound reaches the best
-    /// period found; `monolithic` solves one MILP that places and schedules together (period
-    /// by bisection); `auto` (default) enumerates up to 200000 allocations (8 groups always).
+    /// scheduling MILP on them in increasing order of bound until the bound reaches the
+    /// shortest period found; `monolithic` solves one MILP that places and schedules
+    /// together (period by bisection); `auto` (default) enumerates up to 200000 allocations
+    /// (8 groups always).
     #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ilp_search: Option<pipeopt::milp::general::IlpSearch>,
-    /// Write the plan file here (atomically).
-    #[arg(long, short = 'o')]
-    pub out: Option<PathBuf>,
-    /// Print one JSON object (docs/model.md section 9) instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
@@ -71,17 +89,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             platform.memory, platform.memory
         );
     }
-    let options = Options {
-        partition: args.partition,
-        period: args.period,
-        time_limit: args.time_limit,
-        threads: args.threads,
-        coarsen: args.coarsen,
-        remap_stages: args.remap_stages,
-        ilp_search: args.ilp_search,
-        ..Options::default()
-    };
-    let planner = args.algorithm.planner(&options)?;
+    let configured = args
+        .algorithm
+        .configure(serde_json::to_value(&args.options)?)?;
+    let planner = configured.planner()?;
     let (plan, report) = algorithm::run(
         planner.as_ref(),
         &Problem {

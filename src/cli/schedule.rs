@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use pipeopt::algorithm::{self, Options, Problem};
+use pipeopt::algorithm::{self, Problem};
 use pipeopt::milp::fixed_allocation::FixedAllocationPlanner;
+use pipeopt::milp::MilpOptions;
 use pipeopt::model::{Plan, Status};
 use pipeopt::units::parse_seconds;
 
@@ -32,12 +33,7 @@ pub struct ScheduleArgs {
 
 pub fn run(args: ScheduleArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::load(&args.plan)?;
-    let options = Options {
-        time_limit: args.time_limit,
-        threads: args.threads,
-        ..Options::default()
-    }
-    .milp()?;
+    let options = MilpOptions::from_limits(args.time_limit, args.threads)?;
     let planner = FixedAllocationPlanner::for_plan(&plan, &args.plan, options)?;
     let (new, report) = algorithm::run(
         &planner,

@@ -59,7 +59,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::algorithm::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::fixed_allocation::{
@@ -246,6 +246,36 @@ fn neighbours(assignment: &[usize], processors: usize) -> Vec<Vec<usize>> {
     }
     out.retain(|a| a != &canonical(assignment));
     out
+}
+
+/// The options of `best`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BestOptions {
+    /// Wall-clock limit of the whole portfolio (`--time-limit`; [`DEFAULT_TIME_LIMIT`]
+    /// when not given).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// HiGHS threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl AlgorithmOptions for BestOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        let milp = MilpOptions::from_limits(self.time_limit, self.threads)?;
+        Ok(Box::new(BestPlanner {
+            time_limit: milp.time_limit.unwrap_or(DEFAULT_TIME_LIMIT),
+            milp: MilpOptions {
+                time_limit: None,
+                ..milp
+            },
+        }))
+    }
 }
 
 impl Planner for BestPlanner {

@@ -46,7 +46,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::model::{Allocation, ChainSums, Instance, Pattern, Platform};
 use crate::schedule::one_f_one_b_star::{
@@ -361,6 +361,31 @@ pub fn judged_one_f_one_b_star(
 #[derive(Debug, Clone, Default)]
 pub struct ContiguousOptPlanner {
     pub time_limit: Option<Duration>,
+}
+
+/// The options of `contiguous-opt`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContiguousOptOptions {
+    /// Wall-clock limit of the solver (`--time-limit`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// HiGHS threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl AlgorithmOptions for ContiguousOptOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        let milp = crate::milp::MilpOptions::from_limits(self.time_limit, self.threads)?;
+        Ok(Box::new(ContiguousOptPlanner {
+            time_limit: milp.time_limit,
+        }))
+    }
 }
 
 impl Planner for ContiguousOptPlanner {

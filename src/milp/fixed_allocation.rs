@@ -46,7 +46,7 @@
 
 use std::time::Instant;
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::{judge, static_memory};
 use crate::milp::ensure_judged_valid;
 use crate::milp::pattern_milp::{PatternMilp, Scope, MARGIN};
@@ -581,6 +581,33 @@ impl MilpSchedulePlanner {
     /// first layer, 0-based), checked against the instance when it plans.
     pub fn new(partition: Vec<usize>, options: MilpOptions) -> Self {
         MilpSchedulePlanner { partition, options }
+    }
+}
+
+/// The options of `milp-schedule`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MilpScheduleOptions {
+    /// Each stage's first layer, 0-based (`--partition`); stage `i` goes on processor `i`.
+    pub partition: Vec<usize>,
+    /// Wall-clock limit of the solver (`--time-limit`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// HiGHS threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl AlgorithmOptions for MilpScheduleOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        Ok(Box::new(MilpSchedulePlanner::new(
+            self.partition.clone(),
+            MilpOptions::from_limits(self.time_limit, self.threads)?,
+        )))
     }
 }
 

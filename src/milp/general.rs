@@ -118,7 +118,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
 use crate::milp::ensure_judged_valid;
@@ -1114,6 +1114,42 @@ impl GeneralMilpPlanner {
             ));
         }
         Ok(())
+    }
+}
+
+/// The options of `ilp`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IlpOptions {
+    /// Wall-clock limit (`--time-limit`; [`DEFAULT_TIME_LIMIT`] when not given).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// HiGHS threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Coarsen the chain to this many groups first (`--coarsen 16`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coarsen: Option<usize>,
+    /// How it searches the allocations (`--ilp-search`; `auto` when not given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ilp_search: Option<IlpSearch>,
+}
+
+impl AlgorithmOptions for IlpOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        // The general MILP can run for hours: without a limit, it stops at its default
+        // (the plan found by then is reported as "timeout").
+        let mut milp = crate::milp::MilpOptions::from_limits(self.time_limit, self.threads)?;
+        milp.time_limit = milp.time_limit.or(Some(DEFAULT_TIME_LIMIT));
+        Ok(Box::new(GeneralMilpPlanner::new(
+            self.coarsen,
+            self.ilp_search.unwrap_or_default(),
+            milp,
+        )?))
     }
 }
 

@@ -17,12 +17,13 @@
 //! allocation's pattern. Its period is never worse than the fixed allocation's, and it may
 //! fit where the first phase's allocation does not.
 
-use crate::algorithm::api::{Outcome, Planner, Problem};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
 use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
 use crate::model::{Allocation, Stage};
 use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
+use crate::units::Seconds;
 
 /// The `madpipe` algorithm: first phase + scheduling MILP.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +47,39 @@ impl MadPipePlanner {
             milp,
             remap_stages,
         })
+    }
+}
+
+/// The options of `madpipe`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MadPipeOptions {
+    /// The first phase's discretization and iteration count (section 5.1 defaults).
+    #[serde(default)]
+    pub madpipe: MadPipeConfig,
+    /// Wall-clock limit of the scheduling MILP (`--time-limit`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+    /// HiGHS threads (`--threads`; 1 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Let the second phase also move the first phase's stages between processors (the
+    /// general MILP over those stages, `--remap-stages`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remap_stages: bool,
+}
+
+impl AlgorithmOptions for MadPipeOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        Ok(Box::new(MadPipePlanner::new(
+            self.madpipe,
+            MilpOptions::from_limits(self.time_limit, self.threads)?,
+            self.remap_stages,
+        )?))
     }
 }
 

@@ -62,6 +62,44 @@ impl Default for MilpOptions {
     }
 }
 
+impl MilpOptions {
+    /// The options of `--time-limit` and `--threads` (experiment files: `time_limit`,
+    /// `threads`), checked: a positive duration of at most [`crate::units::MAX_SECONDS`],
+    /// one thread or more.
+    pub fn from_limits(
+        time_limit: Option<crate::units::Seconds>,
+        threads: Option<usize>,
+    ) -> Result<MilpOptions, crate::InputError> {
+        let mut m = MilpOptions::default();
+        if let Some(t) = time_limit {
+            m.time_limit = Some(
+                Duration::try_from_secs_f64(t)
+                    .ok()
+                    .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
+                    .ok_or_else(|| {
+                        crate::InputError::new(
+                            "--time-limit",
+                            "",
+                            format!(
+                                "must be a positive duration of at most {:e} s, got {t}",
+                                crate::units::MAX_SECONDS
+                            ),
+                        )
+                    })?,
+            );
+        }
+        if let Some(n) = threads {
+            m.threads = u32::try_from(n)
+                .ok()
+                .and_then(NonZeroU32::new)
+                .ok_or_else(|| {
+                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
+                })?;
+        }
+        Ok(m)
+    }
+}
+
 /// How a solve ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -29,7 +29,7 @@
 // Index-heavy dynamic programs read better with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
 use crate::model::{BatchGraph, Instance, Pattern, PatternOp, Platform};
@@ -361,6 +361,17 @@ pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, Bi
 /// violations are memory is reported infeasible (memory is not in the search).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BiPartitionPlanner;
+
+/// The options of `bipartition`: none.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BiPartitionOptions {}
+
+impl AlgorithmOptions for BiPartitionOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        Ok(Box::new(BiPartitionPlanner))
+    }
+}
 
 impl Planner for BiPartitionPlanner {
     fn name(&self) -> String {

@@ -71,7 +71,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::model::{Allocation, ChainSums, Instance, Platform, Stage};
 use crate::units::{Bytes, Seconds};
 
@@ -655,6 +655,21 @@ impl MadPipeDpPlanner {
     pub fn new(config: MadPipeConfig) -> Result<Self, crate::InputError> {
         config.check()?;
         Ok(MadPipeDpPlanner { config })
+    }
+}
+
+/// The options of `madpipe-dp`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MadPipeDpOptions {
+    /// The discretization and iteration count (section 5.1 defaults).
+    #[serde(default)]
+    pub madpipe: MadPipeConfig,
+}
+
+impl AlgorithmOptions for MadPipeDpOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        Ok(Box::new(MadPipeDpPlanner::new(self.madpipe)?))
     }
 }
 

@@ -59,7 +59,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
 use crate::io::pipedream::{
     ideal_has, linearize_graph_in, order_through, with_provenance, Graph, Ideal, Linearization,
@@ -864,6 +864,29 @@ pub struct PipeDreamPlanner {
     pub period: Option<Seconds>,
     /// Leave PipeDream's memory term out of the DP.
     pub ignore_memory: bool,
+}
+
+/// The options of `pipedream`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipeDreamOptions {
+    /// A target period instead of the smallest one that fits (`--period`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub period: Option<Seconds>,
+}
+
+impl AlgorithmOptions for PipeDreamOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, InputError> {
+        check_period(self.period)?;
+        Ok(Box::new(PipeDreamPlanner {
+            period: self.period,
+            ignore_memory: false,
+        }))
+    }
 }
 
 impl Planner for PipeDreamPlanner {

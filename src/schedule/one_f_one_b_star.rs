@@ -20,7 +20,7 @@
 //! exactly: the groups (hence the memory) only change at periods equal to the load of a
 //! contiguous run of elements, so the answer is one of those `O(P^2)` values.
 
-use crate::algorithm::api::{Outcome, Planner, Problem, Solution};
+use crate::algorithm::api::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::static_memory;
 use crate::model::{Allocation, Instance, OpKind, Pattern, PatternOp, Platform};
 use crate::units::{Bytes, Seconds};
@@ -310,6 +310,32 @@ impl OneFOneBStarPlanner {
     /// layer, 0-based), checked against the instance when it plans.
     pub fn new(partition: Vec<usize>, period: Option<Seconds>) -> Self {
         OneFOneBStarPlanner { partition, period }
+    }
+}
+
+/// The options of `1f1b*`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OneFOneBStarOptions {
+    /// Each stage's first layer, 0-based (`--partition 0,60,120,180`); stage `i` goes on
+    /// processor `i`.
+    pub partition: Vec<usize>,
+    /// A target period instead of the smallest one that fits (`--period`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub period: Option<Seconds>,
+}
+
+impl AlgorithmOptions for OneFOneBStarOptions {
+    fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
+        check_period(self.period)?;
+        Ok(Box::new(OneFOneBStarPlanner::new(
+            self.partition.clone(),
+            self.period,
+        )))
     }
 }
 

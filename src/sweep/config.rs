@@ -15,32 +15,86 @@
 //! [[algorithm]]
 //! name = "1f1b*"
 //! label = "1f1b*-even"                  # optional: the name in the tables (default: name)
-//! options = { partition = [0, 40, 80, 120] }   # optional: algorithm::Options
+//! options = { partition = [0, 40, 80, 120] }   # optional: its own options (algorithm::Configured)
 //! ```
 //! Paths are relative to the current directory. Unknown keys are errors that name the key.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-use crate::algorithm::Options;
+use crate::algorithm::{Algorithm, Configured};
 use crate::error::{parse_toml, InputError};
 use crate::units::{parse_bandwidth, parse_bytes, parse_seconds};
 
-/// One algorithm of the grid, with its options.
+/// One algorithm of the grid, with its options and the name the tables give it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "SpecForm", into = "SpecForm")]
 pub struct AlgorithmSpec {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Configured,
+    /// The name in the tables (default: the algorithm's name).
     pub label: Option<String>,
+}
+
+/// An `[[algorithm]]` table as the file writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecForm {
+    name: Algorithm,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     #[serde(default)]
-    pub options: Options,
+    options: serde_json::Value,
+}
+
+impl TryFrom<SpecForm> for AlgorithmSpec {
+    type Error = InputError;
+    fn try_from(f: SpecForm) -> Result<Self, InputError> {
+        Ok(AlgorithmSpec {
+            algorithm: f.name.configure(f.options)?,
+            label: f.label,
+        })
+    }
+}
+
+impl From<AlgorithmSpec> for SpecForm {
+    fn from(a: AlgorithmSpec) -> SpecForm {
+        SpecForm {
+            name: a.algorithm.algorithm(),
+            label: a.label,
+            options: a.algorithm.options(),
+        }
+    }
 }
 
 impl AlgorithmSpec {
+    /// An algorithm with its options, named in the tables by the algorithm's name.
+    pub fn new(algorithm: Configured) -> Self {
+        AlgorithmSpec {
+            algorithm,
+            label: None,
+        }
+    }
+
     /// The name in the tables: the label, or the algorithm's name.
     pub fn label(&self) -> &str {
-        self.label.as_deref().unwrap_or(&self.name)
+        self.label
+            .as_deref()
+            .unwrap_or(self.algorithm.algorithm().name())
+    }
+
+    /// What a job's key hashes of its algorithm: the `[[algorithm]]` table, in the form
+    /// journals were written with when one flat table held the options of every algorithm
+    /// and always carried MadPipe's (`madpipe`, at its defaults for the others). Keeping
+    /// that form keeps the keys of every earlier journal, so a sweep resumes from them.
+    pub fn key_form(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(SpecForm::from(self.clone())).expect("JSON");
+        if let Some(options) = v["options"].as_object_mut() {
+            options.entry("madpipe").or_insert_with(|| {
+                serde_json::to_value(crate::partition::madpipe::MadPipeConfig::default())
+                    .expect("JSON")
+            });
+        }
+        v
     }
 }
 
@@ -61,7 +115,7 @@ struct RawExperiment {
     #[serde(default)]
     job_timeout: Option<String>,
     #[serde(rename = "algorithm")]
-    algorithms: Vec<AlgorithmSpec>,
+    algorithms: Vec<SpecForm>,
 }
 
 fn one() -> usize {
@@ -101,48 +155,39 @@ pub(crate) fn check_name(name: &str, src: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-/// Checks, when the file loads, what would make an algorithm fail on every job of the
-/// grid: options its planner rejects (a missing `partition`, a zero `time_limit`), and a
+/// Reads each `[[algorithm]]` as its algorithm's own options and checks, when the file
+/// loads, what would make an algorithm fail on every job of the grid: options it does not
+/// read or its planner rejects (a missing `partition`, a zero `time_limit`), and a
 /// `partition` that fits no instance or needs more processors than the grid has.
 fn check_algorithms(
-    algorithms: &[AlgorithmSpec],
+    forms: Vec<SpecForm>,
     instances: &[PathBuf],
     processors: &[usize],
     src: &str,
-) -> Result<(), InputError> {
+) -> Result<Vec<AlgorithmSpec>, InputError> {
     let field = |i: usize, e: &InputError| {
         let option = e.source.trim_start_matches("--").replace('-', "_");
-        if e.source.starts_with("--") {
+        if e.source.starts_with("--") && e.source != "--algorithm" {
             format!("algorithm[{i}].options.{option}")
         } else {
             format!("algorithm[{i}]")
         }
     };
     let mut lengths: Option<Vec<(PathBuf, usize)>> = None;
-    for (i, a) in algorithms.iter().enumerate() {
-        if let Some(t) = a.options.time_limit {
-            if t <= 0.0 {
-                return Err(InputError::new(
-                    src,
-                    format!("algorithm[{i}].options.time_limit"),
-                    "must be positive",
-                ));
-            }
-        }
-        if let Some(t) = a.options.period {
-            if t <= 0.0 {
-                return Err(InputError::new(
-                    src,
-                    format!("algorithm[{i}].options.period"),
-                    "must be positive",
-                ));
-            }
-        }
-        crate::algorithm::planner(&a.name, &a.options)
+    let mut algorithms = Vec::with_capacity(forms.len());
+    for (i, form) in forms.into_iter().enumerate() {
+        let a = AlgorithmSpec::try_from(form)
             .map_err(|e| InputError::new(src, field(i, &e), e.reason.clone()))?;
-        let Some(partition) = &a.options.partition else {
+        a.algorithm
+            .planner()
+            .map_err(|e| InputError::new(src, field(i, &e), e.reason.clone()))?;
+        algorithms.push(a.clone());
+        let Ok(partition) =
+            serde_json::from_value::<Vec<usize>>(a.algorithm.options()["partition"].clone())
+        else {
             continue;
         };
+        let partition = &partition;
         let at = format!("algorithm[{i}].options.partition");
         let max_p = processors.iter().copied().max().unwrap_or(0);
         if partition.len() > max_p {
@@ -170,7 +215,7 @@ fn check_algorithms(
             })?;
         }
     }
-    Ok(())
+    Ok(algorithms)
 }
 
 impl Experiment {
@@ -235,15 +280,11 @@ impl Experiment {
         }
         let mut labels = std::collections::HashSet::new();
         for (i, a) in raw.algorithms.iter().enumerate() {
-            crate::algorithm::Algorithm::parse(&a.name)
-                .map_err(|e| bad(&format!("algorithm[{i}].name"), e.reason))?;
-            if !labels.insert(a.label().to_string()) {
+            let label = a.label.as_deref().unwrap_or(a.name.name());
+            if !labels.insert(label.to_string()) {
                 return Err(bad(
                     &format!("algorithm[{i}]"),
-                    format!(
-                        "the label {:?} is used twice; give one a `label`",
-                        a.label()
-                    ),
+                    format!("the label {label:?} is used twice; give one a `label`"),
                 ));
             }
         }
@@ -271,7 +312,7 @@ impl Experiment {
         }
         let mut seen = std::collections::HashSet::new();
         instances.retain(|p| seen.insert(p.clone()));
-        check_algorithms(&raw.algorithms, &instances, &raw.processors, &src)?;
+        let algorithms = check_algorithms(raw.algorithms, &instances, &raw.processors, &src)?;
         use sha2::Digest;
         let config_hash = sha2::Sha256::digest(text.as_bytes())
             .iter()
@@ -287,7 +328,7 @@ impl Experiment {
             output: raw.output.unwrap_or_else(|| PathBuf::from("results")),
             workers: raw.workers,
             job_timeout,
-            algorithms: raw.algorithms,
+            algorithms,
             config_hash,
         })
     }
@@ -332,7 +373,7 @@ mod tests {
         assert_eq!(e.len(), 4);
         assert_eq!(e.memory, vec![3.0 * 1073741824.0, 16.0 * 1073741824.0]);
         assert_eq!(e.bandwidth, vec![12e9]);
-        assert_eq!(e.algorithms[0].options.period, Some(0.2));
+        assert_eq!(e.algorithms[0].algorithm.options()["period"], 0.2);
         assert_eq!(e.config_hash.len(), 64);
     }
 

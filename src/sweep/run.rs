@@ -41,7 +41,14 @@ pub fn jobs(exp: &Experiment) -> Result<Vec<Job>, InputError> {
                 for &b in &exp.bandwidth {
                     for a in &exp.algorithms {
                         for r in 0..exp.repetitions {
-                            let key = engine::key_of(&serde_json::json!([hash, p, m, b, a, r]));
+                            let key = engine::key_of(&serde_json::json!([
+                                hash,
+                                p,
+                                m,
+                                b,
+                                a.key_form(),
+                                r
+                            ]));
                             out.push(Job {
                                 key,
                                 instance_path: path.clone(),
@@ -74,7 +81,7 @@ pub fn skeleton(job: &Job, ctx: &RunContext) -> Row {
         memory: job.memory,
         bandwidth: job.bandwidth,
         algorithm: job.algorithm.label().to_string(),
-        algorithm_name: job.algorithm.name.clone(),
+        algorithm_name: job.algorithm.algorithm.algorithm().name().to_string(),
         repetition: job.repetition,
         status: "error".into(),
         period: None,
@@ -109,7 +116,7 @@ pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
         row.instance_hash = instance.content_hash();
         row.sequential = instance.sums().u(1, instance.len());
         let platform = Platform::new(job.processors, job.memory, job.bandwidth);
-        let planner = algorithm::planner(&job.algorithm.name, &job.algorithm.options)?;
+        let planner = job.algorithm.algorithm.planner()?;
         let (_, report) = algorithm::run(
             planner.as_ref(),
             &Problem {
