@@ -40,7 +40,10 @@
 //! - [`Scope::focus`] keeps some processors' circles and memories, and of every other resource
 //!   only the pairs that every allocation with the same layers there and the same cuts
 //!   crossing has: each other stage's own forward and backward (they share a processor
-//!   whatever it is) and each cut's own two transfers (they share a link when half duplex).
+//!   whatever it is), each cut's own two transfers (they share a link when half duplex),
+//!   and the transfers of the cuts between two kept stages of focused processors, which
+//!   cross between the same two processors in every such allocation (such cuts share a
+//!   link when they join the same two).
 //!   Every pattern of the allocation satisfies it: a relaxation, used by the global bound
 //!   to prove that processors holding given layers with given cuts crossing cannot fit at
 //!   `T` (docs/bounds.md, "Scheduled premises"). [`Scope::left_out`] drops some stages of
@@ -194,7 +197,11 @@ impl PatternMilp {
             // d_a <= sigma_b - sigma_a <= d_a + 1
             m.row(d[a], d[a] + 1.0, &[(sigma[b], 1.0), (sigma[a], -1.0)]);
         }
-        // Which pairs must not overlap modulo T.
+        // Which pairs must not overlap modulo T. The transfers of a cut between two kept
+        // stages cross between the same two focused processors in every allocation with
+        // the same layers there: they share that link with the other such cuts (module
+        // docs, "Scopes").
+        let between_kept = |s: usize| s + 1 < stages && kept_stage(s) && kept_stage(s + 1);
         let same_stage = |i: usize, j: usize| graph.ops[i].id.stage == graph.ops[j].id.stage;
         let conflicting = |i: usize, j: usize| -> bool {
             let (oi, oj) = (&graph.ops[i], &graph.ops[j]);
@@ -210,7 +217,9 @@ impl PatternMilp {
                     (f.contains(&p) && kept_stage(oi.id.stage) && kept_stage(oj.id.stage))
                         || same_stage(i, j)
                 }
-                (Some(_), Resource::Link { .. }) => same_stage(i, j),
+                (Some(_), Resource::Link { .. }) => {
+                    same_stage(i, j) || (between_kept(oi.id.stage) && between_kept(oj.id.stage))
+                }
             }
         };
         let mut pair: HashMap<(usize, usize), Var> = HashMap::new();
