@@ -341,12 +341,6 @@ impl<'de> Deserialize<'de> for Configured {
     }
 }
 
-impl fmt::Display for Configured {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.algorithm(), self.options())
-    }
-}
-
 /// Builds the planner of the algorithm named `name` (or one of its aliases) with `options`
 /// (a JSON table; null for none).
 pub fn planner(name: &str, options: &serde_json::Value) -> Result<Box<dyn Planner>, InputError> {

@@ -851,10 +851,9 @@ impl Relaxation {
     /// cut from its first layer on. When no processor is proven alone, the tightest
     /// processors together (as many as `MAX_SCHEDULED_LAYERS` layers allow, not every
     /// used one unless there are two; the transfers of the cuts between two of them share
-    /// their link) get
-    /// one check focused on all of them, and a proof yields a premise on the group, with
-    /// members dropped while it still holds. A check cut short by the time proves nothing. The
-    /// processors closest to their limits by the closed forms (load, average memory) go
+    /// their link) get one check focused on all of them, and a proof yields a premise on
+    /// the group, with members dropped while it still holds. A check cut short by the time
+    /// proves nothing. The processors closest to their limits by the closed forms (load, average memory) go
     /// first, so that the time goes where a proof is likeliest, each within
     /// `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again with the
     /// full limit; a check that would repeat one that proved nothing ([`Unproven`]) is
@@ -2480,21 +2479,20 @@ mod tests {
         r.status != SolveStatus::Infeasible
     }
 
-    /// The premises of the scheduled checks (one processor, or a group of processors each
-    /// passing alone), learnt from every assignment of random chains (seeds) at several
-    /// periods, are obeyed by every assignment that has a plan at that period, and exclude
-    /// the assignment they were learnt from. Returns how many premises were learnt on one
-    /// processor and on groups.
-    fn scheduled_premises_are_valid(
+    /// On every assignment of random chains (seeds) on each platform `(P, share of one
+    /// processor's memory, bandwidth)` at each factor of the instance's bound, `learn`
+    /// gives premises (told whether the assignment has a plan at that period); each is then
+    /// obeyed by every assignment with a plan at that period. Returns the premises learnt.
+    fn learnt_premises_spare_every_plan(
         seeds: std::ops::Range<u64>,
         platforms: &[(usize, f64, f64)],
         factors: &[f64],
         max_layers: usize,
-    ) -> (usize, usize, usize) {
+        mut learn: impl FnMut(&Relaxation, &[usize], f64, bool) -> Vec<Premise>,
+    ) -> Vec<Premise> {
         use crate::milp::general::for_each_allocation;
         use crate::nets::random::{one_processor_memory, random_chain};
-        let threads = std::num::NonZeroU32::new(1).unwrap();
-        let (mut singles, mut groups, mut tails) = (0, 0, 0);
+        let mut learnt = Vec::new();
         for seed in seeds {
             let l = 5 + (seed as usize % 2);
             let inst = random_chain(seed, l);
@@ -2508,23 +2506,11 @@ mod tests {
                     let mut planned = Vec::new();
                     let mut premises = Vec::new();
                     for_each_allocation(l, processors, |a| {
-                        if has_plan(&inst, &platform, a, period) {
+                        let plan = has_plan(&inst, &platform, a, period);
+                        if plan {
                             planned.push(a.to_vec());
                         }
-                        for p in relax.scheduled_premises(a, period, threads, None).unwrap() {
-                            assert!(!obeys(&relax, &p, a, period), "{p:?} lets {a:?} through");
-                            match &p {
-                                Premise::Scheduled { holdings, .. } if holdings.len() > 1 => {
-                                    groups += 1
-                                }
-                                Premise::Scheduled { tail: Some(_), .. } => {
-                                    singles += 1;
-                                    tails += 1
-                                }
-                                _ => singles += 1,
-                            }
-                            premises.push(p);
-                        }
+                        premises.extend(learn(&relax, a, period, plan));
                     });
                     for a in &planned {
                         for p in &premises {
@@ -2535,7 +2521,47 @@ mod tests {
                             );
                         }
                     }
+                    learnt.extend(premises);
                 }
+            }
+        }
+        learnt
+    }
+
+    /// The premises of the scheduled checks (one processor, or a group of processors each
+    /// passing alone), learnt from every assignment of random chains (seeds) at several
+    /// periods, are obeyed by every assignment that has a plan at that period, and exclude
+    /// the assignment they were learnt from. Returns how many premises were learnt on one
+    /// processor, on groups, and with tails.
+    fn scheduled_premises_are_valid(
+        seeds: std::ops::Range<u64>,
+        platforms: &[(usize, f64, f64)],
+        factors: &[f64],
+        max_layers: usize,
+    ) -> (usize, usize, usize) {
+        let threads = std::num::NonZeroU32::new(1).unwrap();
+        let learnt = learnt_premises_spare_every_plan(
+            seeds,
+            platforms,
+            factors,
+            max_layers,
+            |relax, a, period, _| {
+                let premises = relax.scheduled_premises(a, period, threads, None).unwrap();
+                for p in &premises {
+                    assert!(!obeys(relax, p, a, period), "{p:?} lets {a:?} through");
+                }
+                premises
+            },
+        );
+        let (mut singles, mut groups, mut tails) = (0, 0, 0);
+        for p in &learnt {
+            match p {
+                Premise::Scheduled { holdings, .. } if holdings.len() > 1 => groups += 1,
+                Premise::Scheduled { tail: Some(_), .. } => {
+                    singles += 1;
+                    tails += 1
+                }
+                _ => singles += 1,
             }
         }
         (singles, groups, tails)
@@ -2550,76 +2576,53 @@ mod tests {
         seeds: std::ops::Range<u64>,
         platforms: &[(usize, f64, f64)],
     ) -> usize {
-        use crate::milp::general::for_each_allocation;
-        use crate::nets::random::{one_processor_memory, random_chain};
         let threads = std::num::NonZeroU32::new(1).unwrap();
-        let mut proofs = 0;
-        for seed in seeds {
-            let l = 5 + (seed as usize % 2);
-            let inst = random_chain(seed, l);
-            let full = one_processor_memory(&inst);
-            for &(processors, share, bandwidth) in platforms {
-                let platform = Platform::new(processors, share * full, bandwidth);
-                let relax = Relaxation::new(&inst, &platform);
+        let factors = [1.3, 1.8, 2.5];
+        let learnt = learnt_premises_spare_every_plan(
+            seeds,
+            platforms,
+            &factors,
+            MAX_SCHEDULED_LAYERS,
+            |relax, a, period, plan| {
                 let s = relax.scheduling.as_ref().unwrap();
-                let base = crate::model::bounds::period_lower_bound(&inst, &platform);
-                for factor in [1.3, 1.8, 2.5] {
-                    let period = base * factor;
-                    let mut planned = Vec::new();
-                    let mut premises = Vec::new();
-                    for_each_allocation(l, processors, |a| {
-                        let plan = has_plan(&inst, &platform, a, period);
-                        if plan {
-                            planned.push(a.to_vec());
-                        }
-                        let used = a.iter().copied().max().unwrap() + 1;
-                        for mask in 0u32..(1 << used) {
-                            if mask.count_ones() < 2 {
-                                continue;
-                            }
-                            let group: Vec<(usize, Holding)> = (0..used)
-                                .filter(|p| mask & (1 << p) != 0)
-                                .map(|p| (p, Holding::of(a, p).unwrap()))
-                                .collect();
-                            let (members, holdings) = in_chain_order(&group);
-                            let answer = focused_check(
-                                s,
-                                a,
-                                &members,
-                                &[],
-                                period,
-                                None,
-                                threads,
-                                Duration::from_secs(60),
-                            )
-                            .unwrap();
-                            // The group of every processor is the assignment's own problem.
-                            if mask.count_ones() as usize == used {
-                                assert_eq!(answer, Some(plan), "seed {seed}: {a:?} at {period}");
-                            }
-                            if answer == Some(false) {
-                                premises.push(Premise::Scheduled {
-                                    holdings,
-                                    period,
-                                    tail: None,
-                                });
-                            }
-                        }
-                    });
-                    proofs += premises.len();
-                    for a in &planned {
-                        for p in &premises {
-                            assert!(
-                                obeys(&relax, p, a, period),
-                                "seed {seed}, P = {processors}, T = {period}: {p:?} excludes \
-                                 {a:?}, which has a plan"
-                            );
-                        }
+                let used = a.iter().copied().max().unwrap() + 1;
+                let mut premises = Vec::new();
+                for mask in 0u32..(1 << used) {
+                    if mask.count_ones() < 2 {
+                        continue;
+                    }
+                    let group: Vec<(usize, Holding)> = (0..used)
+                        .filter(|p| mask & (1 << p) != 0)
+                        .map(|p| (p, Holding::of(a, p).unwrap()))
+                        .collect();
+                    let (members, holdings) = in_chain_order(&group);
+                    let answer = focused_check(
+                        s,
+                        a,
+                        &members,
+                        &[],
+                        period,
+                        None,
+                        threads,
+                        Duration::from_secs(60),
+                    )
+                    .unwrap();
+                    // The group of every processor is the assignment's own problem.
+                    if mask.count_ones() as usize == used {
+                        assert_eq!(answer, Some(plan), "{a:?} at {period}");
+                    }
+                    if answer == Some(false) {
+                        premises.push(Premise::Scheduled {
+                            holdings,
+                            period,
+                            tail: None,
+                        });
                     }
                 }
-            }
-        }
-        proofs
+                premises
+            },
+        );
+        learnt.len()
     }
 
     #[test]

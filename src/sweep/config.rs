@@ -181,13 +181,12 @@ fn check_algorithms(
         a.algorithm
             .planner()
             .map_err(|e| InputError::new(src, field(i, &e), e.reason.clone()))?;
-        algorithms.push(a.clone());
-        let Ok(partition) =
-            serde_json::from_value::<Vec<usize>>(a.algorithm.options()["partition"].clone())
-        else {
+        let partition =
+            serde_json::from_value::<Vec<usize>>(a.algorithm.options()["partition"].clone());
+        algorithms.push(a);
+        let Ok(partition) = partition else {
             continue;
         };
-        let partition = &partition;
         let at = format!("algorithm[{i}].options.partition");
         let max_p = processors.iter().copied().max().unwrap_or(0);
         if partition.len() > max_p {
@@ -210,7 +209,7 @@ fn check_algorithms(
             ),
         };
         for (path, layers) in lengths.iter() {
-            crate::model::Allocation::from_starts(partition, *layers).map_err(|e| {
+            crate::model::Allocation::from_starts(&partition, *layers).map_err(|e| {
                 InputError::new(src, &at, format!("for {}: {}", path.display(), e.reason))
             })?;
         }
