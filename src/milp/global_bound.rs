@@ -853,11 +853,12 @@ impl Relaxation {
     /// used one unless there are two; the transfers of the cuts between two of them share
     /// their link) get one check focused on all of them, and a proof yields a premise on
     /// the group, with members dropped while it still holds. A check cut short by the time
-    /// proves nothing. The processors closest to their limits by the closed forms (load, average memory) go
-    /// first, so that the time goes where a proof is likeliest, each within
-    /// `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again with the
-    /// full limit; a check that would repeat one that proved nothing ([`Unproven`]) is
-    /// skipped.
+    /// proves nothing. The processors closest to their limits by the closed forms (load,
+    /// average memory) go first, so that the time goes where a proof is likeliest, each
+    /// within `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again
+    /// with the full limit; a check that would repeat one that proved nothing
+    /// ([`Unproven`]) is skipped. An assignment where a layer or a cut alone overloads its
+    /// resource gets no check (see the body).
     fn scheduled_premises(
         &self,
         assignment: &[usize],
