@@ -541,3 +541,157 @@ fn a_plan_stays_valid_with_more_processors_memory_or_bandwidth() {
     }
     assert!(checked >= 100, "only {checked} plans checked");
 }
+
+/// A soak of the checks above on cases none of them draws: random chains of 4-6 layers
+/// (with and without stash overlaps), windows of 5-6 consecutive layers of the committed
+/// real instances, and real instances cut into 5-6 groups at random (every stage structure
+/// enumerated where stages share tensors), each on 2 and 3
+/// processors at memories from tight to loose, slow to fast links, half and full duplex.
+/// For each case: the global bound against the exhaustive optimum (never above it;
+/// "infeasible" never of a case with a plan), and on every third case `best`'s bound and
+/// plan against it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test
+/// global_bound soak -- --ignored --nocapture` runs more (hours); the slow tier runs two.
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn soak_the_bound_and_best_against_exhaustive_search() {
+    let seeds: std::ops::Range<u64> = match std::env::var("PIPEOPT_SOAK_SEEDS") {
+        Ok(s) => {
+            let (a, b) = s
+                .split_once("..")
+                .expect("PIPEOPT_SOAK_SEEDS: a range such as 100..400");
+            a.parse().expect("PIPEOPT_SOAK_SEEDS: start")
+                ..b.parse().expect("PIPEOPT_SOAK_SEEDS: end")
+        }
+        Err(_) => 100..102,
+    };
+    let real: Vec<Instance> = [
+        "resnet50-1000-b8-h100.json",
+        "resnet101-1000-b8-h100.json",
+        "inception_v3-1000-b8-h100.json",
+        "densenet121-1000-b8-h100.json",
+    ]
+    .iter()
+    .map(|f| {
+        Instance::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("instances")
+                .join(f),
+        )
+        .unwrap()
+    })
+    .collect();
+    let mut stats = Stats::default();
+    let mut best_checked = 0;
+    for seed in seeds {
+        // A small generator of its own, so that each seed draws its whole case.
+        // (SplitMix64.)
+        let mut x = seed;
+        let mut draw = move |n: usize| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % n as u64) as usize
+        };
+        let (inst, speeds) = match seed % 3 {
+            0 => {
+                let overlaps = draw(2) == 0;
+                let l = if overlaps { 4 + draw(2) } else { 4 + draw(3) };
+                let inst = random_chain(seed, l);
+                let inst = if overlaps { with_overlaps(inst) } else { inst };
+                (inst, [0.5, 1.0, 3.0, 6.0])
+            }
+            1 => {
+                let whole = &real[draw(real.len())];
+                let l = 5 + draw(2);
+                let start = draw(whole.len() - l + 1);
+                let mut inst = whole.clone();
+                inst.input = if start == 0 {
+                    whole.input
+                } else {
+                    whole.a(start)
+                };
+                inst.layers = whole.layers[start..start + l].to_vec();
+                inst.layers[l - 1].stash_overlap = None;
+                inst.name = format!("{} layers {}-{}", whole.name, start + 1, start + l);
+                inst.check().unwrap();
+                (inst, [6e9, 12e9, 24e9, 48e9])
+            }
+            _ => {
+                let whole = &real[draw(real.len())];
+                let groups = 5 + draw(2);
+                // Random cuts: `groups - 1` distinct positions among the chain's.
+                let mut cuts: Vec<usize> = Vec::new();
+                while cuts.len() < groups - 1 {
+                    let c = 1 + draw(whole.len() - 1);
+                    if !cuts.contains(&c) {
+                        cuts.push(c);
+                    }
+                }
+                cuts.sort();
+                let mut ranges = Vec::new();
+                let mut first = 1;
+                for &c in &cuts {
+                    ranges.push((first, c));
+                    first = c + 1;
+                }
+                ranges.push((first, whole.len()));
+                let mut inst = pipeopt::milp::general::group_instance(whole, &ranges);
+                inst.name = format!("{} in groups {ranges:?}", whole.name);
+                (inst, [6e9, 12e9, 24e9, 48e9])
+            }
+        };
+        // Where stages share tensors (ResNets' blocks, and groups whose boundary layers
+        // share one), a stage per layer may not be best: every stage structure is
+        // enumerated then.
+        let boundaries = !inst.stash_shared.is_empty()
+            || inst
+                .layers
+                .iter()
+                .any(|l| l.stash_overlap.unwrap_or(0.0) > 0.0);
+        let full = one_processor_memory(&inst);
+        for processors in [2, 3] {
+            let share = [0.3, 0.45, 0.6, 0.8, 1.0, 1.5][draw(6)];
+            let mut platform = Platform::new(processors, share * full, speeds[draw(speeds.len())]);
+            platform.full_duplex = draw(3) == 0;
+            let what = format!("seed {seed}: {} on {platform:?}", inst.name);
+            eprintln!("{what}");
+            check_case(&inst, &platform, boundaries, &mut stats);
+            if draw(3) == 0 {
+                let optimum = exhaustive_optimum(&inst, &platform, boundaries);
+                let planner = BestPlanner {
+                    time_limit: std::time::Duration::from_secs(120),
+                    milp: MilpOptions::default(),
+                };
+                let problem = Problem {
+                    instance: &inst,
+                    platform: &platform,
+                };
+                match planner.plan(&problem).unwrap() {
+                    Outcome::Infeasible { .. } => {
+                        assert_eq!(optimum, None, "{what}: best said infeasible, a plan exists")
+                    }
+                    Outcome::NoPlanWithinLimit { lower_bound, .. } => {
+                        if let (Some(lower), Some(t)) = (lower_bound, optimum) {
+                            assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+                        }
+                    }
+                    Outcome::Found(sol) => {
+                        let t =
+                            optimum.unwrap_or_else(|| panic!("{what}: a plan, none exhaustively"));
+                        let period = sol.pattern.as_ref().unwrap().period;
+                        let lower = sol.lower_bound.unwrap();
+                        assert!(
+                            lower <= t * (1.0 + 1e-9),
+                            "{what}: best's bound {lower} above {t}"
+                        );
+                        assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+                    }
+                }
+                best_checked += 1;
+            }
+        }
+    }
+    eprintln!("{stats:?}; best checked on {best_checked} cases");
+    assert!(stats.infeasible + stats.ratio.len() + stats.no_plan_not_proven > 0);
+}
