@@ -83,7 +83,13 @@ fn with_overlaps(mut inst: Instance) -> Instance {
     inst
 }
 
-fn check_case(inst: &Instance, platform: &Platform, boundaries: bool, stats: &mut Stats) {
+/// Checks the global bound of one case against the exhaustive optimum, which it returns.
+fn check_case(
+    inst: &Instance,
+    platform: &Platform,
+    boundaries: bool,
+    stats: &mut Stats,
+) -> Option<f64> {
     let bound = global_lower_bound(inst, platform, &BoundOptions::default()).unwrap();
     assert!(bound.complete, "{}: {:?}", inst.name, bound);
     let optimum = exhaustive_optimum(inst, platform, boundaries);
@@ -102,7 +108,7 @@ fn check_case(inst: &Instance, platform: &Platform, boundaries: bool, stats: &mu
     if bound.infeasible {
         assert_eq!(optimum, None, "{what}: said infeasible, but a plan exists");
         stats.infeasible += 1;
-        return;
+        return None;
     }
     assert!(bound.lower_bound >= period_lower_bound(inst, platform) * (1.0 - 1e-12));
     // The relaxed period is one where the reported assignment was found to pass.
@@ -128,6 +134,20 @@ fn check_case(inst: &Instance, platform: &Platform, boundaries: bool, stats: &mu
             stats.ratio.push(t / bound.lower_bound);
         }
     }
+    optimum
+}
+
+/// `best` on one case with the given time limit.
+fn best_outcome(inst: &Instance, platform: &Platform, limit: std::time::Duration) -> Outcome {
+    let planner = BestPlanner {
+        time_limit: limit,
+        milp: MilpOptions::default(),
+    };
+    let problem = Problem {
+        instance: inst,
+        platform,
+    };
+    planner.plan(&problem).unwrap()
 }
 
 #[derive(Default, Debug)]
@@ -225,15 +245,7 @@ fn best_cases(seeds: std::ops::Range<u64>, overlaps: bool) {
             let platform = Platform::new(processors, share * full, bandwidth);
             let what = format!("{} on P = {processors}, share {share}", inst.name);
             let optimum = exhaustive_optimum(&inst, &platform, overlaps);
-            let planner = BestPlanner {
-                time_limit: std::time::Duration::from_secs(300),
-                milp: MilpOptions::default(),
-            };
-            let problem = Problem {
-                instance: &inst,
-                platform: &platform,
-            };
-            match planner.plan(&problem).unwrap() {
+            match best_outcome(&inst, &platform, std::time::Duration::from_secs(300)) {
                 Outcome::Infeasible { .. } => {
                     assert_eq!(optimum, None, "{what}: said infeasible, but a plan exists");
                     counts[0] += 1;
@@ -545,9 +557,8 @@ fn a_plan_stays_valid_with_more_processors_memory_or_bandwidth() {
 /// A soak of the checks above on cases none of them draws: random chains of 4-6 layers
 /// (with and without stash overlaps), windows of 5-6 consecutive layers of the committed
 /// real instances, and real instances cut into 5-6 groups at random (every stage structure
-/// enumerated where stages share tensors), each on 2 and 3
-/// processors at memories from tight to loose, slow to fast links, half and full duplex.
-/// For each case: the global bound against the exhaustive optimum (never above it;
+/// enumerated where stages share tensors), each on 2 and 3 processors at memories from
+/// tight to loose, slow to fast links, half and full duplex. For each case: the global bound against the exhaustive optimum (never above it;
 /// "infeasible" never of a case with a plan), and on every third case `best`'s bound and
 /// plan against it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test
 /// global_bound soak -- --ignored --nocapture` runs more (hours); the slow tier runs two.
@@ -656,18 +667,9 @@ fn soak_the_bound_and_best_against_exhaustive_search() {
             platform.full_duplex = draw(3) == 0;
             let what = format!("seed {seed}: {} on {platform:?}", inst.name);
             eprintln!("{what}");
-            check_case(&inst, &platform, boundaries, &mut stats);
+            let optimum = check_case(&inst, &platform, boundaries, &mut stats);
             if draw(3) == 0 {
-                let optimum = exhaustive_optimum(&inst, &platform, boundaries);
-                let planner = BestPlanner {
-                    time_limit: std::time::Duration::from_secs(120),
-                    milp: MilpOptions::default(),
-                };
-                let problem = Problem {
-                    instance: &inst,
-                    platform: &platform,
-                };
-                match planner.plan(&problem).unwrap() {
+                match best_outcome(&inst, &platform, std::time::Duration::from_secs(120)) {
                     Outcome::Infeasible { .. } => {
                         assert_eq!(optimum, None, "{what}: best said infeasible, a plan exists")
                     }
