@@ -558,10 +558,11 @@ fn a_plan_stays_valid_with_more_processors_memory_or_bandwidth() {
 /// (with and without stash overlaps), windows of 5-6 consecutive layers of the committed
 /// real instances, and real instances cut into 5-6 groups at random (every stage structure
 /// enumerated where stages share tensors), each on 2 and 3 processors at memories from
-/// tight to loose, slow to fast links, half and full duplex. For each case: the global bound against the exhaustive optimum (never above it;
-/// "infeasible" never of a case with a plan), and on every third case `best`'s bound and
-/// plan against it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test
-/// global_bound soak -- --ignored --nocapture` runs more (hours); the slow tier runs two.
+/// tight to loose, slow to fast links, half and full duplex. For each case: the global
+/// bound against the exhaustive optimum (never above it; "infeasible" never of a case with
+/// a plan), and on about one case in three (drawn at random) `best`'s bound and plan against
+/// it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test global_bound
+/// soak -- --ignored --nocapture` runs more (hours); the slow tier runs two seeds.
 #[test]
 #[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn soak_the_bound_and_best_against_exhaustive_search() {
