@@ -1843,8 +1843,8 @@ fn tighten(relax: &Relaxation, assignment: &[usize], lo: f64, hi: f64, precision
 /// What an exact check says of one assignment at the period [`decide_period`] asks about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The check found a valid plan with this assignment at that period or below (the
-    /// caller keeps it).
+    /// The check found a valid plan with this assignment that the caller keeps (better
+    /// than the caller's own; at that period or below when the check is exact).
     Plan,
     /// Proven: no plan with this assignment at that period or below.
     NoPlan,
@@ -1867,9 +1867,11 @@ pub enum Decision {
 /// `exact` is: the relaxation's loop, with every assignment that passes it handed to
 /// `exact` (e.g. the scheduling MILP on its stages). An assignment proven to have no plan
 /// at `period` is excluded (a no-good premise, kept in `pool` for this period and shorter
-/// ones) and the loop goes on; it ends when the relaxation has no assignment left (every
-/// assignment either fails the relaxation or was excluded: no plan), when `exact` finds a
-/// plan, or undecided. A combinatorial (logic-based) Benders decomposition whose
+/// ones) and the loop goes on; so does an assignment `exact` leaves unanswered, set aside
+/// for the rest of this call only (nothing was proven of it). It ends when the relaxation
+/// has no assignment left (every assignment either fails the relaxation or was excluded: no
+/// plan, unless one was set aside: undecided), when `exact` finds a plan, or undecided. A
+/// combinatorial (logic-based) Benders decomposition whose
 /// subproblem is the exact scheduling problem of one allocation.
 pub fn decide_period(
     relax: &Relaxation,
@@ -1882,44 +1884,59 @@ pub fn decide_period(
     let started = Instant::now();
     let milp = relaxation_milp(threads);
     let mut nodes = 0;
-    loop {
-        let left = time_limit.map(|t| t.saturating_sub(started.elapsed()));
-        if left.is_some_and(|t| t.is_zero()) {
-            return Ok(Decision::Undecided("time limit".into()));
-        }
-        let assignment = match probe(relax, period, &milp, left, &mut nodes, pool)? {
-            Probe::Infeasible => return Ok(Decision::NoPlan),
-            Probe::Undecided => {
-                return Ok(Decision::Undecided(
-                    "the relaxation's loop ended undecided".into(),
-                ))
-            }
-            Probe::TooLarge => {
-                return Ok(Decision::Undecided(
-                    "the relaxation MILP is too large for the time left".into(),
-                ))
-            }
-            Probe::Feasible(a) => a,
+    // Assignments whose exact check gave no answer: excluded for the rest of this search,
+    // so that the others still get theirs (one of them may have a plan), and taken out of
+    // `pool` again before returning, since nothing was proven of them; while there is any,
+    // "no plan" cannot be said.
+    let mut skipped: Vec<Premise> = Vec::new();
+    let mut decide = || -> crate::error::Result<Decision> {
+        let undecided = |why: &str, skipped: &[Premise]| {
+            Decision::Undecided(match skipped.first() {
+                Some(Premise::Excluded { assignment, .. }) => format!(
+                    "{why}; no exact answer for {} assignment(s), the first {assignment:?}",
+                    skipped.len()
+                ),
+                _ => why.to_string(),
+            })
         };
-        match exact(&assignment)? {
-            Verdict::Plan => return Ok(Decision::Plan(assignment)),
-            Verdict::Unknown => {
-                return Ok(Decision::Undecided(format!(
-                    "no exact answer for the assignment {assignment:?}"
-                )))
+        loop {
+            let left = time_limit.map(|t| t.saturating_sub(started.elapsed()));
+            if left.is_some_and(|t| t.is_zero()) {
+                return Ok(undecided("time limit", &skipped));
             }
-            Verdict::NoPlan => {
-                let excluded = Premise::Excluded { assignment, period };
-                if pool.contains(&excluded) {
-                    // Solver tolerances let an excluded assignment through: stop (safe).
-                    return Ok(Decision::Undecided(
-                        "an excluded assignment came back".into(),
-                    ));
+            let assignment = match probe(relax, period, &milp, left, &mut nodes, pool)? {
+                Probe::Infeasible if skipped.is_empty() => return Ok(Decision::NoPlan),
+                Probe::Infeasible => return Ok(undecided("no other assignment passes", &skipped)),
+                Probe::Undecided => {
+                    return Ok(undecided("the relaxation's loop ended undecided", &skipped))
                 }
-                pool.push(excluded);
+                Probe::TooLarge => {
+                    return Ok(undecided(
+                        "the relaxation MILP is too large for the time left",
+                        &skipped,
+                    ))
+                }
+                Probe::Feasible(a) => a,
+            };
+            match exact(&assignment)? {
+                Verdict::Plan => return Ok(Decision::Plan(assignment)),
+                verdict => {
+                    let excluded = Premise::Excluded { assignment, period };
+                    if pool.contains(&excluded) {
+                        // Solver tolerances let an excluded assignment through: stop (safe).
+                        return Ok(undecided("an excluded assignment came back", &skipped));
+                    }
+                    if verdict == Verdict::Unknown {
+                        skipped.push(excluded.clone());
+                    }
+                    pool.push(excluded);
+                }
             }
         }
-    }
+    };
+    let decision = decide();
+    pool.retain(|h| !skipped.contains(h));
+    decision
 }
 
 /// The solver options of the relaxation MILP: a feasibility problem solved over and over,
@@ -2700,6 +2717,66 @@ mod tests {
             singles > 0 && groups > 0 && left_out > 0 && tails + left_out_tails > 0,
             "{counts}"
         );
+    }
+
+    /// An assignment whose exact check gives no answer does not end the decision: the
+    /// others still get theirs (one may have a plan), "no plan" is then never said, and the
+    /// pool keeps nothing about the unanswered assignment.
+    #[test]
+    fn an_unanswered_assignment_is_skipped_and_never_proves_no_plan() {
+        // Three layers of 3 s each on 2 processors at 6 s: every split of the chain into
+        // two nonempty parts passes the closed forms, one processor alone does not.
+        let inst = chain(
+            &[1., 1., 1.],
+            &[2., 2., 2.],
+            &[1., 1., 1.],
+            &[1., 1., 1.],
+            1.,
+        );
+        let relax = Relaxation::new(&inst, &Platform::new(2, 1e3, 10.0)).closed_forms_only();
+        let period = 6.0;
+        let threads = std::num::NonZeroU32::MIN;
+        let decide = |answer: &dyn Fn(usize) -> Verdict| {
+            let mut seen: Vec<Vec<usize>> = Vec::new();
+            let mut pool = Vec::new();
+            let d = decide_period(&relax, period, threads, None, &mut pool, &mut |a| {
+                seen.push(a.to_vec());
+                Ok(answer(seen.len()))
+            })
+            .unwrap();
+            (d, seen, pool)
+        };
+        let excluded = |a: &Vec<usize>| Premise::Excluded {
+            assignment: a.clone(),
+            period,
+        };
+        // Every assignment proven to have no plan: no plan at the period.
+        let (d, all, _) = decide(&|_| Verdict::NoPlan);
+        assert_eq!(d, Decision::NoPlan);
+        assert_eq!(all.len(), 3, "{all:?}");
+        // The first unanswered: the same assignments checked, undecided at the end, and only
+        // the proven ones left excluded in the pool.
+        let (d, seen, pool) = decide(&|n| {
+            if n == 1 {
+                Verdict::Unknown
+            } else {
+                Verdict::NoPlan
+            }
+        });
+        assert!(matches!(d, Decision::Undecided(_)), "{d:?}");
+        assert_eq!(seen, all);
+        assert!(!pool.contains(&excluded(&all[0])));
+        assert!(all[1..].iter().all(|a| pool.contains(&excluded(a))));
+        // A plan after an unanswered assignment is found and reported.
+        let (d, _, pool) = decide(&|n| {
+            if n == 1 {
+                Verdict::Unknown
+            } else {
+                Verdict::Plan
+            }
+        });
+        assert_eq!(d, Decision::Plan(all[1].clone()));
+        assert!(pool.is_empty(), "{pool:?}");
     }
 
     #[test]
