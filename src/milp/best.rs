@@ -680,7 +680,11 @@ impl Planner for BestPlanner {
                 };
                 // An answer cut short ends the closing question, then the halving, then the
                 // phase: a third of the time left for each of the first two, so that the
-                // checks below the incumbent keep some.
+                // checks below the incumbent keep some. Each exact check takes its own third
+                // of what is left when it starts, so the last check of a question may run
+                // past the question's third (measured: that is how DenseNet-121 on 5
+                // processors at 8 GiB, 12 GB/s finds its 0.1105 s plan within 20 s; with one
+                // deadline per question it keeps 0.1217 s).
                 let question_time = || {
                     if closes || halves {
                         left() / 3

@@ -1871,8 +1871,8 @@ pub enum Decision {
 /// for the rest of this call only (nothing was proven of it). It ends when the relaxation
 /// has no assignment left (every assignment either fails the relaxation or was excluded: no
 /// plan, unless one was set aside: undecided), when `exact` finds a plan, or undecided. A
-/// combinatorial (logic-based) Benders decomposition whose
-/// subproblem is the exact scheduling problem of one allocation.
+/// combinatorial (logic-based) Benders decomposition whose subproblem is the exact
+/// scheduling problem of one allocation.
 pub fn decide_period(
     relax: &Relaxation,
     period: f64,
