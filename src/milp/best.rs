@@ -74,7 +74,8 @@ use crate::milp::global_bound::{
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
 use crate::milp::{MilpOptions, SolveStatus};
-use crate::model::{Allocation, Instance, Pattern, Placement};
+use crate::model::bounds::allocation_lower_bound;
+use crate::model::{Allocation, BatchGraph, Instance, Pattern, Placement};
 use crate::partition::madpipe::MadPipeConfig;
 use crate::units::Seconds;
 
@@ -142,7 +143,7 @@ const ANNEAL_LIMIT: Duration = Duration::from_millis(1500);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Structures {
     /// Every structure ([`schedule_assignment_below`]) on chains of at most
-    /// `FINEST_SEARCH_LAYERS` layers, one stage per run on longer ones.
+    /// `FINEST_SEARCH_LAYERS` layers, the runs cut by [`refined_runs`] on longer ones.
     Every,
     /// One stage per run of layers (a much smaller MILP).
     Runs,
@@ -170,9 +171,74 @@ fn phase_limit(left: Duration) -> Duration {
 
 /// Chains of at most this many layers are searched over every stage structure of an
 /// assignment (a stage per layer, merges of layers that share a tensor decided by the
-/// MILP); longer ones with one stage per run of layers, whose MILP is much smaller (a plan
-/// search then, not exact for the assignment).
+/// MILP); longer ones with their runs of layers cut into a few stages ([`refined_runs`]),
+/// whose MILP is much smaller (a plan search then, not exact for the assignment).
 const FINEST_SEARCH_LAYERS: usize = 40;
+
+/// The most stages [`refined_runs`] cuts an assignment into.
+const REFINED_STAGES: usize = 24;
+
+/// [`refined_runs`] cuts runs only on chains of at most this many layers (a bound per
+/// possible cut per step: op-level chains of 174-426 layers keep one stage per run).
+const REFINED_MAX_LAYERS: usize = 100;
+
+/// On chains longer than `FINEST_SEARCH_LAYERS`, the stage structure the seeds and the
+/// local search schedule an assignment with, below the incumbent's period `cutoff`: its
+/// runs of layers, each cut further where the allocation bound (loads and memory windows,
+/// microseconds) says a finer stage helps most (it frees its stash at its own backward),
+/// one cut at a time, while that bound is at or above `cutoff`, and then while a cut
+/// lowers it by at least 1%; at most `REFINED_STAGES` stages. With one stage per run
+/// alone, every neighbour of DenseNet-121's plans was bounded above the incumbent and the
+/// local search ended at once (docs/bounds.md, "Plans on long chains").
+fn refined_runs(
+    instance: &Instance,
+    platform: &crate::model::Platform,
+    assignment: &[usize],
+    cutoff: Option<Seconds>,
+) -> Allocation {
+    let mut allocation = runs_of(assignment);
+    let Some(cutoff) = cutoff else {
+        return allocation;
+    };
+    if assignment.len() > REFINED_MAX_LAYERS {
+        return allocation;
+    }
+    let bound_of = |a: &Allocation| {
+        allocation_lower_bound(&BatchGraph::new(instance, platform, a), platform.memory)
+    };
+    let mut bound = bound_of(&allocation);
+    while allocation.stages.len() < REFINED_STAGES {
+        let mut better: Option<(Seconds, Allocation)> = None;
+        for (s, stage) in allocation.stages.iter().enumerate() {
+            for last in stage.first..stage.last {
+                let mut stages = allocation.stages.clone();
+                stages[s].last = last;
+                stages.insert(
+                    s + 1,
+                    crate::model::Stage {
+                        first: last + 1,
+                        last: stage.last,
+                        processor: stage.processor,
+                    },
+                );
+                let candidate = Allocation::new(stages);
+                let b = bound_of(&candidate);
+                if b < better.as_ref().map_or(bound, |(t, _)| *t) {
+                    better = Some((b, candidate));
+                }
+            }
+        }
+        let Some((b, finer)) = better else {
+            break;
+        };
+        if bound < cutoff && b > bound * 0.99 {
+            break;
+        }
+        allocation = finer;
+        bound = b;
+    }
+    allocation
+}
 
 /// Whether exact checks can answer on this instance: none when tensors are shared between
 /// layers further apart (`stash_shared`), whose merged stages the scheduling MILP does not
@@ -440,8 +506,8 @@ impl Planner for BestPlanner {
         let mut tried: HashSet<Vec<usize>> = HashSet::new();
         let mut schedules = 0usize;
         // Asks the scheduling MILP for a pattern of `assignment` below the incumbent, over
-        // every stage structure of it ([`assignment_structures`]; one stage per run of
-        // layers on chains longer than `FINEST_SEARCH_LAYERS`).
+        // every stage structure of it ([`assignment_structures`]; on chains longer than
+        // `FINEST_SEARCH_LAYERS`, its runs of layers cut by [`refined_runs`]).
         let attempt = |inc: &mut Option<Incumbent>,
                        assignment: &[usize],
                        source: &str,
@@ -465,15 +531,18 @@ impl Planner for BestPlanner {
                         cutoff,
                     )?
                 } else {
-                    let runs = runs_of(assignment);
+                    let stages = match structures {
+                        Structures::Every => refined_runs(instance, platform, assignment, cutoff),
+                        Structures::Runs => runs_of(assignment),
+                    };
                     let out = crate::milp::fixed_allocation::schedule_allocation_below(
                         instance,
                         platform,
-                        &runs,
+                        &stages,
                         &milp_with(limit),
                         cutoff,
                     )?;
-                    (runs, out)
+                    (stages, out)
                 };
             Ok(match out.pattern {
                 Some(p) => offer(inc, allocation, p, source),
@@ -806,5 +875,48 @@ mod tests {
         assert!(n.contains(&vec![0, 0, 1, 2]));
         assert!(!n.contains(&vec![0, 0, 1, 1]));
         assert!(n.iter().all(|a| a == &canonical(a)));
+    }
+
+    /// The refined structure keeps the assignment, stops at its cap, never raises the
+    /// bound of one stage per run, and lowers it where memory binds.
+    #[test]
+    fn refined_runs_cut_runs_where_the_bound_falls() {
+        use crate::model::bounds::allocation_lower_bound;
+        use crate::model::{BatchGraph, Platform};
+        let instance = crate::nets::random::random_chain(3, 30);
+        let full = crate::nets::random::one_processor_memory(&instance);
+        let assignment: Vec<usize> = (0..30).map(|l| usize::from(l >= 12)).collect();
+        let runs = runs_of(&assignment);
+        let mut lowered = 0;
+        for share in [0.4, 0.5, 0.6, 0.7, 0.8, 1.0] {
+            let platform = Platform::new(2, share * full, 6.0);
+            let bound_of = |a: &Allocation| {
+                allocation_lower_bound(&BatchGraph::new(&instance, &platform, a), platform.memory)
+            };
+            // Without an incumbent, nothing to beat: one stage per run.
+            assert_eq!(refined_runs(&instance, &platform, &assignment, None), runs);
+            let runs_bound = bound_of(&runs);
+            let cutoff = if runs_bound.is_finite() {
+                0.5 * runs_bound
+            } else {
+                1.0
+            };
+            let refined = refined_runs(&instance, &platform, &assignment, Some(cutoff));
+            refined.check(30, 2).unwrap();
+            assert_eq!(assignment_of(&refined, 30), assignment);
+            assert!(refined.stages.len() >= 2 && refined.stages.len() <= REFINED_STAGES);
+            let refined_bound = bound_of(&refined);
+            assert!(
+                refined_bound <= runs_bound,
+                "{refined_bound} above {runs_bound}"
+            );
+            if refined_bound < runs_bound * 0.99 {
+                lowered += 1;
+            }
+        }
+        assert!(
+            lowered > 0,
+            "no memory level where cutting runs lowers the bound"
+        );
     }
 }
