@@ -95,17 +95,12 @@ fn exhaustive_range(
             assert!(j.valid, "{:?}", j.violations);
             range.best = Some(range.best.map_or(j.period, |b: f64| b.min(j.period)));
         }
-        match out.status {
-            SolveStatus::Infeasible => {}
-            SolveStatus::Optimal => {
-                let t = out.lower_bound;
-                range.lower = Some(range.lower.map_or(t, |b: f64| b.min(t)));
-            }
-            SolveStatus::LimitWithIncumbent | SolveStatus::NoSolutionWithinLimit => {
-                let t = out.lower_bound;
-                range.lower = Some(range.lower.map_or(t, |b: f64| b.min(t)));
-                range.exact = false;
-            }
+        if out.status != SolveStatus::Infeasible {
+            let t = out.lower_bound;
+            range.lower = Some(range.lower.map_or(t, |b: f64| b.min(t)));
+        }
+        if !matches!(out.status, SolveStatus::Optimal | SolveStatus::Infeasible) {
+            range.exact = false;
         }
     }
     range

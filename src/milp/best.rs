@@ -74,8 +74,7 @@ use crate::milp::global_bound::{
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
 use crate::milp::{MilpOptions, SolveStatus};
-use crate::model::bounds::allocation_lower_bound;
-use crate::model::{Allocation, BatchGraph, Instance, Pattern, Placement};
+use crate::model::{Allocation, Instance, Pattern, Placement};
 use crate::partition::madpipe::MadPipeConfig;
 use crate::units::Seconds;
 
@@ -203,9 +202,8 @@ fn refined_runs(
     if assignment.len() > REFINED_MAX_LAYERS {
         return allocation;
     }
-    let bound_of = |a: &Allocation| {
-        allocation_lower_bound(&BatchGraph::new(instance, platform, a), platform.memory)
-    };
+    // The allocation bound of exactly these stages (none merged).
+    let bound_of = |a: &Allocation| structures_lower_bound(instance, platform, a, &[]);
     let mut bound = bound_of(&allocation);
     while allocation.stages.len() < REFINED_STAGES {
         let mut better: Option<(Seconds, Allocation)> = None;
@@ -881,8 +879,7 @@ mod tests {
     /// bound of one stage per run, and lowers it where memory binds.
     #[test]
     fn refined_runs_cut_runs_where_the_bound_falls() {
-        use crate::model::bounds::allocation_lower_bound;
-        use crate::model::{BatchGraph, Platform};
+        use crate::model::Platform;
         let instance = crate::nets::random::random_chain(3, 30);
         let full = crate::nets::random::one_processor_memory(&instance);
         let assignment: Vec<usize> = (0..30).map(|l| usize::from(l >= 12)).collect();
@@ -890,9 +887,7 @@ mod tests {
         let mut lowered = 0;
         for share in [0.4, 0.5, 0.6, 0.7, 0.8, 1.0] {
             let platform = Platform::new(2, share * full, 6.0);
-            let bound_of = |a: &Allocation| {
-                allocation_lower_bound(&BatchGraph::new(&instance, &platform, a), platform.memory)
-            };
+            let bound_of = |a: &Allocation| structures_lower_bound(&instance, &platform, a, &[]);
             // Without an incumbent, nothing to beat: one stage per run.
             assert_eq!(refined_runs(&instance, &platform, &assignment, None), runs);
             let runs_bound = bound_of(&runs);
