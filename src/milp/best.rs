@@ -393,8 +393,12 @@ impl Planner for BestPlanner {
             offer(&mut incumbent, a, p, "contiguous optimum");
         }
         lap("contiguous optimum", &mut phases);
+        // Every MILP of the portfolio without HiGHS's feasibility jump: on the bound's
+        // and the exact checks' feasibility models it took time that proofs needed
+        // (docs/bounds.md, "Solver settings").
         let milp_with = |limit: Duration| MilpOptions {
             time_limit: Some(limit),
+            feasibility_jump: false,
             ..self.milp.clone()
         };
         // MadPipe's two plans (each cut to a few seconds).

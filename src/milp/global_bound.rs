@@ -1283,6 +1283,7 @@ fn focused_check(
     let options = MilpOptions {
         threads,
         time_limit: Some(limit),
+        feasibility_jump: false,
         ..MilpOptions::default()
     };
     let r = milp.model.solve(&options, Some(limit))?;
@@ -1948,6 +1949,7 @@ fn relaxation_milp(threads: std::num::NonZeroU32) -> MilpOptions {
         threads,
         mip_rel_gap: 1e-4,
         sub_mip_heuristics: false,
+        feasibility_jump: false,
         ..MilpOptions::default()
     }
 }
