@@ -49,7 +49,7 @@ pub struct MilpOptions {
     pub sub_mip_heuristics: bool,
     /// Whether HiGHS runs its feasibility-jump heuristic at the root (on by default, as in
     /// HiGHS). The bound's MILPs and `best`'s turn it off: on their feasibility models,
-    /// most of which end in "infeasible", it took about a tenth of the bound's time
+    /// most of which end in "infeasible", it took 13% of a profiled bound run
     /// (docs/bounds.md, "Solver settings").
     pub feasibility_jump: bool,
 }
