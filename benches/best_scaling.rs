@@ -66,6 +66,7 @@ fn main() {
                 let planner = BestPlanner {
                     time_limit: limit,
                     milp: MilpOptions::default(),
+                    ..BestPlanner::default()
                 };
                 let started = Instant::now();
                 let out = planner

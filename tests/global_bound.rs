@@ -202,9 +202,20 @@ fn check_case_within(
 
 /// `best` on one case with the given time limit.
 fn best_outcome(inst: &Instance, platform: &Platform, limit: std::time::Duration) -> Outcome {
+    best_outcome_within(inst, platform, limit, BestPlanner::default())
+}
+
+/// `best` on one case with the given time limit, its other settings from `planner`.
+fn best_outcome_within(
+    inst: &Instance,
+    platform: &Platform,
+    limit: std::time::Duration,
+    planner: BestPlanner,
+) -> Outcome {
     let planner = BestPlanner {
         time_limit: limit,
         milp: MilpOptions::default(),
+        ..planner
     };
     let problem = Problem {
         instance: inst,
@@ -353,6 +364,56 @@ fn best_proves_the_exhaustive_optimum_of_small_chains() {
 #[test]
 fn best_proves_the_exhaustive_optimum_with_stash_overlaps() {
     best_cases(60..62, true);
+}
+
+/// With a gap tolerance, `best` stops once its plan is within it of its bound: the plan is
+/// then within the tolerance of the exhaustive optimum, the bound still below it, and the
+/// run a finished answer (not stopped at a limit). A tolerance that applies only after the
+/// time limit changes nothing: the plan is proven optimal.
+#[test]
+fn best_with_a_gap_tolerance_stops_within_it() {
+    let tolerance = 0.25;
+    let limit = std::time::Duration::from_secs(300);
+    let mut above_optimum = 0;
+    for seed in 50..53 {
+        let inst = random_chain(seed, 4 + seed as usize % 2);
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth) in [(2, 0.5, 3.0), (3, 0.4, 6.0), (3, 0.9, 1.0)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            let optimum = exhaustive_optimum(&inst, &platform, false);
+            for (after, within) in [(0, tolerance), (600, 1e-3)] {
+                let what = format!(
+                    "{} on P = {processors}, share {share}, tolerance after {after} s",
+                    inst.name
+                );
+                let planner = BestPlanner {
+                    gap_tolerance: tolerance,
+                    gap_tolerance_after: std::time::Duration::from_secs(after),
+                    ..BestPlanner::default()
+                };
+                match (
+                    best_outcome_within(&inst, &platform, limit, planner),
+                    optimum,
+                ) {
+                    (Outcome::Infeasible { .. }, None) => {}
+                    (Outcome::Found(sol), Some(t)) => {
+                        let period = sol.pattern.as_ref().unwrap().period;
+                        let lower = sol.lower_bound.unwrap();
+                        assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+                        assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+                        assert!(
+                            !sol.stopped_at_limit && period <= lower * (1.0 + within),
+                            "{what}: not within {within}: plan {period}, bound {lower}: {:?}",
+                            sol.messages
+                        );
+                        above_optimum += usize::from(period > t * (1.0 + 1e-3));
+                    }
+                    (out, optimum) => panic!("{what}: {out:?}, exhaustive optimum {optimum:?}"),
+                }
+            }
+        }
+    }
+    eprintln!("plans within the tolerance but above the optimum: {above_optimum}");
 }
 
 /// The same on more chains: `cargo test -- --ignored`.

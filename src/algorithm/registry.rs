@@ -451,6 +451,7 @@ mod tests {
         for (a, options) in [
             (Algorithm::Ilp, json!({"coarsen": 0})),
             (Algorithm::Best, json!({"time_limit": 0})),
+            (Algorithm::Best, json!({"gap_tolerance": -0.05})),
             (
                 Algorithm::MilpSchedule,
                 json!({"partition": [0], "threads": 0}),

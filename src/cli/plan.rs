@@ -56,6 +56,17 @@ pub struct AlgorithmFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// For best: stop once the plan is proven within this relative gap of the global
+    /// lower bound, e.g. 0.05 (at most 5% above the optimum). Default: run until the plan is
+    /// proven optimal (to 0.1%) or the time limit.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_tolerance: Option<f64>,
+    /// For best: apply --gap-tolerance only this long after the start, e.g. 10s; before, it
+    /// keeps looking for a plan proven optimal (default: from the start).
+    #[arg(long, value_parser = parse_seconds)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_tolerance_after: Option<f64>,
     /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
     /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
     /// Exact for the chain only without it (or with N >= layers), on chains whose layers

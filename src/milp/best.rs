@@ -53,8 +53,11 @@
 //!
 //! The search stops when the incumbent is within the bound's precision of the global
 //! bound (proven optimal), when the exact checks cannot decide, or at the time limit
-//! (status `timeout`, the best judged plan reported). Runs are a pure function of the case and
-//! the time limit, except where the limit cuts a solve.
+//! (status `timeout`, the best judged plan reported). With a gap tolerance
+//! (`gap_tolerance`, from `gap_tolerance_after` on), every phase, the bound's bisection
+//! included, also stops once the plan is proven within it of the bound: a finished answer
+//! (status `valid`), with less time spent on a case that is closed enough. Runs are a pure
+//! function of the case and the time limit, except where the limit cuts a solve.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -86,6 +89,14 @@ pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(60);
 pub struct BestPlanner {
     pub time_limit: Duration,
     pub milp: MilpOptions,
+    /// Stop once the plan is proven within this relative gap of the global bound (`0.05`:
+    /// at most 5% above the optimum). At most [`PRECISION`], the default, asks for a plan
+    /// proven optimal to that precision.
+    pub gap_tolerance: f64,
+    /// The tolerance applies from this long after the start; before, only a plan proven
+    /// optimal stops the search (so that the cases proven optimal quickly keep their tight
+    /// bounds, and the others give their time back).
+    pub gap_tolerance_after: Duration,
 }
 
 impl Default for BestPlanner {
@@ -93,9 +104,15 @@ impl Default for BestPlanner {
         BestPlanner {
             time_limit: DEFAULT_TIME_LIMIT,
             milp: MilpOptions::default(),
+            gap_tolerance: PRECISION,
+            gap_tolerance_after: Duration::ZERO,
         }
     }
 }
+
+/// The relative precision to which `best` proves a plan optimal: a plan at most this much
+/// above the global bound is optimal to it.
+pub const PRECISION: f64 = 1e-3;
 
 /// The incumbent: an allocation, its judged pattern and where it came from.
 struct Incumbent {
@@ -327,17 +344,53 @@ pub struct BestOptions {
     /// HiGHS threads (`--threads`; 1 by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// Stop once the plan is proven within this relative gap of the global bound
+    /// (`--gap-tolerance 0.05`: at most 5% above the optimum); by default, a plan proven
+    /// optimal to [`PRECISION`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_tolerance: Option<f64>,
+    /// The gap tolerance applies only this long after the start (`--gap-tolerance-after
+    /// 10s`); before, a plan proven optimal is sought. From the start when not given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub gap_tolerance_after: Option<Seconds>,
 }
 
 impl AlgorithmOptions for BestOptions {
     fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
         let milp = MilpOptions::from_limits(self.time_limit, self.threads)?;
+        let gap_tolerance = match self.gap_tolerance {
+            None => PRECISION,
+            Some(g) if g.is_finite() && g >= 0.0 => g,
+            Some(g) => {
+                return Err(crate::InputError::new(
+                    "--gap-tolerance",
+                    "",
+                    format!("must be a relative gap of 0 or more (0.05 is 5%), got {g}"),
+                ))
+            }
+        };
+        let gap_tolerance_after = match self.gap_tolerance_after {
+            None => Duration::ZERO,
+            Some(t) => Duration::try_from_secs_f64(t).map_err(|_| {
+                crate::InputError::new(
+                    "--gap-tolerance-after",
+                    "",
+                    format!("must be a duration of 0 s or more, got {t}"),
+                )
+            })?,
+        };
         Ok(Box::new(BestPlanner {
             time_limit: milp.time_limit.unwrap_or(DEFAULT_TIME_LIMIT),
             milp: MilpOptions {
                 time_limit: None,
                 ..milp
             },
+            gap_tolerance,
+            gap_tolerance_after,
         }))
     }
 }
@@ -437,7 +490,16 @@ impl Planner for BestPlanner {
             madpipe(&mut incumbent);
         }
         lap("MadPipe", &mut phases);
-        // 3. The bound, with at most two thirds of the time.
+        // 3. The bound, with at most two thirds of the time (and no further than the gap
+        // asked for needs).
+        let tolerant_from = started + self.gap_tolerance_after;
+        let stop_gap = || {
+            if Instant::now() >= tolerant_from {
+                self.gap_tolerance.max(PRECISION)
+            } else {
+                PRECISION
+            }
+        };
         let mut pool: Vec<Premise> = Vec::new();
         let bound: GlobalBound = global_lower_bound_learning(
             instance,
@@ -446,6 +508,12 @@ impl Planner for BestPlanner {
                 time_limit: Some((self.time_limit * 2 / 3).min(left())),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
+                enough: incumbent.as_ref().map(|i| {
+                    (
+                        i.period() / (1.0 + self.gap_tolerance.max(PRECISION)),
+                        tolerant_from,
+                    )
+                }),
                 ..BoundOptions::default()
             },
             &mut pool,
@@ -467,10 +535,11 @@ impl Planner for BestPlanner {
             });
         }
         let mut lower = bound.lower_bound;
-        let precision = 1e-3;
+        let precision = PRECISION;
+        // Whether the plan is within the gap asked for: every phase stops there.
         let closed_at = |inc: &Option<Incumbent>, lower: Seconds| {
             inc.as_ref()
-                .is_some_and(|i| i.period() <= lower * (1.0 + precision))
+                .is_some_and(|i| i.period() <= lower * (1.0 + stop_gap()))
         };
         let closed = |inc: &Option<Incumbent>| closed_at(inc, lower);
 
@@ -846,11 +915,12 @@ impl Planner for BestPlanner {
         };
         // A plan proven optimal (to the precision) is a finished answer, whatever limits the
         // phases before the proof met.
-        let proven = best.period() <= lower * (1.0 + precision);
+        // So is a plan within the gap asked for.
+        let finished = best.period() <= lower * (1.0 + stop_gap());
         messages.push(format!("best plan from: {}", best.source));
         let mut sol = Solution::new(best.allocation, Some(best.pattern));
         sol.lower_bound = Some(lower);
-        sol.stopped_at_limit = !proven && (stopped_by_clock || !bound.complete);
+        sol.stopped_at_limit = !finished && (stopped_by_clock || !bound.complete);
         sol.messages = messages;
         Ok(Outcome::Found(sol))
     }

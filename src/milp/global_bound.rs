@@ -227,6 +227,10 @@ pub struct BoundOptions {
     pub precision: f64,
     /// A period known to be reached by a valid plan (the bisection's upper end), if any.
     pub known_period: Option<Seconds>,
+    /// Stop once the bound proven reaches this period, from this instant on (a caller
+    /// content with a plan within a gap of it: `best`'s `gap_tolerance`); the bound is
+    /// then `complete: false`.
+    pub enough: Option<(Seconds, Instant)>,
     pub threads: std::num::NonZeroU32,
 }
 
@@ -236,6 +240,7 @@ impl Default for BoundOptions {
             time_limit: None,
             precision: 2e-3,
             known_period: None,
+            enough: None,
             threads: std::num::NonZeroU32::MIN,
         }
     }
@@ -2091,7 +2096,18 @@ pub fn global_lower_bound_learning(
     let upper = hi;
     let infinite_undecided = undecided;
     let two_phases = phases.len() > 1;
+    // Whether the bound proven so far is all the caller asked for.
+    let enough = |lo: f64| {
+        options
+            .enough
+            .is_some_and(|(e, from)| lo >= e && Instant::now() >= from)
+    };
+    let mut stopped_early = false;
     for (phase, (phase_relax, share)) in phases.into_iter().enumerate() {
+        if enough(lo) {
+            stopped_early = upper > lo * (1.0 + options.precision);
+            break;
+        }
         let phase_started = Instant::now();
         let phase_limit = time_left().map(|t| t.mul_f64(share));
         let phase_left = || phase_limit.map(|t| t.saturating_sub(phase_started.elapsed()));
@@ -2123,6 +2139,10 @@ pub fn global_lower_bound_learning(
         let mut too_large = false;
         loop {
             while hi > lo * (1.0 + precision) {
+                if enough(lo) {
+                    stopped_early = true;
+                    break;
+                }
                 if phase_left().is_some_and(|t| t.is_zero()) {
                     phase_undecided = true;
                     break;
@@ -2172,10 +2192,9 @@ pub fn global_lower_bound_learning(
             // Without a known plan (the bound alone, which has nothing else to spend its time
             // on), a bisection that closed in on a period left undecided asks it again with all
             // the time the phase has left: the premises learnt since often decide it.
-            let retry = undecided_at
-                .last()
-                .copied()
-                .filter(|&t| t == hi && t > lo && !too_large && options.known_period.is_none());
+            let retry = undecided_at.last().copied().filter(|&t| {
+                t == hi && t > lo && !too_large && options.known_period.is_none() && !enough(lo)
+            });
             let Some(t) = retry else { break };
             let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
                 break;
@@ -2202,7 +2221,7 @@ pub fn global_lower_bound_learning(
     // A period where only the closed forms passed may lie below what the scheduled checks
     // then proved.
     out.relaxed_period = feasible_at.filter(|&t| t >= lo);
-    out.complete = !undecided;
+    out.complete = !undecided && !stopped_early;
     finish(out)
 }
 
