@@ -609,3 +609,37 @@ fn exit_codes_follow_the_readme() {
         .code(1)
         .stderr(predicate::str::contains("plan.json"));
 }
+
+/// `best`'s gap tolerance is a finite relative gap of 0 or more: anything else is refused
+/// as bad input (exit 2, the flag named) with nothing written.
+#[test]
+fn a_gap_tolerance_that_is_not_a_gap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = toy_instance(dir.path());
+    let plan = dir.path().join("plan.json");
+    let best = |tolerance: &str| {
+        let mut cmd = pipeopt();
+        cmd.args(["plan", "--instance", inst.to_str().unwrap()])
+            .args([
+                "--processors",
+                "3",
+                "--memory",
+                "2GiB",
+                "--bandwidth",
+                "12GB/s",
+            ])
+            .args(["--algorithm", "best", "--time-limit", "5s"])
+            .arg(format!("--gap-tolerance={tolerance}"))
+            .args(["--out", plan.to_str().unwrap()]);
+        cmd
+    };
+    for bad in ["nan", "inf", "-0.05", "5%"] {
+        best(bad)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--gap-tolerance"));
+        assert!(!plan.exists(), "{bad}");
+    }
+    best("0.05").assert().code(0);
+    assert!(plan.exists());
+}

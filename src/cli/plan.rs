@@ -59,7 +59,7 @@ pub struct AlgorithmFlags {
     /// For best: stop once the plan is proven within this relative gap of the global
     /// lower bound, e.g. 0.05 (at most 5% above the optimum). Default: run until the plan is
     /// proven optimal (to 0.1%) or the time limit.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_relative_gap)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap_tolerance: Option<f64>,
     /// For best: apply --gap-tolerance only this long after the start, e.g. 10s; before, it
@@ -89,6 +89,14 @@ pub struct AlgorithmFlags {
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ilp_search: Option<pipeopt::milp::general::IlpSearch>,
+}
+
+/// A relative gap such as 0.05 (5%): a finite number of 0 or more.
+fn parse_relative_gap(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|g| g.is_finite() && *g >= 0.0)
+        .ok_or_else(|| format!("expected a relative gap of 0 or more (0.05 is 5%), got {text:?}"))
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
