@@ -401,3 +401,37 @@ fn rows_of_every_journal_format_read_the_same() {
     o.insert("gap_to_global_bound".into(), serde_json::json!(0.5));
     assert_eq!(Row::from_json(old).unwrap(), row);
 }
+
+/// A row names the revision whose code produced it: `-modified` when the binary's sources
+/// differ from it, not when only results (which a sweep writes itself) do.
+#[test]
+fn the_revision_says_when_the_sources_are_modified() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    assert_eq!(run::git_revision_in(dir.path()), "unknown");
+    git(&["init", "-q"]);
+    for f in ["src/lib.rs", "results/x.csv"] {
+        let path = dir.path().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "a").unwrap();
+    }
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "one"]);
+    let head = run::git_revision_in(dir.path());
+    assert_eq!(head.len(), 12, "{head}");
+    std::fs::write(dir.path().join("results/x.csv"), "b").unwrap();
+    assert_eq!(run::git_revision_in(dir.path()), head);
+    std::fs::write(dir.path().join("src/lib.rs"), "b").unwrap();
+    assert_eq!(run::git_revision_in(dir.path()), format!("{head}-modified"));
+}

@@ -205,17 +205,40 @@ pub struct SweepSummary {
     pub seconds: f64,
 }
 
-/// The git revision of the working directory, or "unknown".
+/// The git revision of the working directory, or "unknown"; with `-modified` when the
+/// sources the binary is built from (`src/`, `Cargo.toml`, `Cargo.lock`, `build.rs`) differ
+/// from it, so that a row never names a revision whose code did not produce it. (Results
+/// and journals, which a sweep itself changes, do not count.)
 pub fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
+    git_revision_in(std::path::Path::new("."))
+}
+
+/// [`git_revision`] of the repository at `dir`.
+pub fn git_revision_in(dir: &std::path::Path) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+    };
+    let Some(head) = git(&["rev-parse", "--short=12", "HEAD"])
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+    else {
+        return "unknown".into();
+    };
+    let sources = ["src", "Cargo.toml", "Cargo.lock", "build.rs"];
+    let modified = git(&[&["diff", "--quiet", "HEAD", "--"][..], &sources[..]].concat())
+        .is_some_and(|o| o.status.code() == Some(1));
+    if modified {
+        format!("{head}-modified")
+    } else {
+        head
+    }
 }
 
 /// The periodic planners' jobs.
