@@ -24,27 +24,27 @@ fn toy_instance(dir: &Path) -> PathBuf {
 }
 
 fn plan_args(instance: &Path, out: &Path) -> Vec<String> {
-    [
-        "plan",
-        "--instance",
-        instance.to_str().unwrap(),
+    plan_args_with(instance, out, &["1f1b*", "--partition", "0,4,8"])
+}
+
+/// `plan` on 3 processors of 2 GiB at 12 GB/s with `algorithm` (its name, then its flags).
+fn plan_args_with(instance: &Path, out: &Path, algorithm: &[&str]) -> Vec<String> {
+    let platform = [
         "--processors",
         "3",
         "--memory",
         "2GiB",
         "--bandwidth",
         "12GB/s",
-        "--algorithm",
-        "1f1b*",
-        "--partition",
-        "0,4,8",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ];
+    ["plan", "--instance", instance.to_str().unwrap()]
+        .into_iter()
+        .chain(platform)
+        .chain(["--algorithm"])
+        .chain(algorithm.iter().copied())
+        .chain(["--out", out.to_str().unwrap(), "--json"])
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -618,19 +618,13 @@ fn a_gap_tolerance_that_is_not_a_gap_is_refused() {
     let inst = toy_instance(dir.path());
     let plan = dir.path().join("plan.json");
     let best = |tolerance: &str| {
+        let tolerance = format!("--gap-tolerance={tolerance}");
         let mut cmd = pipeopt();
-        cmd.args(["plan", "--instance", inst.to_str().unwrap()])
-            .args([
-                "--processors",
-                "3",
-                "--memory",
-                "2GiB",
-                "--bandwidth",
-                "12GB/s",
-            ])
-            .args(["--algorithm", "best", "--time-limit", "5s"])
-            .arg(format!("--gap-tolerance={tolerance}"))
-            .args(["--out", plan.to_str().unwrap()]);
+        cmd.args(plan_args_with(
+            &inst,
+            &plan,
+            &["best", "--time-limit", "5s", &tolerance],
+        ));
         cmd
     };
     for bad in ["nan", "inf", "-0.05", "5%"] {
