@@ -91,12 +91,13 @@ pub struct AlgorithmFlags {
     pub ilp_search: Option<pipeopt::milp::general::IlpSearch>,
 }
 
-/// A relative gap such as 0.05 (5%): a finite number of 0 or more.
+/// A relative gap such as 0.05 (5%), checked as `best` checks it (a NaN would otherwise
+/// reach `best` as a missing option, since JSON has no NaN).
 fn parse_relative_gap(text: &str) -> Result<f64, String> {
-    text.parse::<f64>()
-        .ok()
-        .filter(|g| g.is_finite() && *g >= 0.0)
-        .ok_or_else(|| format!("expected a relative gap of 0 or more (0.05 is 5%), got {text:?}"))
+    let gap = text
+        .parse::<f64>()
+        .map_err(|_| format!("expected a relative gap such as 0.05 (5%), got {text:?}"))?;
+    pipeopt::milp::best::checked_gap_tolerance(gap)
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {

@@ -114,6 +114,18 @@ impl Default for BestPlanner {
 /// above the global bound is optimal to it.
 pub const PRECISION: f64 = 1e-3;
 
+/// `gap` as a gap tolerance: a finite relative gap of 0 or more (0.05 is 5%), or why not.
+/// The one check of `--gap-tolerance`, on the command line and in experiment files.
+pub fn checked_gap_tolerance(gap: f64) -> Result<f64, String> {
+    if gap.is_finite() && gap >= 0.0 {
+        Ok(gap)
+    } else {
+        Err(format!(
+            "must be a relative gap of 0 or more (0.05 is 5%), got {gap}"
+        ))
+    }
+}
+
 /// The incumbent: an allocation, its judged pattern and where it came from.
 struct Incumbent {
     allocation: Allocation,
@@ -362,17 +374,10 @@ pub struct BestOptions {
 impl AlgorithmOptions for BestOptions {
     fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
         let milp = MilpOptions::from_limits(self.time_limit, self.threads)?;
-        let gap_tolerance = match self.gap_tolerance {
-            None => PRECISION,
-            Some(g) if g.is_finite() && g >= 0.0 => g,
-            Some(g) => {
-                return Err(crate::InputError::new(
-                    "--gap-tolerance",
-                    "",
-                    format!("must be a relative gap of 0 or more (0.05 is 5%), got {g}"),
-                ))
-            }
-        };
+        let gap_tolerance = self
+            .gap_tolerance
+            .map_or(Ok(PRECISION), checked_gap_tolerance)
+            .map_err(|why| crate::InputError::new("--gap-tolerance", "", why))?;
         let gap_tolerance_after = match self.gap_tolerance_after {
             None => Duration::ZERO,
             Some(t) => Duration::try_from_secs_f64(t).map_err(|_| {
@@ -492,10 +497,11 @@ impl Planner for BestPlanner {
         lap("MadPipe", &mut phases);
         // 3. The bound, with at most two thirds of the time (and no further than the gap
         // asked for needs).
+        let tolerance = self.gap_tolerance.max(PRECISION);
         let tolerant_from = started + self.gap_tolerance_after;
         let stop_gap = || {
             if Instant::now() >= tolerant_from {
-                self.gap_tolerance.max(PRECISION)
+                tolerance
             } else {
                 PRECISION
             }
@@ -508,12 +514,9 @@ impl Planner for BestPlanner {
                 time_limit: Some((self.time_limit * 2 / 3).min(left())),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
-                enough: incumbent.as_ref().map(|i| {
-                    (
-                        i.period() / (1.0 + self.gap_tolerance.max(PRECISION)),
-                        tolerant_from,
-                    )
-                }),
+                enough: incumbent
+                    .as_ref()
+                    .map(|i| (i.period() / (1.0 + tolerance), tolerant_from)),
                 ..BoundOptions::default()
             },
             &mut pool,
