@@ -861,7 +861,8 @@ impl Relaxation {
     /// proves nothing. The processors closest to their limits by the closed forms (load,
     /// average memory) go first, so that the time goes where a proof is likeliest, each
     /// within `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again
-    /// with the full limit; a check that would repeat one that proved nothing
+    /// with the full limit, the fewest layers first (the smallest MILP is the likeliest to
+    /// be decided before the probe's time runs out); a check that would repeat one that proved nothing
     /// ([`Unproven`]) is skipped. An assignment where a layer or a cut alone overloads its
     /// resource gets no check (see the body).
     fn scheduled_premises(
@@ -952,8 +953,19 @@ impl Relaxation {
         // within the full limit. One proof is enough, and most come in a fraction of a
         // second, while a large processor's check may run to the limit and prove nothing.
         let mut cut_short = vec![false; order.len()];
+        // The second pass takes the checks of the fewest layers first: a large one runs to
+        // its limit more often than not, and it would leave a smaller one, which often
+        // proves in a second, without the time the probe has left.
+        let mut by_layers: Vec<usize> = (0..order.len()).collect();
+        by_layers.sort_by_key(|&k| order[k].2.layers().min(s.max_layers));
         for (pass, at_most) in [(0, QUICK_CHECK_LIMIT), (1, Duration::MAX)] {
-            for (k, (_, p, h)) in order.iter().enumerate() {
+            let visit: Vec<usize> = if pass == 0 {
+                (0..order.len()).collect()
+            } else {
+                by_layers.clone()
+            };
+            for k in visit {
+                let (_, p, h) = &order[k];
                 if pass == 1 && !cut_short[k] {
                     continue;
                 }
@@ -2096,6 +2108,7 @@ pub fn global_lower_bound_learning(
     let upper = hi;
     let infinite_undecided = undecided;
     let two_phases = phases.len() > 1;
+    let phase_count = phases.len();
     // Whether the bound proven so far is all the caller asked for.
     let enough = |lo: f64| {
         options
@@ -2189,11 +2202,16 @@ pub fn global_lower_bound_learning(
                     }
                 }
             }
-            // Without a known plan (the bound alone, which has nothing else to spend its time
-            // on), a bisection that closed in on a period left undecided asks it again with all
-            // the time the phase has left: the premises learnt since often decide it.
+            // A bisection that closed in on a period left undecided asks it again with all the
+            // time the phase has left: the premises learnt since often decide it. With a known
+            // plan, whose later phases want time too, only in the last phase: the earlier one
+            // leaves its time to it.
             let retry = undecided_at.last().copied().filter(|&t| {
-                t == hi && t > lo && !too_large && options.known_period.is_none() && !enough(lo)
+                t == hi
+                    && t > lo
+                    && !too_large
+                    && (options.known_period.is_none() || phase + 1 == phase_count)
+                    && !enough(lo)
             });
             let Some(t) = retry else { break };
             let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
