@@ -2108,7 +2108,6 @@ pub fn global_lower_bound_learning(
     let upper = hi;
     let infinite_undecided = undecided;
     let two_phases = phases.len() > 1;
-    let phase_count = phases.len();
     // Whether the bound proven so far is all the caller asked for.
     let enough = |lo: f64| {
         options
@@ -2202,16 +2201,11 @@ pub fn global_lower_bound_learning(
                     }
                 }
             }
-            // A bisection that closed in on a period left undecided asks it again with all the
-            // time the phase has left: the premises learnt since often decide it. With a known
-            // plan, whose later phases want time too, only in the last phase: the earlier one
-            // leaves its time to it.
+            // Without a known plan (the bound alone, which has nothing else to spend its time
+            // on), a bisection that closed in on a period left undecided asks it again with all
+            // the time the phase has left: the premises learnt since often decide it.
             let retry = undecided_at.last().copied().filter(|&t| {
-                t == hi
-                    && t > lo
-                    && !too_large
-                    && (options.known_period.is_none() || phase + 1 == phase_count)
-                    && !enough(lo)
+                t == hi && t > lo && !too_large && options.known_period.is_none() && !enough(lo)
             });
             let Some(t) = retry else { break };
             let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
