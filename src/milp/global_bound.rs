@@ -862,9 +862,9 @@ impl Relaxation {
     /// average memory) go first, so that the time goes where a proof is likeliest, each
     /// within `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again
     /// with the full limit, the fewest layers first (the smallest MILP is the likeliest to
-    /// be decided before the probe's time runs out); a check that would repeat one that proved nothing
-    /// ([`Unproven`]) is skipped. An assignment where a layer or a cut alone overloads its
-    /// resource gets no check (see the body).
+    /// be decided before the probe's time runs out); a check that would repeat one that
+    /// proved nothing ([`Unproven`]) is skipped. An assignment where a layer or a cut alone
+    /// overloads its resource gets no check (see the body).
     fn scheduled_premises(
         &self,
         assignment: &[usize],
