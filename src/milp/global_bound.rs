@@ -956,15 +956,14 @@ impl Relaxation {
         // The second pass takes the checks of the fewest layers first: a large one runs to
         // its limit more often than not, and it would leave a smaller one, which often
         // proves in a second, without the time the probe has left.
-        let mut by_layers: Vec<usize> = (0..order.len()).collect();
-        by_layers.sort_by_key(|&k| order[k].2.layers().min(s.max_layers));
-        for (pass, at_most) in [(0, QUICK_CHECK_LIMIT), (1, Duration::MAX)] {
-            let visit: Vec<usize> = if pass == 0 {
-                (0..order.len()).collect()
-            } else {
-                by_layers.clone()
-            };
-            for k in visit {
+        let tightest_first: Vec<usize> = (0..order.len()).collect();
+        let mut fewest_layers_first = tightest_first.clone();
+        fewest_layers_first.sort_by_key(|&k| order[k].2.layers().min(s.max_layers));
+        for (pass, at_most, visit) in [
+            (0, QUICK_CHECK_LIMIT, &tightest_first),
+            (1, Duration::MAX, &fewest_layers_first),
+        ] {
+            for &k in visit {
                 let (_, p, h) = &order[k];
                 if pass == 1 && !cut_short[k] {
                     continue;
