@@ -6,12 +6,14 @@
 //! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent.
 //! 2. **The bound**, with at most two thirds of the time: the relaxation of `global_bound`
 //!    either proves that no plan fits the case (reported as infeasible, with the proof) or
-//!    gives a lower bound and the assignments its loop found feasible on the way. Where the
-//!    contiguous optimum has no plan, MadPipe's plans (below) are made first, so that the
-//!    bound knows a period to bisect below instead of spending its time on a proof that no
-//!    period fits, unless the bound's packing search proves at once that no plan fits at
-//!    any period. A bound that says "infeasible" of a case with a judged plan is an
-//!    internal error, never a result.
+//!    gives a lower bound and the assignments its loop found feasible on the way. MadPipe's
+//!    plans (below; a fraction of a second) are made first, so that the bound knows the
+//!    best period of the portfolio's quick plans: below it, its closing probe asks whether
+//!    any plan is 5% shorter, and where the contiguous optimum has no plan, the bound
+//!    bisects below MadPipe's instead of spending its time on a proof that no period fits.
+//!    Unless the bound's packing search proves at once that no plan fits at any period. A
+//!    bound that says "infeasible" of a case with a judged plan is an internal error, never
+//!    a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
 //!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022), and the
@@ -480,17 +482,19 @@ impl Planner for BestPlanner {
                 }
             }
         };
-        // 2. Where the contiguous optimum has no plan, MadPipe's plans come before the bound:
-        // a known period lets the bound bisect below it instead of spending its time on a
-        // proof that no period fits. Unless the packing search (milliseconds) proves at once
-        // that no plan fits: the bound then says so without MadPipe's seconds.
+        // 2. MadPipe's plans come before the bound: the bound's closing probe asks whether a
+        // plan 5% shorter than the best known exists, and where the contiguous optimum has
+        // no plan, a known period lets the bound bisect below it instead of spending its
+        // time on a proof that no period fits. Unless, with no plan known, the packing
+        // search (milliseconds) proves at once that no plan fits: the bound then says so
+        // without MadPipe's seconds.
         let no_plan_at_all = || {
             let relax = Relaxation::new(instance, platform);
             let limit = left().min(Duration::from_secs(1));
             infinite::Packing::new(&relax).decide(Some(Instant::now() + limit))
                 == infinite::Answer::Infeasible
         };
-        let madpipe_first = incumbent.is_none() && !no_plan_at_all();
+        let madpipe_first = incumbent.is_some() || !no_plan_at_all();
         if madpipe_first {
             madpipe(&mut incumbent);
         }

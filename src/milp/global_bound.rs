@@ -2114,7 +2114,9 @@ pub fn global_lower_bound_learning(
             .is_some_and(|(e, from)| lo >= e && Instant::now() >= from)
     };
     let mut stopped_early = false;
+    let phase_count = phases.len();
     for (phase, (phase_relax, share)) in phases.into_iter().enumerate() {
+        let last_phase = phase + 1 == phase_count;
         if enough(lo) {
             stopped_early = upper > lo * (1.0 + options.precision);
             break;
@@ -2148,6 +2150,8 @@ pub fn global_lower_bound_learning(
         let mut undecided_at: Vec<f64> = Vec::new();
         let mut passed_at = hi;
         let mut too_large = false;
+        // The closing probe's period, when it ended undecided.
+        let mut closing_undecided: Option<f64> = None;
         loop {
             while hi > lo * (1.0 + precision) {
                 if enough(lo) {
@@ -2167,7 +2171,8 @@ pub fn global_lower_bound_learning(
                     Some(s) if lo * (1.0 + s) < hi => lo * (1.0 + s),
                     _ => 0.5 * (lo + hi),
                 };
-                let mid = due.filter(|&t| t > lo && t < hi).unwrap_or(next);
+                let closing_probe = due.filter(|&t| t > lo && t < hi);
+                let mid = closing_probe.unwrap_or(next);
                 out.solves += 1;
                 phase_solves += 1;
                 // A probe gets at most a third of what is left (but a second at least), so that
@@ -2190,6 +2195,9 @@ pub fn global_lower_bound_learning(
                         hi = mid;
                         undecided_at.push(mid);
                         step = None;
+                        if closing_probe.is_some() {
+                            closing_undecided = Some(mid);
+                        }
                     }
                     Probe::TooLarge => {
                         // Every later probe of the phase builds a model as large, with less
@@ -2206,6 +2214,19 @@ pub fn global_lower_bound_learning(
             let retry = undecided_at.last().copied().filter(|&t| {
                 t == hi && t > lo && !too_large && options.known_period.is_none() && !enough(lo)
             });
+            // With a known plan and a caller for whom the closing answer is enough (a gap
+            // tolerance of `CLOSING_GAP` or more), the last phase asks its closing question
+            // again with the time the bisection below it left: the premises learnt below
+            // often decide it, and "no assignment" there is all the caller needs.
+            let retry = retry.or_else(|| {
+                closing_undecided.take().filter(|&t| {
+                    last_phase
+                        && t > lo
+                        && !too_large
+                        && !enough(lo)
+                        && options.enough.is_some_and(|(e, _)| t >= e)
+                })
+            });
             let Some(t) = retry else { break };
             let Some(budget) = phase_left().filter(|&b| b >= Duration::from_secs(1)) else {
                 break;
@@ -2214,7 +2235,8 @@ pub fn global_lower_bound_learning(
             match probe(phase_relax, t, &milp, Some(budget), &mut out.nodes, pool)? {
                 Probe::Infeasible => {
                     lo = t;
-                    undecided_at.pop();
+                    // Every period left undecided at or below `t` is decided with it.
+                    undecided_at.retain(|&u| u > t);
                     hi = undecided_at.last().map_or(passed_at, |&u| u.min(passed_at));
                     step = None;
                 }
