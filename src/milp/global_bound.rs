@@ -229,7 +229,8 @@ pub struct BoundOptions {
     pub known_period: Option<Seconds>,
     /// Stop once the bound proven reaches this period, from this instant on (a caller
     /// content with a plan within a gap of it: `best`'s `gap_tolerance`); the bound is
-    /// then `complete: false`.
+    /// then `complete: false`. Where the closing probe's period reaches it, that probe,
+    /// left undecided in the last phase, is asked again with the time the phase has left.
     pub enough: Option<(Seconds, Instant)>,
     pub threads: std::num::NonZeroU32,
 }
