@@ -144,6 +144,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -290,6 +291,10 @@ struct Scheduling {
     /// Checks that proved nothing, by the runs and crossing cuts of the processors checked
     /// (shared by the clones of one relaxation: the same case).
     answered: Arc<Mutex<HashMap<Vec<Holding>, Unproven>>>,
+    /// Whether the last assignment that passed its checks passed with one of its
+    /// processors unanswered: its check cut short by the time, neither a pattern nor a
+    /// proof ([`Relaxation::passed_unanswered`]).
+    unanswered: Arc<AtomicBool>,
     /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
     /// lower it to reach the left-out layers on small chains).
     max_layers: usize,
@@ -306,10 +311,15 @@ struct Unproven {
 }
 
 impl Unproven {
+    /// Whether a pattern was found at or below `period` (hence at it, by stretching).
+    fn has_pattern(&self, period: f64) -> bool {
+        self.feasible_from.is_some_and(|t| t <= period)
+    }
+
     /// Whether a check at `period` within `limit` would again prove nothing: a pattern was
     /// found at or below it, or a check at or below it with at least that long was cut short.
     fn spares(&self, period: f64, limit: Duration) -> bool {
-        self.feasible_from.is_some_and(|t| t <= period)
+        self.has_pattern(period)
             || self
                 .cut_short
                 .iter()
@@ -384,6 +394,7 @@ impl Relaxation {
                 instance: instance.clone(),
                 platform: platform.clone(),
                 answered: Arc::default(),
+                unanswered: Arc::default(),
                 max_layers: MAX_SCHEDULED_LAYERS,
             }),
             search: true,
@@ -866,6 +877,15 @@ impl Relaxation {
     /// be decided before the probe's time runs out); a check that would repeat one that
     /// proved nothing ([`Unproven`]) is skipped. An assignment where a layer or a cut alone
     /// overloads its resource gets no check (see the body).
+    /// Whether the assignment that last passed [`Self::scheduled_premises`] passed with a
+    /// processor whose check was cut short by the time: it passed the relaxation, but a
+    /// longer check might still exclude it.
+    fn passed_unanswered(&self) -> bool {
+        self.scheduling
+            .as_ref()
+            .is_some_and(|s| s.unanswered.load(Ordering::Relaxed))
+    }
+
     fn scheduled_premises(
         &self,
         assignment: &[usize],
@@ -876,6 +896,7 @@ impl Relaxation {
         let Some(s) = &self.scheduling else {
             return Ok(Vec::new());
         };
+        s.unanswered.store(false, Ordering::Relaxed);
         if !period.is_finite() {
             return Ok(Vec::new());
         }
@@ -928,10 +949,14 @@ impl Relaxation {
             if limit.is_zero() {
                 return Ok(None);
             }
-            let spared = s.answered.lock().is_ok_and(|m| {
-                m.get(holdings)
-                    .is_some_and(|u: &Unproven| u.spares(period, limit))
+            let (has_pattern, spared) = s.answered.lock().map_or((false, false), |m| {
+                m.get(holdings).map_or((false, false), |u: &Unproven| {
+                    (u.has_pattern(period), u.spares(period, limit))
+                })
             });
+            if has_pattern {
+                return Ok(Some(true));
+            }
             if spared {
                 return Ok(None);
             }
@@ -983,7 +1008,10 @@ impl Relaxation {
                     at_most,
                 )? {
                     Some(false) => {}
-                    Some(true) => continue,
+                    Some(true) => {
+                        cut_short[k] = false;
+                        continue;
+                    }
                     None => {
                         cut_short[k] = true;
                         continue;
@@ -1038,6 +1066,9 @@ impl Relaxation {
                 }]);
             }
         }
+        // No proof: the assignment passes (unless a group below is proven), answered or not.
+        s.unanswered
+            .store(cut_short.iter().any(|&c| c), Ordering::Relaxed);
         // None alone: the tightest together, without the one with the most layers first
         // (its operations make the largest part of the MILP), then with it.
         let greedy = |candidates: &[(f64, usize, Holding)]| {
@@ -2151,7 +2182,7 @@ pub fn global_lower_bound_learning(
         let mut undecided_at: Vec<f64> = Vec::new();
         let mut passed_at = hi;
         let mut too_large = false;
-        // The closing probe's period, when it ended undecided.
+        // The closing probe's period, when it ended undecided (or passed unanswered).
         let mut closing_undecided: Option<f64> = None;
         loop {
             while hi > lo * (1.0 + precision) {
@@ -2185,6 +2216,11 @@ pub fn global_lower_bound_learning(
                         step = step.map(|s| 2.0 * s);
                     }
                     Probe::Feasible(a) => {
+                        // A closing probe passed by an assignment whose check was cut short
+                        // is left open for the retry below, like an undecided one.
+                        if closing_probe.is_some() && phase_relax.passed_unanswered() {
+                            closing_undecided = Some(mid);
+                        }
                         hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
                         feasible_at = Some(hi);
                         passed_at = hi;
