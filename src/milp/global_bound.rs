@@ -231,7 +231,8 @@ pub struct BoundOptions {
     /// Stop once the bound proven reaches this period, from this instant on (a caller
     /// content with a plan within a gap of it: `best`'s `gap_tolerance`); the bound is
     /// then `complete: false`. Where the closing probe's period reaches it, that probe,
-    /// left undecided in the last phase, is asked again with the time the phase has left.
+    /// left undecided in the last phase (or passed with a check cut short), is asked again
+    /// with the time the phase has left.
     pub enough: Option<(Seconds, Instant)>,
     pub threads: std::num::NonZeroU32,
 }
@@ -949,6 +950,8 @@ impl Relaxation {
             if limit.is_zero() {
                 return Ok(None);
             }
+            // A pattern found at or below the period answers the check; a check cut short
+            // there with as much time spares it unanswered.
             let (has_pattern, spared) = s.answered.lock().map_or((false, false), |m| {
                 m.get(holdings).map_or((false, false), |u: &Unproven| {
                     (u.has_pattern(period), u.spares(period, limit))
@@ -2808,6 +2811,45 @@ mod tests {
             singles > 0 && groups > 0 && left_out > 0 && tails + left_out_tails > 0,
             "{counts}"
         );
+    }
+
+    /// An assignment that passes its scheduled checks because they ran out of time is told
+    /// apart from one whose checks found a pattern: only the first leaves the bound's
+    /// closing probe open for its retry.
+    #[test]
+    fn a_pass_with_a_check_cut_short_is_unanswered() {
+        // Three layers of 3 s each on 2 processors at 12 s: every check has a pattern.
+        let inst = chain(
+            &[1., 1., 1.],
+            &[2., 2., 2.],
+            &[1., 1., 1.],
+            &[1., 1., 1.],
+            1.,
+        );
+        let relax = Relaxation::new(&inst, &Platform::new(2, 1e3, 10.0));
+        assert!(relax.scheduling.is_some());
+        let threads = std::num::NonZeroU32::MIN;
+        let (a, period) = ([0, 0, 1], 12.0);
+        let no_time = || Some(Instant::now());
+        // No time: every check cut short, nothing proven, the pass unanswered.
+        let premises = relax.scheduled_premises(&a, period, threads, no_time());
+        assert!(premises.unwrap().is_empty());
+        assert!(relax.passed_unanswered());
+        // With time: each processor's pattern found, the pass answered.
+        let premises = relax.scheduled_premises(&a, period, threads, None);
+        assert!(premises.unwrap().is_empty());
+        assert!(!relax.passed_unanswered());
+        // The patterns found answer the checks again, at the period and above it.
+        for t in [period, 2.0 * period] {
+            let premises = relax.scheduled_premises(&a, t, threads, None);
+            assert!(premises.unwrap().is_empty());
+            assert!(!relax.passed_unanswered(), "at {t} s");
+        }
+        // Without time again: unanswered, the patterns found notwithstanding (a check
+        // with no time left is not looked up).
+        let premises = relax.scheduled_premises(&a, period, threads, no_time());
+        assert!(premises.unwrap().is_empty());
+        assert!(relax.passed_unanswered());
     }
 
     /// An assignment whose exact check gives no answer does not end the decision: the
