@@ -858,6 +858,15 @@ impl Relaxation {
 }
 
 impl Relaxation {
+    /// Whether the assignment that last passed [`Self::scheduled_premises`] passed with a
+    /// processor whose check was cut short by the time: it passed the relaxation, but a
+    /// longer check might still exclude it.
+    fn passed_unanswered(&self) -> bool {
+        self.scheduling
+            .as_ref()
+            .is_some_and(|s| s.unanswered.load(Ordering::Relaxed))
+    }
+
     /// The scheduled checks (module docs, "Scheduled premises"): for each processor of
     /// `assignment`, the scheduling MILP focused on it at `period` (its own operations and
     /// memory, every stage structure of its runs, each other layer's forward and backward
@@ -878,15 +887,6 @@ impl Relaxation {
     /// be decided before the probe's time runs out); a check that would repeat one that
     /// proved nothing ([`Unproven`]) is skipped. An assignment where a layer or a cut alone
     /// overloads its resource gets no check (see the body).
-    /// Whether the assignment that last passed [`Self::scheduled_premises`] passed with a
-    /// processor whose check was cut short by the time: it passed the relaxation, but a
-    /// longer check might still exclude it.
-    fn passed_unanswered(&self) -> bool {
-        self.scheduling
-            .as_ref()
-            .is_some_and(|s| s.unanswered.load(Ordering::Relaxed))
-    }
-
     fn scheduled_premises(
         &self,
         assignment: &[usize],
