@@ -2813,19 +2813,24 @@ mod tests {
         );
     }
 
+    /// A chain of three layers of 3 s each (forward 1 s, backward 2 s), unit sizes.
+    fn three_layers_of_3_s() -> Instance {
+        chain(
+            &[1., 1., 1.],
+            &[2., 2., 2.],
+            &[1., 1., 1.],
+            &[1., 1., 1.],
+            1.,
+        )
+    }
+
     /// An assignment that passes its scheduled checks because they ran out of time is told
     /// apart from one whose checks found a pattern: only the first leaves the bound's
     /// closing probe open for its retry.
     #[test]
     fn a_pass_with_a_check_cut_short_is_unanswered() {
         // Three layers of 3 s each on 2 processors at 12 s: every check has a pattern.
-        let inst = chain(
-            &[1., 1., 1.],
-            &[2., 2., 2.],
-            &[1., 1., 1.],
-            &[1., 1., 1.],
-            1.,
-        );
+        let inst = three_layers_of_3_s();
         let relax = Relaxation::new(&inst, &Platform::new(2, 1e3, 10.0));
         assert!(relax.scheduling.is_some());
         let threads = std::num::NonZeroU32::MIN;
@@ -2859,13 +2864,7 @@ mod tests {
     fn an_unanswered_assignment_is_skipped_and_never_proves_no_plan() {
         // Three layers of 3 s each on 2 processors at 6 s: every split of the chain into
         // two nonempty parts passes the closed forms, one processor alone does not.
-        let inst = chain(
-            &[1., 1., 1.],
-            &[2., 2., 2.],
-            &[1., 1., 1.],
-            &[1., 1., 1.],
-            1.,
-        );
+        let inst = three_layers_of_3_s();
         let relax = Relaxation::new(&inst, &Platform::new(2, 1e3, 10.0)).closed_forms_only();
         let period = 6.0;
         let threads = std::num::NonZeroU32::MIN;
