@@ -10,10 +10,10 @@
 //!    plans (below; a fraction of a second) are made first, so that the bound knows the
 //!    best period of the portfolio's quick plans: below it, its closing probe asks whether
 //!    any plan is 5% shorter, and where the contiguous optimum has no plan, the bound
-//!    bisects below MadPipe's instead of spending its time on a proof that no period fits.
-//!    Unless the bound's packing search proves at once that no plan fits at any period. A
-//!    bound that says "infeasible" of a case with a judged plan is an internal error, never
-//!    a result.
+//!    bisects below MadPipe's instead of spending its time on a proof that no period fits
+//!    (MadPipe is skipped only where no plan is known and the bound's packing search proves
+//!    at once that no plan fits at any period). A bound that says "infeasible" of a case
+//!    with a judged plan is an internal error, never a result.
 //! 3. **Seeds**: MadPipe's two phases with the paper's and with the full (`g` batches)
 //!    estimate of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory
 //!    Aware Dynamic Programming Algorithm for Pipelined Model Parallelism*, 2022), and the

@@ -2185,8 +2185,9 @@ pub fn global_lower_bound_learning(
         let mut undecided_at: Vec<f64> = Vec::new();
         let mut passed_at = hi;
         let mut too_large = false;
-        // The closing probe's period, when it ended undecided (or passed unanswered).
-        let mut closing_undecided: Option<f64> = None;
+        // The closing probe's period, when its answer left the case open: undecided, or passed
+        // by an assignment whose check was cut short.
+        let mut closing_open: Option<f64> = None;
         loop {
             while hi > lo * (1.0 + precision) {
                 if enough(lo) {
@@ -2222,7 +2223,7 @@ pub fn global_lower_bound_learning(
                         // A closing probe passed by an assignment whose check was cut short
                         // is left open for the retry below, like an undecided one.
                         if closing_probe.is_some() && phase_relax.passed_unanswered() {
-                            closing_undecided = Some(mid);
+                            closing_open = Some(mid);
                         }
                         hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
                         feasible_at = Some(hi);
@@ -2236,7 +2237,7 @@ pub fn global_lower_bound_learning(
                         undecided_at.push(mid);
                         step = None;
                         if closing_probe.is_some() {
-                            closing_undecided = Some(mid);
+                            closing_open = Some(mid);
                         }
                     }
                     Probe::TooLarge => {
@@ -2259,7 +2260,7 @@ pub fn global_lower_bound_learning(
             // again with the time the bisection below it left: the premises learnt below
             // often decide it, and "no assignment" there is all the caller needs.
             let retry = retry.or_else(|| {
-                closing_undecided.take().filter(|&t| {
+                closing_open.take().filter(|&t| {
                     last_phase
                         && t > lo
                         && !too_large
