@@ -24,7 +24,10 @@
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period), together within
-//!    a third of the time left, at least 10 s (`phase_limit`).
+//!    a third of the time left, at least 10 s (`phase_limit`), in two passes: each seed at
+//!    most `SEED_FIRST_LIMIT` (3 s) first, then the seeds whose MILP that cut short, up to
+//!    `SCHEDULE_LIMIT` (10 s) each, with what the phase has left (the seed with the lowest
+//!    bound is often one whose runs interleave and whose MILP cannot decide).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
 //!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
 //!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
@@ -196,6 +199,50 @@ const SEED_FIRST_LIMIT: Duration = Duration::from_secs(3);
 struct Attempt {
     improved: bool,
     cut_short: bool,
+}
+
+/// What [`seeds_in_two_passes`] hears of one seed.
+#[derive(Debug, Clone, Copy)]
+enum SeedStep {
+    /// Scheduled (within the cap it was given).
+    Tried(Attempt),
+    /// Not scheduled: its bound cannot beat the incumbent.
+    Skipped,
+    /// The seeds end here (the plan is within the gap asked for, or the time is up).
+    Stop,
+}
+
+/// The seeds, in their order, each first with at most `SEED_FIRST_LIMIT`, then those it cut
+/// short, in the same order, with at most `SCHEDULE_LIMIT`; every cap also within what the
+/// phase has left (`phase_left`), and nothing once that is zero. `step` schedules one seed
+/// (its bound, its assignment, its cap) or says to skip it or to stop. So one seed whose
+/// MILP cannot decide takes at most `SEED_FIRST_LIMIT` from the others before they are tried.
+fn seeds_in_two_passes(
+    seeds: Vec<(f64, Vec<usize>)>,
+    phase_left: impl Fn() -> Duration,
+    mut step: impl FnMut(f64, &[usize], Duration) -> crate::error::Result<SeedStep>,
+) -> crate::error::Result<()> {
+    let mut pass = seeds;
+    for per_seed in [SEED_FIRST_LIMIT, SCHEDULE_LIMIT] {
+        let mut cut_short = Vec::new();
+        for (b, assignment) in pass {
+            let cap = per_seed.min(phase_left());
+            if cap.is_zero() {
+                return Ok(());
+            }
+            match step(b, &assignment, cap)? {
+                SeedStep::Stop => return Ok(()),
+                SeedStep::Skipped => {}
+                SeedStep::Tried(tried) => {
+                    if tried.cut_short && per_seed < SCHEDULE_LIMIT {
+                        cut_short.push((b, assignment));
+                    }
+                }
+            }
+        }
+        pass = cut_short;
+    }
+    Ok(())
 }
 
 /// The exact checks ask about the middle of the bound and the incumbent while the gap is
@@ -683,39 +730,29 @@ impl Planner for BestPlanner {
             .map(|(_, a)| a.clone())
             .take(ANNEAL_STARTS)
             .collect();
-        // Two passes: each seed at most `SEED_FIRST_LIMIT` first, so that one seed whose MILP
-        // cannot decide does not take the phase from the others; then the seeds cut short,
-        // in the same order, up to `SCHEDULE_LIMIT` each, with what the phase has left.
+        // Two passes ([`seeds_in_two_passes`]), within the phase.
         let seeds_until = Instant::now() + phase_limit(left());
-        let mut cut_short: Vec<(f64, Vec<usize>)> = Vec::new();
-        for (pass, per_seed) in [SEED_FIRST_LIMIT, SCHEDULE_LIMIT].into_iter().enumerate() {
-            let list = if pass == 0 {
-                std::mem::take(&mut seeds)
-            } else {
-                std::mem::take(&mut cut_short)
-            };
-            for (b, assignment) in list {
+        seeds_in_two_passes(
+            seeds,
+            || seeds_until.saturating_duration_since(Instant::now()),
+            |b, assignment, cap| {
                 let cutoff = incumbent.as_ref().map_or(f64::INFINITY, |i| i.period());
-                let cap = per_seed.min(seeds_until.saturating_duration_since(Instant::now()));
-                if closed(&incumbent) || left().is_zero() || cap.is_zero() {
-                    break;
+                if closed(&incumbent) || left().is_zero() {
+                    return Ok(SeedStep::Stop);
                 }
                 if b >= cutoff * (1.0 - precision) {
-                    continue;
+                    return Ok(SeedStep::Skipped);
                 }
-                let tried_seed = attempt(
+                Ok(SeedStep::Tried(attempt(
                     &mut incumbent,
-                    &assignment,
+                    assignment,
                     "seed",
                     &mut schedules,
                     cap,
                     Structures::Every,
-                )?;
-                if tried_seed.cut_short {
-                    cut_short.push((b, assignment));
-                }
-            }
-        }
+                )?))
+            },
+        )?;
         lap("seeds", &mut phases);
         // 6. The assignments whose relaxation thresholds are lowest, by simulated annealing
         // from the seeds' assignments, lowest threshold first, scheduled one stage per run
@@ -982,6 +1019,58 @@ impl Planner for BestPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs [`seeds_in_two_passes`] on seeds `0..n` (bound = index) with `phase` left
+    /// throughout; `cut_short(seed, call)` says whether that seed's `call`-th schedule is cut
+    /// short. Returns the (seed, cap in seconds) of every schedule, in order.
+    fn passes(
+        n: usize,
+        phase: Duration,
+        cut_short: impl Fn(usize, usize) -> bool,
+        stop_after: Option<usize>,
+    ) -> Vec<(usize, f64)> {
+        let seeds = (0..n).map(|i| (i as f64, vec![i])).collect();
+        let mut calls: Vec<(usize, f64)> = Vec::new();
+        seeds_in_two_passes(
+            seeds,
+            || phase,
+            |_, assignment, cap| {
+                if stop_after == Some(calls.len()) {
+                    return Ok(SeedStep::Stop);
+                }
+                let seed = assignment[0];
+                let call = calls.iter().filter(|(s, _)| *s == seed).count();
+                calls.push((seed, cap.as_secs_f64()));
+                Ok(SeedStep::Tried(Attempt {
+                    improved: false,
+                    cut_short: cut_short(seed, call),
+                }))
+            },
+        )
+        .unwrap();
+        calls
+    }
+
+    #[test]
+    fn a_seed_cut_short_waits_for_the_others() {
+        let first = SEED_FIRST_LIMIT.as_secs_f64();
+        let full = SCHEDULE_LIMIT.as_secs_f64();
+        let long = Duration::from_secs(100);
+        // Seed 0 cannot decide within its first cap: seeds 1 and 2 come before its second try.
+        let calls = passes(3, long, |seed, _| seed == 0, None);
+        assert_eq!(calls, vec![(0, first), (1, first), (2, first), (0, full)]);
+        // Cut short again on the second pass: not a third time.
+        let calls = passes(2, long, |_, _| true, None);
+        assert_eq!(calls, vec![(0, first), (1, first), (0, full), (1, full)]);
+        // Decided seeds are not asked again.
+        assert_eq!(passes(2, long, |_, _| false, None).len(), 2);
+        // The phase caps every call, and a phase with nothing left schedules nothing.
+        let calls = passes(2, Duration::from_secs(1), |_, _| true, None);
+        assert_eq!(calls, vec![(0, 1.0), (1, 1.0), (0, 1.0), (1, 1.0)]);
+        assert!(passes(2, Duration::ZERO, |_, _| true, None).is_empty());
+        // A stop ends both passes.
+        assert_eq!(passes(3, long, |_, _| true, Some(1)), vec![(0, first)]);
+    }
 
     #[test]
     fn canonical_forms_and_runs() {
