@@ -25,9 +25,9 @@
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period), together within
 //!    a third of the time left, at least 10 s (`phase_limit`), in two passes: each seed at
-//!    most `SEED_FIRST_LIMIT` (3 s) first, then the seeds whose MILP that cut short, up to
-//!    `SCHEDULE_LIMIT` (10 s) each, with what the phase has left (the seed with the lowest
-//!    bound is often one whose runs interleave and whose MILP cannot decide).
+//!    most `SEED_FIRST_LIMIT` (3 s) first, then those whose MILP that limit cut short, up
+//!    to `SCHEDULE_LIMIT` (10 s) each, with what the phase has left (the seed with the
+//!    lowest bound is often one whose runs interleave and whose MILP cannot decide).
 //!    Then, on chains of at most `FINEST_SEARCH_LAYERS` layers, the assignments with the
 //!    lowest thresholds of the relaxation's closed forms, found by simulated annealing from
 //!    the first seeds ([`anneal_assignments`]), each scheduled one stage per run below the
