@@ -416,6 +416,55 @@ fn best_with_a_gap_tolerance_stops_within_it() {
     eprintln!("plans within the tolerance but above the optimum: {above_optimum}");
 }
 
+/// An extension gives a run that its time limit cut (here 1 ms, before the bound has
+/// proven anything) the time to prove its plan: with a threshold that every gap meets, the
+/// exact checks go on to the extension's end, and the plan comes out proven optimal (the
+/// exhaustive optimum, within the precision) as a finished answer.
+#[test]
+fn an_extension_lets_the_exact_checks_prove_a_run_cut_short() {
+    use pipeopt::milp::best::Extension;
+    let limit = std::time::Duration::from_millis(1);
+    let mut extended = 0;
+    for seed in 50..54 {
+        let inst = random_chain(seed, 5);
+        let platform = Platform::new(3, 0.9 * one_processor_memory(&inst), 1.0);
+        let optimum = exhaustive_optimum(&inst, &platform, false);
+        let planner = BestPlanner {
+            extension: Some(Extension {
+                until: std::time::Duration::from_secs(120),
+                below_gap: 1e6,
+            }),
+            ..BestPlanner::default()
+        };
+        match (
+            best_outcome_within(&inst, &platform, limit, planner),
+            optimum,
+        ) {
+            (Outcome::Infeasible { .. }, None) => {}
+            (Outcome::Found(sol), Some(t)) => {
+                let period = sol.pattern.as_ref().unwrap().period;
+                let lower = sol.lower_bound.unwrap();
+                assert!(
+                    lower <= t * (1.0 + 1e-9),
+                    "seed {seed}: bound {lower} above {t}"
+                );
+                assert!(
+                    !sol.stopped_at_limit && period <= lower * (1.0 + 1e-3),
+                    "seed {seed}: not proven: plan {period}, bound {lower}: {:?}",
+                    sol.messages
+                );
+                assert!(
+                    period <= t * (1.0 + 1e-3),
+                    "seed {seed}: {period} above {t}"
+                );
+                extended += usize::from(sol.messages.iter().any(|m| m.starts_with("extended")));
+            }
+            (out, optimum) => panic!("seed {seed}: {out:?}, exhaustive optimum {optimum:?}"),
+        }
+    }
+    assert!(extended > 0, "no run was extended: the test proves nothing");
+}
+
 /// The same on more chains: `cargo test -- --ignored`.
 #[test]
 #[ignore = "slow tier (minutes): test.sh runs it with --ignored"]

@@ -447,11 +447,27 @@ mod tests {
             .configure(json!({"time_limit": "20s"}))
             .unwrap();
         assert_eq!(c.options(), json!({"time_limit": 20.0}));
+        let c = Algorithm::Best
+            .configure(json!({"time_limit": "36s", "extend_to": "48s"}))
+            .unwrap();
+        assert!(c.planner().is_ok());
         // The values are the planners' own checks: built directly, they refuse the same.
         for (a, options) in [
             (Algorithm::Ilp, json!({"coarsen": 0})),
             (Algorithm::Best, json!({"time_limit": 0})),
             (Algorithm::Best, json!({"gap_tolerance": -0.05})),
+            // An extension must reach past the time limit (60 s when not given) and comes
+            // with its own duration.
+            (
+                Algorithm::Best,
+                json!({"time_limit": 30.0, "extend_to": 30.0}),
+            ),
+            (Algorithm::Best, json!({"extend_to": 40.0})),
+            (Algorithm::Best, json!({"extend_below_gap": 0.1})),
+            (
+                Algorithm::Best,
+                json!({"extend_to": 90.0, "extend_below_gap": -0.1}),
+            ),
             (
                 Algorithm::MilpSchedule,
                 json!({"partition": [0], "threads": 0}),

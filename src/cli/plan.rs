@@ -67,6 +67,18 @@ pub struct AlgorithmFlags {
     #[arg(long, value_parser = parse_seconds)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap_tolerance_after: Option<f64>,
+    /// For best: a case the time limit leaves open with its plan near the global bound
+    /// (within --extend-below-gap) gets its exact checks extended to this much time in all,
+    /// e.g. 60s; the question whose "no plan" would close the case gets all of it. Spends a
+    /// grid's time where it can close a case.
+    #[arg(long, value_parser = parse_seconds)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extend_to: Option<f64>,
+    /// For best, with --extend-to: the largest relative gap to the bound at which it applies
+    /// (default 0.1, 10%).
+    #[arg(long, value_parser = parse_relative_gap)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extend_below_gap: Option<f64>,
     /// For the general MILP `ilp`: first cut the chain into this many groups of consecutive
     /// layers (a DP minimising the largest group's fwd+bwd); the MILP then places groups.
     /// Exact for the chain only without it (or with N >= layers), on chains whose layers

@@ -102,7 +102,25 @@ pub struct BestPlanner {
     /// optimal stops the search (so that the cases proven optimal quickly keep their tight
     /// bounds, and the others give their time back).
     pub gap_tolerance_after: Duration,
+    /// More time for the exact checks of a case left open near its bound (`None`: none).
+    pub extension: Option<Extension>,
 }
+
+/// More time for a case whose plan is near its bound ([`BestPlanner::extension`]): when the
+/// time limit ends the search with the plan not within the gap tolerance but at most
+/// `below_gap` above the global bound, the exact checks go on until `until` after the start
+/// (the whole of it for the question whose "no plan" closes the case). On a grid of cases,
+/// the time goes where it can close one, not to every case alike.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Extension {
+    /// The whole time a case may take with the extension (more than the time limit).
+    pub until: Duration,
+    /// Extended only when the plan is at most this relative gap above the bound.
+    pub below_gap: f64,
+}
+
+/// The gap below which an extension applies when `--extend-below-gap` is not given.
+pub const DEFAULT_EXTEND_BELOW_GAP: f64 = 0.10;
 
 impl Default for BestPlanner {
     fn default() -> Self {
@@ -111,6 +129,7 @@ impl Default for BestPlanner {
             milp: MilpOptions::default(),
             gap_tolerance: PRECISION,
             gap_tolerance_after: Duration::ZERO,
+            extension: None,
         }
     }
 }
@@ -434,6 +453,19 @@ pub struct BestOptions {
         deserialize_with = "crate::units::serde_units::seconds"
     )]
     pub gap_tolerance_after: Option<Seconds>,
+    /// A case left open with its plan near the bound (`--extend-below-gap`) gets its exact
+    /// checks extended to this much time in all (`--extend-to 60s`); none when not given
+    /// ([`Extension`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub extend_to: Option<Seconds>,
+    /// The largest relative gap to the bound (0.1 is 10%) at which `--extend-to` applies;
+    /// [`DEFAULT_EXTEND_BELOW_GAP`] when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extend_below_gap: Option<f64>,
 }
 
 impl AlgorithmOptions for BestOptions {
@@ -453,14 +485,43 @@ impl AlgorithmOptions for BestOptions {
                 )
             })?,
         };
+        let time_limit = milp.time_limit.unwrap_or(DEFAULT_TIME_LIMIT);
+        let below_gap = self
+            .extend_below_gap
+            .map_or(Ok(DEFAULT_EXTEND_BELOW_GAP), checked_gap_tolerance)
+            .map_err(|why| crate::InputError::new("--extend-below-gap", "", why))?;
+        let extension = match self.extend_to {
+            None if self.extend_below_gap.is_some() => {
+                return Err(crate::InputError::new(
+                    "--extend-below-gap",
+                    "",
+                    "applies only with --extend-to (the time a case near its bound may take)",
+                ))
+            }
+            None => None,
+            Some(t) => match Duration::try_from_secs_f64(t) {
+                Ok(until) if until > time_limit => Some(Extension { until, below_gap }),
+                _ => {
+                    return Err(crate::InputError::new(
+                        "--extend-to",
+                        "",
+                        format!(
+                            "must be a duration longer than the time limit ({} s), got {t}",
+                            time_limit.as_secs_f64()
+                        ),
+                    ))
+                }
+            },
+        };
         Ok(Box::new(BestPlanner {
-            time_limit: milp.time_limit.unwrap_or(DEFAULT_TIME_LIMIT),
+            time_limit,
             milp: MilpOptions {
                 time_limit: None,
                 ..milp
             },
             gap_tolerance,
             gap_tolerance_after,
+            extension,
         }))
     }
 }
@@ -472,7 +533,8 @@ impl Planner for BestPlanner {
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         let started = Instant::now();
-        let deadline = started + self.time_limit;
+        // Moved later once, by an extension ([`Extension`]).
+        let deadline = std::cell::Cell::new(started + self.time_limit);
         // Seconds spent in each phase, for the report.
         let mut phases: Vec<(&str, f64)> = Vec::new();
         let mut phase_started = Instant::now();
@@ -480,7 +542,7 @@ impl Planner for BestPlanner {
             phases.push((name, phase_started.elapsed().as_secs_f64()));
             phase_started = Instant::now();
         };
-        let left = || deadline.saturating_duration_since(Instant::now());
+        let left = || deadline.get().saturating_duration_since(Instant::now());
         let (instance, platform) = (problem.instance, problem.platform);
         let layers = instance.len();
         let mut messages: Vec<String> = Vec::new();
@@ -882,7 +944,9 @@ impl Planner for BestPlanner {
                     .to_string(),
             );
         }
-        if !closed(&incumbent) && exact_checks_may_apply(instance) {
+        // Whether the deadline was moved by the extension (once at most).
+        let mut extended = false;
+        while !closed_at(&incumbent, lower) && exact_checks_may_apply(instance) {
             // Halving the gap while it is wide: "no plan" at the geometric middle of the
             // bound and the incumbent raises the bound there, a plan lowers the incumbent
             // below it. Where that cannot be decided, just below the incumbent.
@@ -910,9 +974,11 @@ impl Planner for BestPlanner {
                 // of what is left when it starts, so the last check of a question may run
                 // past the question's third (measured: that is how DenseNet-121 on 5
                 // processors at 8 GiB, 12 GB/s finds its 0.1105 s plan within 20 s; with one
-                // deadline per question it keeps 0.1217 s).
+                // deadline per question it keeps 0.1217 s). Within an extension, the
+                // closing question gets all of it: its "no plan" is what the extension is
+                // for.
                 let question_time = || {
-                    if closes || halves {
+                    if (closes && !extended) || halves {
                         left() / 3
                     } else {
                         left()
@@ -970,6 +1036,28 @@ impl Planner for BestPlanner {
                         break;
                     }
                 }
+            }
+            // The extension: once, for a case left open with its plan near the bound; the
+            // questions start again from the closing one, with the premises learnt so far.
+            let Some(extension) = self.extension else {
+                break;
+            };
+            let near = incumbent
+                .as_ref()
+                .is_some_and(|i| i.period() <= lower * (1.0 + extension.below_gap));
+            let until = started + extension.until;
+            if extended || closed_at(&incumbent, lower) || !near || until <= deadline.get() {
+                break;
+            }
+            extended = true;
+            deadline.set(until);
+            if let Some(i) = &incumbent {
+                messages.push(format!(
+                    "extended to {:.0} s: the plan is {:.1}% above the bound (at most {}%)",
+                    extension.until.as_secs_f64(),
+                    100.0 * (i.period() / lower - 1.0),
+                    100.0 * extension.below_gap
+                ));
             }
         }
         lap("exact checks", &mut phases);
