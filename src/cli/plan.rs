@@ -67,7 +67,7 @@ pub struct AlgorithmFlags {
     #[arg(long, value_parser = parse_seconds)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap_tolerance_after: Option<f64>,
-    /// For best: a case the time limit leaves open with its plan near the global bound
+    /// For best: a case whose exact checks end open with its plan near the global bound
     /// (within --extend-below-gap) gets its exact checks extended to this much time in all,
     /// e.g. 60s; the question whose "no plan" would close the case gets all of it. Spends a
     /// grid's time where it can close a case.

@@ -58,7 +58,9 @@
 //!
 //! The search stops when the incumbent is within the bound's precision of the global
 //! bound (proven optimal), when the exact checks cannot decide, or at the time limit
-//! (status `timeout`, the best judged plan reported). With a gap tolerance
+//! (status `timeout`, the best judged plan reported). With an [`Extension`], a case whose
+//! exact checks end open with its plan near the bound gets them once more, up to the
+//! extension's end, the closing question first with all of that time. With a gap tolerance
 //! (`gap_tolerance`, from `gap_tolerance_after` on), every phase, the bound's bisection
 //! included, also stops once the plan is proven within it of the bound: a finished answer
 //! (status `valid`), with less time spent on a case that is closed enough. Runs are a pure
@@ -107,9 +109,10 @@ pub struct BestPlanner {
 }
 
 /// More time for a case whose plan is near its bound ([`BestPlanner::extension`]): when the
-/// time limit ends the search with the plan not within the gap tolerance but at most
-/// `below_gap` above the global bound, the exact checks go on until `until` after the start
-/// (the whole of it for the question whose "no plan" closes the case). On a grid of cases,
+/// exact checks end (at the time limit, or undecided before it) with the plan not within the
+/// gap tolerance but at most `below_gap` above the global bound, they start again from the
+/// closing question and go on until `until` after the start (the whole of it for that
+/// question, whose "no plan" closes the case). Once per run. On a grid of cases,
 /// the time goes where it can close one, not to every case alike.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Extension {
@@ -1053,7 +1056,7 @@ impl Planner for BestPlanner {
             deadline.set(until);
             if let Some(i) = &incumbent {
                 messages.push(format!(
-                    "extended to {:.0} s: the plan is {:.1}% above the bound (at most {}%)",
+                    "extended to {:.0} s: the plan is {:.1}% above the bound (at most {:.1}%)",
                     extension.until.as_secs_f64(),
                     100.0 * (i.period() / lower - 1.0),
                     100.0 * extension.below_gap
