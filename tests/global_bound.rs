@@ -3,7 +3,7 @@
 //! the exact scheduling MILP and judged), "infeasible" is never said of a case that has a
 //! plan, and the relaxation MILP decides exactly what the relaxation checked by hand does.
 
-use pipeopt::algorithm::{Outcome, Planner, Problem};
+use pipeopt::algorithm::{Outcome, Planner, Problem, Solution};
 use pipeopt::judge::judge;
 use pipeopt::milp::best::BestPlanner;
 use pipeopt::milp::fixed_allocation::{
@@ -303,6 +303,24 @@ fn overlap_cases(seeds: std::ops::Range<u64>) {
     assert!(!stats.ratio.is_empty());
 }
 
+/// What a finished answer of `best` on a case whose exhaustive optimum is `t` holds: its
+/// bound at most `t`, its plan at least `t` (the exhaustive search is exact to its
+/// bisection's 1e-4), and, not stopped at a limit, its plan within `within` of its bound.
+/// Returns the plan's period.
+fn assert_finished_within(what: &str, sol: &Solution, t: f64, within: f64) -> f64 {
+    let period = sol.pattern.as_ref().unwrap().period;
+    let lower = sol.lower_bound.unwrap();
+    assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+    assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+    assert!(
+        !sol.stopped_at_limit && period <= lower * (1.0 + within),
+        "{what}: not within {within} of its bound: plan {period}, bound {lower}, optimum {t}: \
+         {:?}",
+        sol.messages
+    );
+    period
+}
+
 /// `best` with time to spare proves the optimum of small chains: its "infeasible" is never
 /// said of a case with a plan, its bound never exceeds the exhaustive optimum, and it
 /// closes every case (its plan within its precision of its bound), through the exact
@@ -332,20 +350,15 @@ fn best_cases(seeds: std::ops::Range<u64>, overlaps: bool) {
                 }
                 Outcome::Found(sol) => {
                     let t = optimum.unwrap_or_else(|| panic!("{what}: a plan, none exhaustively"));
-                    let period = sol.pattern.as_ref().unwrap().period;
-                    let lower = sol.lower_bound.unwrap();
-                    assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
-                    // The exhaustive search is exact to its bisection's 1e-4.
-                    assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
-                    assert!(
-                        !sol.stopped_at_limit && period <= lower * (1.0 + 1e-3),
-                        "{what}: not closed: plan {period}, bound {lower}, optimum {t}: {:?}",
-                        sol.messages
-                    );
-                    let by_exact_checks = sol
-                        .messages
-                        .iter()
-                        .any(|m| !m.contains(" 0 of them in exact checks"));
+                    assert_finished_within(&what, &sol, t, 1e-3);
+                    // Closed by the exact checks: they raised the bound, gave the plan, or
+                    // scheduled an assignment ("..., K of them in exact checks").
+                    let by_exact_checks = sol.messages.iter().any(|m| {
+                        m.starts_with("the exact checks raised the bound")
+                            || m == "best plan from: exact check"
+                            || (m.starts_with("global bound")
+                                && !m.contains(" 0 of them in exact checks"))
+                    });
                     counts[1 + usize::from(by_exact_checks)] += 1;
                 }
             }
@@ -397,15 +410,7 @@ fn best_with_a_gap_tolerance_stops_within_it() {
                 ) {
                     (Outcome::Infeasible { .. }, None) => {}
                     (Outcome::Found(sol), Some(t)) => {
-                        let period = sol.pattern.as_ref().unwrap().period;
-                        let lower = sol.lower_bound.unwrap();
-                        assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
-                        assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
-                        assert!(
-                            !sol.stopped_at_limit && period <= lower * (1.0 + within),
-                            "{what}: not within {within}: plan {period}, bound {lower}: {:?}",
-                            sol.messages
-                        );
+                        let period = assert_finished_within(&what, &sol, t, within);
                         above_optimum += usize::from(period > t * (1.0 + 1e-3));
                     }
                     (out, optimum) => panic!("{what}: {out:?}, exhaustive optimum {optimum:?}"),
@@ -442,17 +447,7 @@ fn an_extension_lets_the_exact_checks_prove_a_run_cut_short() {
         ) {
             (Outcome::Infeasible { .. }, None) => {}
             (Outcome::Found(sol), Some(t)) => {
-                let period = sol.pattern.as_ref().unwrap().period;
-                let lower = sol.lower_bound.unwrap();
-                assert!(
-                    lower <= t * (1.0 + 1e-9),
-                    "seed {seed}: bound {lower} above {t}"
-                );
-                assert!(
-                    !sol.stopped_at_limit && period <= lower * (1.0 + 1e-3),
-                    "seed {seed}: not proven: plan {period}, bound {lower}: {:?}",
-                    sol.messages
-                );
+                let period = assert_finished_within(&format!("seed {seed}"), &sol, t, 1e-3);
                 assert!(
                     period <= t * (1.0 + 1e-3),
                     "seed {seed}: {period} above {t}"

@@ -1042,26 +1042,24 @@ impl Planner for BestPlanner {
             }
             // The extension: once, for a case left open with its plan near the bound; the
             // questions start again from the closing one, with the premises learnt so far.
-            let Some(extension) = self.extension else {
+            let (Some(extension), Some(known)) =
+                (self.extension, incumbent.as_ref().map(Incumbent::period))
+            else {
                 break;
             };
-            let near = incumbent
-                .as_ref()
-                .is_some_and(|i| i.period() <= lower * (1.0 + extension.below_gap));
+            let near = known <= lower * (1.0 + extension.below_gap);
             let until = started + extension.until;
             if extended || closed_at(&incumbent, lower) || !near || until <= deadline.get() {
                 break;
             }
             extended = true;
             deadline.set(until);
-            if let Some(i) = &incumbent {
-                messages.push(format!(
-                    "extended to {:.0} s: the plan is {:.1}% above the bound (at most {:.1}%)",
-                    extension.until.as_secs_f64(),
-                    100.0 * (i.period() / lower - 1.0),
-                    100.0 * extension.below_gap
-                ));
-            }
+            messages.push(format!(
+                "extended to {:.0} s: the plan is {:.1}% above the bound (at most {:.1}%)",
+                extension.until.as_secs_f64(),
+                100.0 * (known / lower - 1.0),
+                100.0 * extension.below_gap
+            ));
         }
         lap("exact checks", &mut phases);
         if left().is_zero() && !closed_at(&incumbent, lower) {
@@ -1071,6 +1069,12 @@ impl Planner for BestPlanner {
             "global bound {:.6} s ({}, {} MILPs); {} allocations scheduled, {} of them in exact checks",
             lower, bound.method, bound.solves, schedules, proofs
         ));
+        if lower > bound.lower_bound {
+            messages.push(format!(
+                "the exact checks raised the bound from {:.6} s",
+                bound.lower_bound
+            ));
+        }
         messages.push(format!(
             "seconds per phase: {}",
             phases
