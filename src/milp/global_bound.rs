@@ -296,10 +296,6 @@ struct Scheduling {
     /// processors unanswered: its check cut short by the time, neither a pattern nor a
     /// proof ([`Relaxation::passed_unanswered`]).
     unanswered: Arc<AtomicBool>,
-    /// The groups proven lately, most recent first: the first layer of each member's
-    /// holding, and how long the proof took ([`Relaxation::scheduled_premises`] checks the
-    /// processors holding those layers together before its second pass of single checks).
-    recent_groups: Arc<Mutex<Vec<(Vec<usize>, Duration)>>>,
     /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
     /// lower it to reach the left-out layers on small chains).
     max_layers: usize,
@@ -358,10 +354,6 @@ const QUICK_CHECK_LIMIT: Duration = Duration::from_millis(300);
 /// long to find feasible: it gets this much, or four times what the proof took if more.
 const GENERALISING_LIMIT: Duration = Duration::from_millis(250);
 
-/// How many shapes of proven groups the scheduled checks try between their two passes
-/// ([`Relaxation::scheduled_premises`]).
-const RECENT_GROUPS: usize = 2;
-
 fn generalising(proof: Duration) -> Duration {
     (proof * 4).max(GENERALISING_LIMIT)
 }
@@ -404,7 +396,6 @@ impl Relaxation {
                 platform: platform.clone(),
                 answered: Arc::default(),
                 unanswered: Arc::default(),
-                recent_groups: Arc::default(),
                 max_layers: MAX_SCHEDULED_LAYERS,
             }),
             search: true,
@@ -987,53 +978,6 @@ impl Relaxation {
             }
             Ok(answer)
         };
-        // A group check: whether it proves, within `at_most`, and how long the proof took.
-        // A group of every used processor is the whole assignment's own problem, which the
-        // exact checks of `best` decide: checked here only on two processors, where it is
-        // the only group (and the bound alone has no other way to exclude an assignment
-        // whose processors each pass alone); on more, its MILP took the time of the probes
-        // (16-layer chains on 4 processors: the bound's phase 2-5 times longer, no bound
-        // higher).
-        let used = assignment.iter().copied().max().map_or(0, |m| m + 1);
-        let proof_of = |group: &[(usize, Holding)],
-                        at_most: Duration|
-         -> crate::error::Result<Option<Duration>> {
-            if group.len() < 2 || (group.len() >= used && used > 2) {
-                return Ok(None);
-            }
-            let (members, holdings) = in_chain_order(group);
-            let started = Instant::now();
-            Ok(
-                (check(assignment, &members, &[], &holdings, at_most)? == Some(false))
-                    .then(|| started.elapsed()),
-            )
-        };
-        // A proven group's premise, generalised like a single one's; its shape (the first
-        // layer of each member) is tried early in the checks of the next assignments.
-        let group_premise = |group: &[(usize, Holding)],
-                             took: Duration|
-         -> crate::error::Result<Vec<Premise>> {
-            let (members, mut holdings) = in_chain_order(group);
-            if let Ok(mut recent) = s.recent_groups.lock() {
-                let anchors: Vec<usize> = holdings.iter().map(|h| h.runs[0].0).collect();
-                recent.retain(|(a, _)| a != &anchors);
-                recent.insert(0, (anchors, took));
-                recent.truncate(RECENT_GROUPS);
-            }
-            for (a, left_out, general) in generalisations(assignment, &members, &[]) {
-                if general != holdings
-                    && check(&a, &members, &left_out, &general, GENERALISING_LIMIT)? == Some(false)
-                {
-                    holdings = general;
-                    break;
-                }
-            }
-            Ok(vec![Premise::Scheduled {
-                holdings,
-                period,
-                tail: None,
-            }])
-        };
         // Two passes: each processor first within `QUICK_CHECK_LIMIT`, then those cut short
         // within the full limit. One proof is enough, and most come in a fraction of a
         // second, while a large processor's check may run to the limit and prove nothing.
@@ -1048,36 +992,6 @@ impl Relaxation {
             (0, QUICK_CHECK_LIMIT, &tightest_first),
             (1, Duration::MAX, &fewest_layers_first),
         ] {
-            // Between the passes, the shapes of the groups proven lately, each on the
-            // processors that hold their first layers here, within twice what its proof took:
-            // the search visits neighbouring assignments one after another (a run's end one
-            // layer further), which often fail for the same reason, and such a group proves
-            // it in about the time of its first proof, where the single checks of its
-            // members run their limits undecided. A shape that proves nothing is dropped.
-            if pass == 1 {
-                let recent = s.recent_groups.lock().map_or(Vec::new(), |r| r.clone());
-                for (anchors, took) in recent {
-                    let mut members: Vec<usize> = anchors.iter().map(|&l| assignment[l]).collect();
-                    members.sort_unstable();
-                    members.dedup();
-                    if members.len() < anchors.len() {
-                        continue;
-                    }
-                    let group: Vec<(usize, Holding)> = members
-                        .iter()
-                        .filter_map(|&p| Holding::of(assignment, p).map(|h| (p, h)))
-                        .collect();
-                    if group.iter().map(|(_, h)| h.layers()).sum::<usize>() > s.max_layers {
-                        continue;
-                    }
-                    if let Some(took) = proof_of(&group, (took * 2).max(QUICK_CHECK_LIMIT))? {
-                        return group_premise(&group, took);
-                    }
-                    if let Ok(mut r) = s.recent_groups.lock() {
-                        r.retain(|(a, _)| a != &anchors);
-                    }
-                }
-            }
             for &k in visit {
                 let (_, p, h) = &order[k];
                 if pass == 1 && !cut_short[k] {
@@ -1182,14 +1096,26 @@ impl Relaxation {
             .filter(|&(i, _)| Some(i) != largest)
             .map(|(_, c)| c.clone())
             .collect();
+        // A group of every used processor is the whole assignment's own problem, which the
+        // exact checks of `best` decide: checked here only on two processors, where it is
+        // the only group (and the bound alone has no other way to exclude an assignment
+        // whose processors each pass alone); on more, its MILP took the time of the probes
+        // (16-layer chains on 4 processors: the bound's phase 2-5 times longer, no bound
+        // higher).
+        let used = assignment.iter().copied().max().map_or(0, |m| m + 1);
+        let proves = |group: &[(usize, Holding)]| -> crate::error::Result<bool> {
+            if group.len() < 2 || (group.len() >= used && used > 2) {
+                return Ok(false);
+            }
+            let (members, holdings) = in_chain_order(group);
+            Ok(check(assignment, &members, &[], &holdings, Duration::MAX)? == Some(false))
+        };
         let small = greedy(&without_largest);
         let full = greedy(&order);
-        let (mut group, mut took) = if let Some(t) = proof_of(&small, Duration::MAX)? {
-            (small, t)
-        } else if full == small {
-            return Ok(Vec::new());
-        } else if let Some(t) = proof_of(&full, Duration::MAX)? {
-            (full, t)
+        let mut group = if proves(&small)? {
+            small
+        } else if full != small && proves(&full)? {
+            full
         } else {
             return Ok(Vec::new());
         };
@@ -1203,12 +1129,24 @@ impl Relaxation {
             }
             let fewer: Vec<(usize, Holding)> =
                 group.iter().filter(|(_, g)| g != &h).cloned().collect();
-            if let Some(t) = proof_of(&fewer, Duration::MAX)? {
+            if proves(&fewer)? {
                 group = fewer;
-                took = t;
             }
         }
-        group_premise(&group, took)
+        let (members, mut holdings) = in_chain_order(&group);
+        for (a, left_out, general) in generalisations(assignment, &members, &[]) {
+            if general != holdings
+                && check(&a, &members, &left_out, &general, GENERALISING_LIMIT)? == Some(false)
+            {
+                holdings = general;
+                break;
+            }
+        }
+        Ok(vec![Premise::Scheduled {
+            holdings,
+            period,
+            tail: None,
+        }])
     }
 }
 
