@@ -198,7 +198,9 @@ pub struct GlobalBound {
     /// Every assignment the relaxation found feasible on the way, the lowest period's
     /// last: starting points for plans, each meeting the exact windows of its stages.
     pub candidates: Vec<Vec<usize>>,
-    /// True when the bisection reached its precision with every solve decided.
+    /// True when the bisection reached its precision and its upper end is decided: a period
+    /// where an assignment passed with every check answered (not one where a probe ended
+    /// undecided, or passed only because a scheduled check was cut short by the time).
     pub complete: bool,
     /// Probes of the relaxation, one period each (a search over assignments, then, where
     /// it ran out of time, a loop of MILPs).
@@ -299,6 +301,9 @@ struct Scheduling {
     /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
     /// lower it to reach the left-out layers on small chains).
     max_layers: usize,
+    /// The longest one check may take ([`SCHEDULED_CHECK_LIMIT`]; tests set none, so that
+    /// every check is cut short).
+    check_limit: Duration,
 }
 
 /// What the focused checks of some runs and cuts (one processor's, or a group's) proved
@@ -397,6 +402,7 @@ impl Relaxation {
                 answered: Arc::default(),
                 unanswered: Arc::default(),
                 max_layers: MAX_SCHEDULED_LAYERS,
+                check_limit: SCHEDULED_CHECK_LIMIT,
             }),
             search: true,
         }
@@ -422,6 +428,16 @@ impl Relaxation {
     fn checking_at_most(mut self, layers: usize) -> Self {
         if let Some(s) = &mut self.scheduling {
             s.max_layers = layers;
+        }
+        self
+    }
+
+    /// The same relaxation with scheduled checks that get at most `limit` each (for tests:
+    /// none, every check cut short).
+    #[cfg(test)]
+    fn checking_within(mut self, limit: Duration) -> Self {
+        if let Some(s) = &mut self.scheduling {
+            s.check_limit = limit;
         }
         self
     }
@@ -917,10 +933,10 @@ impl Relaxation {
         }
         let limit = || {
             deadline
-                .map_or(SCHEDULED_CHECK_LIMIT, |d| {
+                .map_or(s.check_limit, |d| {
                     d.saturating_duration_since(Instant::now())
                 })
-                .min(SCHEDULED_CHECK_LIMIT)
+                .min(s.check_limit)
         };
         // Each processor with its runs, tightest first.
         let mut order: Vec<(f64, usize, Holding)> = (0..self.processors)
@@ -2022,10 +2038,26 @@ pub fn global_lower_bound_learning(
     options: &BoundOptions,
     pool: &mut Vec<Premise>,
 ) -> crate::error::Result<GlobalBound> {
-    let started = Instant::now();
     instance.check()?;
     platform.check()?;
-    let relax = Relaxation::new(instance, platform);
+    bound_of(
+        Relaxation::new(instance, platform),
+        instance,
+        platform,
+        options,
+        pool,
+    )
+}
+
+/// [`global_lower_bound_learning`] with the relaxation `relax` of `instance` on `platform`.
+fn bound_of(
+    relax: Relaxation,
+    instance: &Instance,
+    platform: &Platform,
+    options: &BoundOptions,
+    pool: &mut Vec<Premise>,
+) -> crate::error::Result<GlobalBound> {
+    let started = Instant::now();
     let milp = relaxation_milp(options.threads);
     let time_left = || {
         options
@@ -2161,7 +2193,7 @@ pub fn global_lower_bound_learning(
         let phase_left = || phase_limit.map(|t| t.saturating_sub(phase_started.elapsed()));
         let mut hi = upper.max(lo);
         let mut phase_solves = 0;
-        let mut phase_undecided = false;
+        let mut too_large = false;
         // Before a second phase, the first needs no fine precision: the second goes on from
         // where it stops.
         let precision = if two_phases && phase == 0 {
@@ -2180,11 +2212,12 @@ pub fn global_lower_bound_learning(
             .map(|known| known / (1.0 + CLOSING_GAP * 0.99))
             .filter(|&t| t > lo * (1.0 + precision) && t < hi);
         let closing_after = if phase == 0 { CLOSING_PROBE_AFTER } else { 0 };
-        // Periods where a probe ended undecided (decreasing), and the shortest where one
-        // passed (or the upper end).
+        // Periods where a probe ended undecided or passed by an assignment whose check was
+        // cut short (decreasing), and the shortest where one passed with every check
+        // answered (or the upper end). The phase is complete when its upper end is the
+        // latter.
         let mut undecided_at: Vec<f64> = Vec::new();
         let mut passed_at = hi;
-        let mut too_large = false;
         // The closing probe's period, when its answer left the case open: undecided, or passed
         // by an assignment whose check was cut short.
         let mut closing_open: Option<f64> = None;
@@ -2195,7 +2228,6 @@ pub fn global_lower_bound_learning(
                     break;
                 }
                 if phase_left().is_some_and(|t| t.is_zero()) {
-                    phase_undecided = true;
                     break;
                 }
                 let due = if phase_solves >= closing_after {
@@ -2220,19 +2252,23 @@ pub fn global_lower_bound_learning(
                         step = step.map(|s| 2.0 * s);
                     }
                     Probe::Feasible(a) => {
-                        // A closing probe passed by an assignment whose check was cut short
-                        // is left open for the retry below, like an undecided one.
-                        if closing_probe.is_some() && phase_relax.passed_unanswered() {
-                            closing_open = Some(mid);
-                        }
                         hi = tighten(phase_relax, &a, lo, mid, precision).min(mid);
                         feasible_at = Some(hi);
-                        passed_at = hi;
+                        // A pass by an assignment whose check was cut short is left open like
+                        // an undecided probe (a longer check might exclude it), and retried
+                        // below where undecided ones are.
+                        if phase_relax.passed_unanswered() {
+                            undecided_at.push(hi);
+                            if closing_probe.is_some() {
+                                closing_open = Some(mid);
+                            }
+                        } else {
+                            passed_at = hi;
+                        }
                         out.passed(a);
                         step = None;
                     }
                     Probe::Undecided => {
-                        phase_undecided = true;
                         hi = mid;
                         undecided_at.push(mid);
                         step = None;
@@ -2243,7 +2279,6 @@ pub fn global_lower_bound_learning(
                     Probe::TooLarge => {
                         // Every later probe of the phase builds a model as large, with less
                         // time: the phase ends here.
-                        phase_undecided = true;
                         too_large = true;
                         break;
                     }
@@ -2283,13 +2318,22 @@ pub fn global_lower_bound_learning(
                 }
                 Probe::Feasible(a) => {
                     feasible_at = Some(t);
+                    // Answered, the period is decided.
+                    if !phase_relax.passed_unanswered() {
+                        undecided_at.retain(|&u| u != t);
+                    }
                     out.passed(a);
                     break;
                 }
                 Probe::Undecided | Probe::TooLarge => break,
             }
         }
-        undecided = infinite_undecided || phase_undecided;
+        // Complete: the precision reached, the upper end a period where an assignment passed
+        // with every check answered (or the first upper end), nothing left too large.
+        let phase_complete = hi <= lo * (1.0 + precision)
+            && undecided_at.last().is_none_or(|&u| u != hi)
+            && !too_large;
+        undecided = infinite_undecided || !phase_complete;
     }
     out.lower_bound = lo;
     // A period where only the closed forms passed may lie below what the scheduled checks
@@ -2856,6 +2900,33 @@ mod tests {
         let premises = relax.scheduled_premises(&a, period, threads, no_time());
         assert!(premises.unwrap().is_empty());
         assert!(relax.passed_unanswered());
+    }
+
+    /// A bound whose last pass came from an assignment with a check cut short is not
+    /// complete: a longer check might have excluded it, and the threshold might lie above.
+    #[test]
+    fn a_bound_that_ends_on_an_unanswered_pass_is_not_complete() {
+        let inst = three_layers_of_3_s();
+        let platform = Platform::new(2, 1e3, 10.0);
+        let bound = |relax: Relaxation| {
+            bound_of(
+                relax,
+                &inst,
+                &platform,
+                &BoundOptions::default(),
+                &mut Vec::new(),
+            )
+            .unwrap()
+        };
+        // Every check answered (each processor's pattern found): complete.
+        let answered = bound(Relaxation::new(&inst, &platform));
+        assert!(answered.complete, "{answered:?}");
+        // Every check cut short: the same closed forms pass, never answered.
+        let cut_short = bound(Relaxation::new(&inst, &platform).checking_within(Duration::ZERO));
+        assert!(!cut_short.complete, "{cut_short:?}");
+        assert!(cut_short.relaxed_period.is_some(), "{cut_short:?}");
+        // No check proves anything then: the bound is the closed forms' alone.
+        assert!(cut_short.lower_bound <= answered.lower_bound * (1.0 + 1e-9));
     }
 
     /// An assignment whose exact check gives no answer does not end the decision: the
