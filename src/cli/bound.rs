@@ -18,7 +18,11 @@ pub struct BoundArgs {
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// Wall-clock limit of the search, e.g. 30s; at the limit the bound proven so far is
-    /// reported ("complete": false).
+    /// reported ("complete": false). "complete": true says the bisection reached its
+    /// precision with an assignment passing the relaxation just above the bound, every one of
+    /// its checks answered; false, that the limit came first, or that a probe near the bound was
+    /// left undecided or passed only because a check ran out of time (more time may raise the
+    /// bound).
     #[arg(long, value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
     /// Relative precision of the bisection on the period (default 0.001).
@@ -79,7 +83,15 @@ pub fn run(args: BoundArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             println!("method          {}", b.method);
-            println!("complete        {}", b.complete);
+            println!(
+                "complete        {}",
+                if b.complete {
+                    "yes (the relaxation passes just above the bound, every check answered)"
+                } else {
+                    "no (the limit came first, or a probe near the bound was left undecided \
+                     or passed only because a check ran out of time: more time may raise it)"
+                }
+            );
         }
         println!(
             "solve time      {} ({} probes, {} MILP nodes)",
