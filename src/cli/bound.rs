@@ -20,10 +20,10 @@ pub struct BoundArgs {
     /// Wall-clock limit of the search, e.g. 30s; at the limit the bound proven so far is
     /// reported ("complete": false). Without one the search runs until its bisection ends
     /// (minutes on the larger real chains: ResNet-101 on 7 processors at 8 GiB, 24 GB/s
-    /// took about 4). "complete": true says the bisection reached its
-    /// precision with an assignment passing the relaxation just above the bound, every one of
-    /// its checks answered; false, that the limit came first, or that a probe near the bound was
-    /// left undecided or passed only because a check ran out of time (more time may raise the
+    /// took about 4). "complete": true says the bisection reached its precision with an
+    /// assignment passing the relaxation just above the bound, every one of its checks
+    /// answered; false, that the limit came first, or that a probe near the bound was left
+    /// undecided or passed only because a check ran out of time (more time may raise the
     /// bound).
     #[arg(long, value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
