@@ -294,9 +294,9 @@ struct Scheduling {
     /// Checks that proved nothing, by the runs and crossing cuts of the processors checked
     /// (shared by the clones of one relaxation: the same case).
     answered: Arc<Mutex<HashMap<Vec<Holding>, Unproven>>>,
-    /// Whether the last assignment that passed its checks passed with one of its
-    /// processors unanswered: its check cut short by the time, neither a pattern nor a
-    /// proof ([`Relaxation::passed_unanswered`]).
+    /// Whether the last assignment that passed its checks passed with one of them
+    /// unanswered (a processor's, or the group's): cut short by the time, neither a
+    /// pattern nor a proof ([`Relaxation::passed_unanswered`]).
     unanswered: Arc<AtomicBool>,
     /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
     /// lower it to reach the left-out layers on small chains).
@@ -304,6 +304,9 @@ struct Scheduling {
     /// The longest one check may take ([`SCHEDULED_CHECK_LIMIT`]; tests set none, so that
     /// every check is cut short).
     check_limit: Duration,
+    /// The longest the check of a group may take, within `check_limit` (the same by
+    /// default; tests set none, so that only the groups' checks are cut short).
+    group_limit: Duration,
 }
 
 /// What the focused checks of some runs and cuts (one processor's, or a group's) proved
@@ -403,6 +406,7 @@ impl Relaxation {
                 unanswered: Arc::default(),
                 max_layers: MAX_SCHEDULED_LAYERS,
                 check_limit: SCHEDULED_CHECK_LIMIT,
+                group_limit: SCHEDULED_CHECK_LIMIT,
             }),
             search: true,
         }
@@ -438,6 +442,16 @@ impl Relaxation {
     fn checking_within(mut self, limit: Duration) -> Self {
         if let Some(s) = &mut self.scheduling {
             s.check_limit = limit;
+        }
+        self
+    }
+
+    /// The same relaxation with the checks of groups given at most `limit` each (for tests:
+    /// none, only the groups' checks cut short).
+    #[cfg(test)]
+    fn checking_groups_within(mut self, limit: Duration) -> Self {
+        if let Some(s) = &mut self.scheduling {
+            s.group_limit = limit;
         }
         self
     }
@@ -875,8 +889,8 @@ impl Relaxation {
 
 impl Relaxation {
     /// Whether the assignment that last passed [`Self::scheduled_premises`] passed with a
-    /// processor whose check was cut short by the time: it passed the relaxation, but a
-    /// longer check might still exclude it.
+    /// check cut short by the time (a processor's, or the group's): it passed the
+    /// relaxation, but a longer check might still exclude it.
     fn passed_unanswered(&self) -> bool {
         self.scheduling
             .as_ref()
@@ -896,7 +910,8 @@ impl Relaxation {
     /// used one unless there are two; the transfers of the cuts between two of them share
     /// their link) get one check focused on all of them, and a proof yields a premise on
     /// the group, with members dropped while it still holds. A check cut short by the time
-    /// proves nothing. The processors closest to their limits by the closed forms (load,
+    /// proves nothing, and an assignment that passes with one (a processor's or the
+    /// group's) passes unanswered ([`Self::passed_unanswered`]). The processors closest to their limits by the closed forms (load,
     /// average memory) go first, so that the time goes where a proof is likeliest, each
     /// within `QUICK_CHECK_LIMIT` first and, when none is proven, those cut short again
     /// with the full limit, the fewest layers first (the smallest MILP is the likeliest to
@@ -1119,12 +1134,19 @@ impl Relaxation {
         // (16-layer chains on 4 processors: the bound's phase 2-5 times longer, no bound
         // higher).
         let used = assignment.iter().copied().max().map_or(0, |m| m + 1);
+        // Whether a group's check was cut short: an assignment that passes then passes
+        // unanswered, as when a processor's was.
+        let group_cut_short = std::cell::Cell::new(false);
         let proves = |group: &[(usize, Holding)]| -> crate::error::Result<bool> {
             if group.len() < 2 || (group.len() >= used && used > 2) {
                 return Ok(false);
             }
             let (members, holdings) = in_chain_order(group);
-            Ok(check(assignment, &members, &[], &holdings, Duration::MAX)? == Some(false))
+            let answer = check(assignment, &members, &[], &holdings, s.group_limit)?;
+            if answer.is_none() {
+                group_cut_short.set(true);
+            }
+            Ok(answer == Some(false))
         };
         let small = greedy(&without_largest);
         let full = greedy(&order);
@@ -1133,6 +1155,9 @@ impl Relaxation {
         } else if full != small && proves(&full)? {
             full
         } else {
+            if group_cut_short.get() {
+                s.unanswered.store(true, Ordering::Relaxed);
+            }
             return Ok(Vec::new());
         };
         // Fewer members while the proof holds, the most layers first: a premise on fewer
@@ -2900,6 +2925,13 @@ mod tests {
         let premises = relax.scheduled_premises(&a, period, threads, no_time());
         assert!(premises.unwrap().is_empty());
         assert!(relax.passed_unanswered());
+        // Each processor's pattern found, the group of both (the whole assignment) given
+        // no time: unanswered too.
+        let groups_cut_short = Relaxation::new(&inst, &Platform::new(2, 1e3, 10.0))
+            .checking_groups_within(Duration::ZERO);
+        let premises = groups_cut_short.scheduled_premises(&a, period, threads, None);
+        assert!(premises.unwrap().is_empty());
+        assert!(groups_cut_short.passed_unanswered());
     }
 
     /// A bound whose last pass came from an assignment with a check cut short is not
@@ -2927,6 +2959,11 @@ mod tests {
         assert!(cut_short.relaxed_period.is_some(), "{cut_short:?}");
         // No check proves anything then: the bound is the closed forms' alone.
         assert!(cut_short.lower_bound <= answered.lower_bound * (1.0 + 1e-9));
+        // Only the groups' checks cut short: not complete either.
+        let groups_cut_short =
+            bound(Relaxation::new(&inst, &platform).checking_groups_within(Duration::ZERO));
+        assert!(!groups_cut_short.complete, "{groups_cut_short:?}");
+        assert!(groups_cut_short.lower_bound <= answered.lower_bound * (1.0 + 1e-9));
     }
 
     /// An assignment whose exact check gives no answer does not end the decision: the
