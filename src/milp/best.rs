@@ -24,7 +24,7 @@
 //!    relaxation's assignments, each scheduled over every stage structure of its runs
 //!    ([`schedule_assignment_below`]: a stage per layer, consecutive layers that share a
 //!    tensor free to form one stage, all decided by one MILP per period), together within
-//!    a third of the time left, at least 10 s (`phase_limit`), in two passes: each seed at
+//!    a quarter of the time left, at least 10 s (`SEEDS_SHARE`), in two passes: each seed at
 //!    most `SEED_FIRST_LIMIT` (3 s) first, then those whose MILP that limit cut short, up
 //!    to `SCHEDULE_LIMIT` (10 s) each, with what the phase has left (the seed with the
 //!    lowest bound is often one whose runs interleave and whose MILP cannot decide).
@@ -271,17 +271,24 @@ fn seeds_in_two_passes(
 /// wider than this, and just below the incumbent after.
 const HALVING_GAP: f64 = 0.004;
 
-/// The seeds together, and the local search (with the general MILP on groups), each take
-/// at most this share of the time left when they start, so that the exact checks, which
-/// both find plans and prove them, keep time on chains whose every-structure MILPs are
-/// slow; never less than one of their MILPs may take ([`phase_limit`]).
+/// The local search (with the general MILP on groups) takes at most this share of the
+/// time left when it starts, so that the exact checks, which both find plans and prove
+/// them, keep time on chains whose every-structure MILPs are slow; never less than one of
+/// its MILPs may take ([`phase_limit`]).
 const PHASE_SHARE: f64 = 1.0 / 3.0;
 
-/// The most the seeds, or the local search, may take of the time `left`: a share of it, but
+/// The seeds together take at most this share of the time left when they start (never
+/// less than one of their MILPs may take). Less than the local search's: on random chains
+/// of 16 layers, the seeds' every-structure MILPs run to their limits, and the plans that
+/// let the exact checks prove the optimum come from the annealing and the local search
+/// after them (results/README.md, "How far exact reaches").
+const SEEDS_SHARE: f64 = 1.0 / 4.0;
+
+/// The most a phase with share `share` may take of the time `left`: that share of it, but
 /// at least `SCHEDULE_LIMIT` (with the grid's 12 s, where the bound takes two thirds, a
 /// share of the 4 s left cut the seeds' MILPs short and lost plans they find in 5-7 s).
-fn phase_limit(left: Duration) -> Duration {
-    left.mul_f64(PHASE_SHARE).max(SCHEDULE_LIMIT)
+fn phase_limit(left: Duration, share: f64) -> Duration {
+    left.mul_f64(share).max(SCHEDULE_LIMIT)
 }
 
 /// Chains of at most this many layers are searched over every stage structure of an
@@ -796,7 +803,7 @@ impl Planner for BestPlanner {
             .take(ANNEAL_STARTS)
             .collect();
         // Two passes ([`seeds_in_two_passes`]), within the phase.
-        let seeds_until = Instant::now() + phase_limit(left());
+        let seeds_until = Instant::now() + phase_limit(left(), SEEDS_SHARE);
         seeds_in_two_passes(
             seeds,
             || seeds_until.saturating_duration_since(Instant::now()),
@@ -869,7 +876,7 @@ impl Planner for BestPlanner {
         // general MILP on groups again with more time, and the local search again around
         // its plan when it is better.
         let mut stopped_by_clock = false;
-        let search_until = Instant::now() + phase_limit(left());
+        let search_until = Instant::now() + phase_limit(left(), PHASE_SHARE);
         let search_left = || {
             search_until
                 .saturating_duration_since(Instant::now())
