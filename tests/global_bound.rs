@@ -888,3 +888,113 @@ fn soak_the_bound_and_best_against_exhaustive_search() {
     eprintln!("{stats:?}; best checked on {best_checked} cases");
     assert!(stats.infeasible + stats.ratio.len() + stats.no_plan_not_proven > 0);
 }
+
+/// The exact checks' loop ([`decide_period`]) asked at period after period with what it
+/// learnt before (premises, and where its search stopped: a later search at that period or
+/// a shorter one goes on from there), with some exact answers withheld (an assignment set
+/// aside, to be asked again by a later call; the first answer about every assignment that
+/// has a plan among them): "no plan" is never said of a period that some allocation
+/// reaches, and a plan is never claimed for an assignment that has none. Every
+/// assignment's optimum is known beforehand (every allocation scheduled exactly).
+#[test]
+fn exact_checks_that_go_on_from_where_they_stopped_never_miss_a_plan() {
+    use pipeopt::milp::global_bound::{decide_period, Decision, Learnt, Verdict};
+    let canonical = |a: &[usize]| -> Vec<usize> {
+        let mut seen: Vec<usize> = Vec::new();
+        a.iter()
+            .map(|&p| match seen.iter().position(|&q| q == p) {
+                Some(i) => i,
+                None => {
+                    seen.push(p);
+                    seen.len() - 1
+                }
+            })
+            .collect()
+    };
+    let threads = std::num::NonZeroU32::MIN;
+    let (mut no_plan, mut plans) = (0usize, 0usize);
+    for seed in 200..208u64 {
+        let l = 5 + (seed as usize % 2);
+        let inst = random_chain(seed, l);
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth) in [(2, 0.6, 5.0), (3, 0.45, 20.0)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            // Each assignment's best period (one stage per layer: enough without overlaps).
+            let mut optimum: Vec<(Vec<usize>, f64)> = Vec::new();
+            for alloc in all_allocations(l, processors, false) {
+                let out =
+                    schedule_allocation(&inst, &platform, &alloc, &MilpOptions::default()).unwrap();
+                assert!(matches!(
+                    out.status,
+                    SolveStatus::Optimal | SolveStatus::Infeasible
+                ));
+                if let Some(pattern) = &out.pattern {
+                    let j = judge(&inst, &platform, &alloc, pattern);
+                    let a: Vec<usize> = alloc.stages.iter().map(|s| s.processor).collect();
+                    optimum.push((canonical(&a), j.period));
+                }
+            }
+            let best = optimum.iter().map(|o| o.1).fold(f64::INFINITY, f64::min);
+            let of = |a: &[usize]| {
+                let a = canonical(a);
+                optimum
+                    .iter()
+                    .find(|o| o.0 == a)
+                    .map_or(f64::INFINITY, |o| o.1)
+            };
+            let base = if best.is_finite() {
+                best
+            } else {
+                period_lower_bound(&inst, &platform) * 2.0
+            };
+            let relax = Relaxation::new(&inst, &platform);
+            let mut learnt = Learnt::default();
+            let mut asked = 0usize;
+            // Withheld: the first answer about each assignment that has a plan, and every
+            // third answer.
+            let mut withheld: Vec<Vec<usize>> = Vec::new();
+            for factor in [
+                1.5, 1.0, 1.0, 0.97, 1.2, 1.2, 0.9, 1.1, 1.1, 0.99, 1.05, 1.0,
+            ] {
+                let period = base * factor;
+                let decision =
+                    decide_period(&relax, period, threads, None, &mut learnt, &mut |a| {
+                        asked += 1;
+                        let plan = of(a) <= period;
+                        let first = plan && !withheld.contains(&canonical(a));
+                        if first {
+                            withheld.push(canonical(a));
+                        }
+                        Ok(if first || asked % 3 == 0 {
+                            Verdict::Unknown
+                        } else if plan {
+                            Verdict::Plan
+                        } else {
+                            Verdict::NoPlan
+                        })
+                    })
+                    .unwrap();
+                match decision {
+                    Decision::NoPlan => {
+                        assert!(
+                            best > period * (1.0 - 1e-6),
+                            "seed {seed}, P = {processors}: no plan said at {period}, \
+                             optimum {best}"
+                        );
+                        no_plan += 1;
+                    }
+                    Decision::Plan(a) => {
+                        assert!(
+                            of(&a) <= period,
+                            "seed {seed}: {a:?} has no plan at {period}"
+                        );
+                        plans += 1;
+                    }
+                    Decision::Undecided(_) => {}
+                }
+            }
+        }
+    }
+    // Both answers occur, so neither direction is checked vacuously.
+    assert!(no_plan > 10 && plans > 10, "{no_plan} {plans}");
+}

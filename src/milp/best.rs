@@ -79,7 +79,7 @@ use crate::milp::general::general_optimum;
 use crate::milp::global_bound::anneal::{anneal_assignments, canonical, AnnealOptions};
 use crate::milp::global_bound::{
     decide_period, global_lower_bound_learning, infinite, BoundOptions, Decision, GlobalBound,
-    Premise, Relaxation, Verdict, CLOSING_GAP,
+    Learnt, Relaxation, Verdict, CLOSING_GAP,
 };
 use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
@@ -645,7 +645,7 @@ impl Planner for BestPlanner {
                 PRECISION
             }
         };
-        let mut pool: Vec<Premise> = Vec::new();
+        let mut learnt = Learnt::default();
         let bound: GlobalBound = global_lower_bound_learning(
             instance,
             platform,
@@ -658,7 +658,7 @@ impl Planner for BestPlanner {
                     .map(|i| (i.period() / (1.0 + tolerance), tolerant_from)),
                 ..BoundOptions::default()
             },
-            &mut pool,
+            &mut learnt,
         )?;
         if bound.infeasible {
             if let Some(i) = &incumbent {
@@ -1034,7 +1034,7 @@ impl Planner for BestPlanner {
                     target,
                     self.milp.threads,
                     Some(question_time()),
-                    &mut pool,
+                    &mut learnt,
                     &mut exact,
                 )? {
                     Decision::NoPlan => lower = lower.max(target),

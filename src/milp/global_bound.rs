@@ -1387,6 +1387,16 @@ fn focused_check(
     })
 }
 
+/// What the relaxation learnt of one case, kept across probes and calls on that case: the
+/// premises found so far, and how far the search over assignments got at each period
+/// ([`search::Frontiers`]: a later search at that period or a shorter one goes on from
+/// there instead of walking again through what was already excluded).
+#[derive(Debug, Clone, Default)]
+pub struct Learnt {
+    pub premises: Vec<Premise>,
+    frontiers: search::Frontiers,
+}
+
 /// What the bound has learnt cannot fit (module docs, "Exact windows").
 #[derive(Debug, Clone, PartialEq)]
 pub enum Premise {
@@ -1772,18 +1782,21 @@ enum Probe {
 }
 
 /// Solves the relaxation at `period`, adding the premises its solutions violate until one
-/// satisfies every exact check ([`relaxation_fits`]) or none is left. `pool` keeps the
-/// premises found so far; those that cannot fit at `period` either enter the first solve.
+/// satisfies every exact check ([`relaxation_fits`]) or none is left. `learnt` keeps the
+/// premises found so far (those that cannot fit at `period` either enter the first solve)
+/// and where the searches stopped (this one starts from the furthest point reached at
+/// `period` or above).
 fn probe(
     relax: &Relaxation,
     period: f64,
     milp: &MilpOptions,
     time_left: Option<Duration>,
     nodes: &mut u64,
-    pool: &mut Vec<Premise>,
+    learnt: &mut Learnt,
 ) -> crate::error::Result<Probe> {
     let started = Instant::now();
-    let mut cuts: Vec<Premise> = pool
+    let mut cuts: Vec<Premise> = learnt
+        .premises
         .iter()
         .filter(|h| match h {
             Premise::Exact(h) => !relax.holding_fits(h, period),
@@ -1809,10 +1822,20 @@ fn probe(
         let known = premises.len();
         let mut leaf =
             |a: &[usize]| relax.scheduled_premises(a, period, milp.threads, probe_deadline);
-        let answer = search::decide(relax, period, &mut premises, Some(deadline), &mut leaf)?;
+        let from = learnt.frontiers.start(period);
+        let (answer, reached) = search::decide_from(
+            relax,
+            period,
+            &mut premises,
+            Some(deadline),
+            &mut leaf,
+            &from.0,
+            u64::MAX,
+        )?;
+        learnt.frontiers.record(period, reached);
         for h in premises.drain(known..) {
-            if !pool.contains(&h) {
-                pool.push(h.clone());
+            if !learnt.premises.contains(&h) {
+                learnt.premises.push(h.clone());
             }
             if !cuts.contains(&h) {
                 cuts.push(h);
@@ -1885,8 +1908,8 @@ fn probe(
         }
         for h in violated {
             if !cuts.contains(&h) {
-                if !pool.contains(&h) {
-                    pool.push(h.clone());
+                if !learnt.premises.contains(&h) {
+                    learnt.premises.push(h.clone());
                 }
                 cuts.push(h);
             } else {
@@ -1907,7 +1930,14 @@ pub fn relaxation_feasible(
 ) -> crate::error::Result<Option<bool>> {
     let mut nodes = 0;
     Ok(
-        match probe(relax, period, options, None, &mut nodes, &mut Vec::new())? {
+        match probe(
+            relax,
+            period,
+            options,
+            None,
+            &mut nodes,
+            &mut Learnt::default(),
+        )? {
             Probe::Infeasible => Some(false),
             Probe::Feasible(_) => Some(true),
             Probe::Undecided | Probe::TooLarge => None,
@@ -1960,9 +1990,10 @@ pub enum Decision {
 /// Decides whether any plan of the case has period `period` or shorter, exactly when
 /// `exact` is: the relaxation's loop, with every assignment that passes it handed to
 /// `exact` (e.g. the scheduling MILP on its stages). An assignment proven to have no plan
-/// at `period` is excluded (a no-good premise, kept in `pool` for this period and shorter
+/// at `period` is excluded (a no-good premise, kept in `learnt` for this period and shorter
 /// ones) and the loop goes on; so does an assignment `exact` leaves unanswered, set aside
-/// for the rest of this call only (nothing was proven of it). It ends when the relaxation
+/// for the rest of this call only (nothing was proven of it: the search's positions in
+/// `learnt` are moved back to it before returning, so that a later call asks it again). It ends when the relaxation
 /// has no assignment left (every assignment either fails the relaxation or was excluded: no
 /// plan, unless one was set aside: undecided), when `exact` finds a plan, or undecided. A
 /// combinatorial (logic-based) Benders decomposition whose subproblem is the exact
@@ -1972,7 +2003,7 @@ pub fn decide_period(
     period: f64,
     threads: std::num::NonZeroU32,
     time_limit: Option<Duration>,
-    pool: &mut Vec<Premise>,
+    learnt: &mut Learnt,
     exact: &mut dyn FnMut(&[usize]) -> crate::error::Result<Verdict>,
 ) -> crate::error::Result<Decision> {
     let started = Instant::now();
@@ -1980,7 +2011,7 @@ pub fn decide_period(
     let mut nodes = 0;
     // Assignments whose exact check gave no answer: excluded for the rest of this search,
     // so that the others still get theirs (one of them may have a plan), and taken out of
-    // `pool` again before returning, since nothing was proven of them; while there is any,
+    // `learnt` again before returning, since nothing was proven of them; while there is any,
     // "no plan" cannot be said.
     let mut skipped: Vec<Premise> = Vec::new();
     let mut decide = || -> crate::error::Result<Decision> {
@@ -1998,7 +2029,7 @@ pub fn decide_period(
             if left.is_some_and(|t| t.is_zero()) {
                 return Ok(undecided("time limit", &skipped));
             }
-            let assignment = match probe(relax, period, &milp, left, &mut nodes, pool)? {
+            let assignment = match probe(relax, period, &milp, left, &mut nodes, learnt)? {
                 Probe::Infeasible if skipped.is_empty() => return Ok(Decision::NoPlan),
                 Probe::Infeasible => return Ok(undecided("no other assignment passes", &skipped)),
                 Probe::Undecided => {
@@ -2016,20 +2047,27 @@ pub fn decide_period(
                 Verdict::Plan => return Ok(Decision::Plan(assignment)),
                 verdict => {
                     let excluded = Premise::Excluded { assignment, period };
-                    if pool.contains(&excluded) {
+                    if learnt.premises.contains(&excluded) {
                         // Solver tolerances let an excluded assignment through: stop (safe).
                         return Ok(undecided("an excluded assignment came back", &skipped));
                     }
                     if verdict == Verdict::Unknown {
                         skipped.push(excluded.clone());
                     }
-                    pool.push(excluded);
+                    learnt.premises.push(excluded);
                 }
             }
         }
     };
     let decision = decide();
-    pool.retain(|h| !skipped.contains(h));
+    learnt.premises.retain(|h| !skipped.contains(h));
+    for h in &skipped {
+        if let Premise::Excluded { assignment, .. } = h {
+            learnt
+                .frontiers
+                .back_to(period, &search::Position::of(relax, assignment));
+        }
+    }
     decision
 }
 
@@ -2053,16 +2091,16 @@ pub fn global_lower_bound(
     platform: &Platform,
     options: &BoundOptions,
 ) -> crate::error::Result<GlobalBound> {
-    global_lower_bound_learning(instance, platform, options, &mut Vec::new())
+    global_lower_bound_learning(instance, platform, options, &mut Learnt::default())
 }
 
-/// [`global_lower_bound`], starting from the premises in `pool` (learnt on the same case)
-/// and leaving there every premise it learns, for a later [`decide_period`].
+/// [`global_lower_bound`], starting from what `learnt` holds (learnt on the same case) and
+/// leaving there everything it learns, for a later [`decide_period`].
 pub fn global_lower_bound_learning(
     instance: &Instance,
     platform: &Platform,
     options: &BoundOptions,
-    pool: &mut Vec<Premise>,
+    learnt: &mut Learnt,
 ) -> crate::error::Result<GlobalBound> {
     instance.check()?;
     platform.check()?;
@@ -2071,7 +2109,7 @@ pub fn global_lower_bound_learning(
         instance,
         platform,
         options,
-        pool,
+        learnt,
     )
 }
 
@@ -2081,7 +2119,7 @@ fn bound_of(
     instance: &Instance,
     platform: &Platform,
     options: &BoundOptions,
-    pool: &mut Vec<Premise>,
+    learnt: &mut Learnt,
 ) -> crate::error::Result<GlobalBound> {
     let started = Instant::now();
     let milp = relaxation_milp(options.threads);
@@ -2147,7 +2185,7 @@ fn bound_of(
                 &milp,
                 time_left().map(|t| t.mul_f64(share)),
                 &mut out.nodes,
-                pool,
+                learnt,
             )?
         }
         decided => decided,
@@ -2272,7 +2310,7 @@ fn bound_of(
                 // A probe gets at most a third of what is left (but a second at least), so that
                 // one hard period near the threshold leaves time for easier ones below it.
                 let budget = phase_left().map(|t| (t / 3).max(Duration::from_secs(1)).min(t));
-                match probe(phase_relax, mid, &milp, budget, &mut out.nodes, pool)? {
+                match probe(phase_relax, mid, &milp, budget, &mut out.nodes, learnt)? {
                     Probe::Infeasible => {
                         lo = mid;
                         step = step.map(|s| 2.0 * s);
@@ -2334,7 +2372,7 @@ fn bound_of(
                 break;
             };
             out.solves += 1;
-            match probe(phase_relax, t, &milp, Some(budget), &mut out.nodes, pool)? {
+            match probe(phase_relax, t, &milp, Some(budget), &mut out.nodes, learnt)? {
                 Probe::Infeasible => {
                     lo = t;
                     // Every period left undecided at or below `t` is decided with it.
@@ -2947,7 +2985,7 @@ mod tests {
                 &inst,
                 &platform,
                 &BoundOptions::default(),
-                &mut Vec::new(),
+                &mut Learnt::default(),
             )
             .unwrap()
         };
@@ -2980,13 +3018,13 @@ mod tests {
         let threads = std::num::NonZeroU32::MIN;
         let decide = |answer: &dyn Fn(usize) -> Verdict| {
             let mut seen: Vec<Vec<usize>> = Vec::new();
-            let mut pool = Vec::new();
-            let d = decide_period(&relax, period, threads, None, &mut pool, &mut |a| {
+            let mut learnt = Learnt::default();
+            let d = decide_period(&relax, period, threads, None, &mut learnt, &mut |a| {
                 seen.push(a.to_vec());
                 Ok(answer(seen.len()))
             })
             .unwrap();
-            (d, seen, pool)
+            (d, seen, learnt.premises)
         };
         let excluded = |a: &Vec<usize>| Premise::Excluded {
             assignment: a.clone(),
@@ -3019,6 +3057,29 @@ mod tests {
         });
         assert_eq!(d, Decision::Plan(all[1].clone()));
         assert!(pool.is_empty(), "{pool:?}");
+        // Asked again with what the first call learnt: the search goes on from where it
+        // stopped, but no further than the assignment left unanswered, which is asked again
+        // (and, proven now, the period has no plan).
+        let mut learnt = Learnt::default();
+        let mut seen = Vec::new();
+        let first = decide_period(&relax, period, threads, None, &mut learnt, &mut |a| {
+            seen.push(a.to_vec());
+            Ok(if seen.len() == 1 {
+                Verdict::Unknown
+            } else {
+                Verdict::NoPlan
+            })
+        })
+        .unwrap();
+        assert!(matches!(first, Decision::Undecided(_)), "{first:?}");
+        let mut again = Vec::new();
+        let second = decide_period(&relax, period, threads, None, &mut learnt, &mut |a| {
+            again.push(a.to_vec());
+            Ok(Verdict::NoPlan)
+        })
+        .unwrap();
+        assert_eq!(second, Decision::NoPlan);
+        assert_eq!(again, vec![all[0].clone()]);
     }
 
     #[test]

@@ -31,6 +31,17 @@
 //! grows), and all of them on a complete assignment. A caller's `leaf` check may add premises
 //! against an assignment that passes the rest (the scheduled checks); the search then goes
 //! on, which keeps it exact: the branches already closed were closed by fewer premises.
+//!
+//! A search cut short by its deadline, or ended by an assignment it returns, says where it
+//! stopped ([`Position`]: the choice taken at each depth, in the order the search tries
+//! them, which depends only on the layers placed before). Everything before that position
+//! was excluded by facts and premises valid at the period, hence at every shorter one (a
+//! plan at a shorter period stretches into one at the longer), so a later search at that
+//! period or a shorter one may start there ([`Frontiers`], kept with the premises of the
+//! case) instead of walking again through what was excluded: the bisection's probes, and
+//! `best`'s exact checks, which ask one period again and again as they exclude assignments
+//! one at a time. A caller that lifts an exclusion it had not proven (an assignment set
+//! aside for a while) moves the positions back to it.
 
 use std::time::Instant;
 
@@ -52,6 +63,22 @@ pub fn decide(
     deadline: Option<Instant>,
     leaf: &mut Leaf<'_>,
 ) -> crate::error::Result<Answer> {
+    Ok(decide_from(relax, period, premises, deadline, leaf, &[], u64::MAX)?.0)
+}
+
+/// [`decide`], starting from `from` (a [`Position`]: everything before it is taken as
+/// excluded) and stopping undecided after `node_limit` nodes as well as at `deadline`;
+/// with the answer, where the search stopped: the assignment found, the first subtree
+/// left unexplored, or [`Position::end`] when no assignment is left.
+pub fn decide_from(
+    relax: &Relaxation,
+    period: f64,
+    premises: &mut Vec<Premise>,
+    deadline: Option<Instant>,
+    leaf: &mut Leaf<'_>,
+    from: &[usize],
+    node_limit: u64,
+) -> crate::error::Result<(Answer, Position)> {
     let n = relax.layers;
     let procs = relax.processors.min(n).max(1);
     let mut rest_load = vec![0.0; n + 1];
@@ -70,7 +97,12 @@ pub fn decide(
         rest_load,
         rest_memory,
         deadline,
+        node_limit,
         assignment: Vec::with_capacity(n),
+        path: Vec::with_capacity(n),
+        from,
+        on_path: !from.is_empty(),
+        stopped_at: None,
         loads: vec![0.0; procs],
         links: vec![0.0; procs * procs],
         needs: vec![0.0; procs],
@@ -84,13 +116,102 @@ pub fn decide(
     if let Some(e) = search.error {
         return Err(e);
     }
+    let stopped_at = search.stopped_at.take();
     Ok(if found {
-        Answer::Feasible(search.assignment)
+        (Answer::Feasible(search.assignment), Position(search.path))
     } else if search.out_of_time {
-        Answer::Undecided
+        (
+            Answer::Undecided,
+            Position(stopped_at.unwrap_or_else(|| from.to_vec())),
+        )
     } else {
-        Answer::Infeasible
+        (Answer::Infeasible, Position::end())
     })
+}
+
+/// A place in the search's depth-first order: at each depth, the index of the choice taken
+/// among the processors the search tries there, in the order it tries them (which depends
+/// only on the layers placed before: see [`Search::order`]). Positions compare as the
+/// order visits them: one before another (lexicographically, a prefix first) starts
+/// earlier; a search that stopped at a position has finished every assignment before it
+/// and none at or after it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position(pub Vec<usize>);
+
+impl Position {
+    /// After every assignment: a search from here has nothing left.
+    pub fn end() -> Position {
+        Position(vec![usize::MAX])
+    }
+
+    /// The position of the complete assignment `a` (relabelled by first appearance, as the
+    /// search labels processors).
+    pub fn of(relax: &Relaxation, a: &[usize]) -> Position {
+        let a = canonical(a);
+        let procs = relax.processors.min(relax.layers).max(1);
+        let mut loads = vec![0.0; procs];
+        let mut path = Vec::with_capacity(a.len());
+        for (k, &p) in a.iter().enumerate() {
+            let order = Search::order(&a[..k], &loads, procs);
+            // Every canonical label is among the choices (the used ones and the next).
+            path.push(order.iter().position(|&q| q == p).unwrap_or(usize::MAX));
+            if let Some(l) = loads.get_mut(p) {
+                *l += relax.u[k];
+            }
+        }
+        Position(path)
+    }
+}
+
+/// How far the searches at each period got, kept across probes of one case: at a recorded
+/// period, every assignment before the recorded position is excluded by facts and premises
+/// valid there, hence at every shorter period (a plan at a shorter period stretches into
+/// one at the longer); so a search at `T` may start from the furthest position recorded at
+/// `T` or above. Only proven exclusions may stand behind a position: one that a caller
+/// lifts again (an assignment set aside, not proven) moves the positions back to it
+/// ([`Frontiers::back_to`]).
+#[derive(Debug, Clone, Default)]
+pub struct Frontiers {
+    reached: Vec<(f64, Position)>,
+}
+
+impl Frontiers {
+    /// Where a search at `period` may start: the furthest position recorded at `period` or
+    /// above (the very start when none).
+    pub fn start(&self, period: f64) -> Position {
+        self.reached
+            .iter()
+            .filter(|(t, _)| *t >= period)
+            .map(|(_, p)| p)
+            .max()
+            .cloned()
+            .unwrap_or(Position(Vec::new()))
+    }
+
+    /// Records that a search at `period` finished everything before `position`; records
+    /// that this one makes useless (at a period no longer, no further) are dropped.
+    pub fn record(&mut self, period: f64, position: Position) {
+        if self
+            .reached
+            .iter()
+            .any(|(t, p)| *t >= period && *p >= position)
+        {
+            return;
+        }
+        self.reached
+            .retain(|(t, p)| !(*t <= period && *p <= position));
+        self.reached.push((period, position));
+    }
+
+    /// Moves every position recorded at `period` or below back to `position` where it is
+    /// further: what lies after `position` there is no longer known to be excluded.
+    pub fn back_to(&mut self, period: f64, position: &Position) {
+        for (t, p) in &mut self.reached {
+            if *t <= period && *p > *position {
+                *p = position.clone();
+            }
+        }
+    }
 }
 
 /// Whether `premise` excludes the partial assignment `a` (layers `0..a.len()`); with
@@ -142,7 +263,16 @@ struct Search<'a, 'b> {
     /// The least that layers `k..` add to the averages of the processors that take them.
     rest_memory: Vec<f64>,
     deadline: Option<Instant>,
+    node_limit: u64,
     assignment: Vec<usize>,
+    /// The index of each choice of `assignment` among those tried at its depth.
+    path: Vec<usize>,
+    /// Where the search starts ([`Position`]), and whether it is still on the way there
+    /// (every choice so far the one `from` names).
+    from: &'a [usize],
+    on_path: bool,
+    /// The first subtree left unexplored when the time ran out.
+    stopped_at: Option<Vec<usize>>,
     loads: Vec<f64>,
     /// `links[p * procs + q]` (`p < q`): the load of the link between `p` and `q`.
     links: Vec<f64>,
@@ -157,6 +287,22 @@ struct Search<'a, 'b> {
 }
 
 impl Search<'_, '_> {
+    /// The processors the search tries for the layer after `placed`, in order: the
+    /// processor of the layer before first (no cut), then the others, least loaded first,
+    /// then a new one.
+    fn order(placed: &[usize], loads: &[f64], procs: usize) -> Vec<usize> {
+        let used = placed.iter().max().map_or(0, |&m| m + 1);
+        let before = placed.last().copied();
+        let mut order: Vec<usize> = before.into_iter().collect();
+        let mut others: Vec<usize> = (0..used).filter(|&p| Some(p) != before).collect();
+        others.sort_by(|&a, &b| loads[a].total_cmp(&loads[b]));
+        order.extend(others);
+        if used < procs {
+            order.push(used);
+        }
+        order
+    }
+
     /// Whether layers `k..` can be placed after the current ones.
     fn place(&mut self, k: usize) -> bool {
         let relax = self.relax;
@@ -164,24 +310,29 @@ impl Search<'_, '_> {
             return self.accept();
         }
         self.nodes += 1;
-        if self.nodes & 255 == 0 && self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.nodes >= self.node_limit
+            || (self.nodes & 255 == 0 && self.deadline.is_some_and(|d| Instant::now() >= d))
+        {
+            if !self.out_of_time {
+                self.stopped_at = Some(self.path.clone());
+            }
             self.out_of_time = true;
         }
         if self.out_of_time {
             return false;
         }
-        let used = self.assignment.iter().max().map_or(0, |&m| m + 1);
         let before = self.assignment.last().copied();
-        // The processor of the layer before first (no cut), then the others, least loaded
-        // first, then a new one.
-        let mut order: Vec<usize> = before.into_iter().collect();
-        let mut others: Vec<usize> = (0..used).filter(|&p| Some(p) != before).collect();
-        others.sort_by(|&a, &b| self.loads[a].total_cmp(&self.loads[b]));
-        order.extend(others);
-        if used < self.procs {
-            order.push(used);
-        }
-        for p in order {
+        let order = Self::order(&self.assignment, &self.loads, self.procs);
+        // On the way to `from`: the choices before its own were finished by an earlier
+        // search.
+        let resume = if self.on_path {
+            self.from.get(k).copied()
+        } else {
+            None
+        };
+        self.on_path = resume.is_some();
+        for (i, p) in order.into_iter().enumerate().skip(resume.unwrap_or(0)) {
+            self.on_path = resume == Some(i);
             if self.loads[p] + relax.u[k] > self.cap_time {
                 continue;
             }
@@ -205,6 +356,7 @@ impl Search<'_, '_> {
                 continue;
             }
             self.assignment.push(p);
+            self.path.push(i);
             let saved = self.needs.clone();
             let fits = self.memory_fits(p, link.is_some())
                 && !self
@@ -227,11 +379,13 @@ impl Search<'_, '_> {
                 }
             }
             self.assignment.pop();
+            self.path.pop();
             self.needs = saved;
             if self.out_of_time {
                 return false;
             }
         }
+        self.on_path = false;
         false
     }
 
@@ -340,6 +494,111 @@ mod tests {
         }
         // Both answers occur, so neither direction is checked vacuously.
         assert!(decided[0] > 100 && decided[1] > 100, "{decided:?}");
+    }
+
+    /// A search cut short again and again (a few nodes at a time), each time going on from
+    /// where the last one stopped, with every assignment it returns excluded before it goes
+    /// on (as [`super::decide_period`] does), returns every assignment that passes the
+    /// relaxation exactly once, in its order, at the position [`Position::of`] gives, and
+    /// ends "infeasible" only after the last one: resuming skips nothing and repeats nothing.
+    #[test]
+    fn resuming_where_a_search_stopped_misses_nothing() {
+        let mut returned = 0usize;
+        for seed in 61..81u64 {
+            let n = 4 + (seed as usize % 4);
+            let instance = random_chain(seed, n);
+            let total: f64 = instance.layers.iter().map(|l| l.fwd + l.bwd).sum();
+            for procs in [2, 3] {
+                for share in [0.5, 1.0] {
+                    let platform =
+                        Platform::new(procs, share * one_processor_memory(&instance), 10.0);
+                    let relax = Relaxation::new(&instance, &platform);
+                    for factor in [0.5, 0.9] {
+                        let period = factor * total;
+                        let mut expected = Vec::new();
+                        for_each_allocation(n, procs, |a| {
+                            if relaxation_fits(&relax, a, period) {
+                                expected.push(canonical(a));
+                            }
+                        });
+                        let mut premises = Vec::new();
+                        let mut from = Position(Vec::new());
+                        let mut found: Vec<Vec<usize>> = Vec::new();
+                        // Enough nodes to walk back down to `from` and take one step more.
+                        let limit = (n + 2 + (seed as usize % 5)) as u64;
+                        loop {
+                            let (answer, at) = decide_from(
+                                &relax,
+                                period,
+                                &mut premises,
+                                None,
+                                &mut |_| Ok(Vec::new()),
+                                &from.0,
+                                limit,
+                            )
+                            .unwrap();
+                            match answer {
+                                Answer::Infeasible => {
+                                    assert_eq!(at, Position::end());
+                                    break;
+                                }
+                                Answer::Feasible(a) => {
+                                    assert!(relaxation_fits(&relax, &a, period));
+                                    assert_eq!(at, Position::of(&relax, &a));
+                                    assert!(at >= from, "{at:?} before {from:?}");
+                                    premises.push(Premise::Excluded {
+                                        assignment: a.clone(),
+                                        period,
+                                    });
+                                    found.push(a);
+                                }
+                                Answer::Undecided => {
+                                    assert!(at > from, "no progress from {from:?}");
+                                }
+                            }
+                            from = at;
+                        }
+                        // Each passing assignment once, in the search's order.
+                        let positions: Vec<Position> =
+                            found.iter().map(|a| Position::of(&relax, a)).collect();
+                        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{found:?}");
+                        let mut sorted = found.clone();
+                        sorted.sort();
+                        expected.sort();
+                        assert_eq!(sorted, expected, "seed {seed}, P = {procs}, T = {period}");
+                        returned += found.len();
+                    }
+                }
+            }
+        }
+        assert!(returned > 100, "{returned}");
+    }
+
+    /// A search at a period starts from the furthest position recorded at that period or a
+    /// longer one, never from one recorded only at shorter periods; moving back applies to
+    /// the records at the period and below.
+    #[test]
+    fn frontiers_start_from_longer_periods_only() {
+        let at = |v: &[usize]| Position(v.to_vec());
+        let mut f = Frontiers::default();
+        assert_eq!(f.start(1.0), at(&[]));
+        f.record(2.0, at(&[0, 1]));
+        f.record(1.0, at(&[0, 2]));
+        assert_eq!(f.start(2.5), at(&[]));
+        assert_eq!(f.start(2.0), at(&[0, 1]));
+        assert_eq!(f.start(1.5), at(&[0, 1]));
+        assert_eq!(f.start(1.0), at(&[0, 2]));
+        assert_eq!(f.start(0.5), at(&[0, 2]));
+        // A record no further at a longer period is dropped by one further.
+        f.record(3.0, at(&[1]));
+        assert_eq!(f.start(0.5), at(&[1]));
+        assert_eq!(f.start(3.0), at(&[1]));
+        f.back_to(1.0, &at(&[0, 0, 1]));
+        assert_eq!(f.start(3.0), at(&[1]));
+        assert_eq!(f.start(1.0), at(&[1]));
+        f.back_to(3.0, &at(&[0]));
+        assert_eq!(f.start(0.5), at(&[0]));
+        assert!(Position::end() > at(&[7, 7, 7]));
     }
 
     /// With a caller's check that rejects assignments by premises (here: any processor
