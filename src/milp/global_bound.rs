@@ -1993,9 +1993,10 @@ pub enum Decision {
 /// at `period` is excluded (a no-good premise, kept in `learnt` for this period and shorter
 /// ones) and the loop goes on; so does an assignment `exact` leaves unanswered, set aside
 /// for the rest of this call only (nothing was proven of it: the search's positions in
-/// `learnt` are moved back to it before returning, so that a later call asks it again). It ends when the relaxation
-/// has no assignment left (every assignment either fails the relaxation or was excluded: no
-/// plan, unless one was set aside: undecided), when `exact` finds a plan, or undecided. A
+/// `learnt` are moved back to it before returning, so that a later call asks it again).
+/// It ends when the relaxation has no assignment left (every assignment either fails the
+/// relaxation or was excluded: no plan, unless one was set aside: undecided), when `exact`
+/// finds a plan, or undecided. A
 /// combinatorial (logic-based) Benders decomposition whose subproblem is the exact
 /// scheduling problem of one allocation.
 pub fn decide_period(
