@@ -898,19 +898,8 @@ fn soak_the_bound_and_best_against_exhaustive_search() {
 /// assignment's optimum is known beforehand (every allocation scheduled exactly).
 #[test]
 fn exact_checks_that_go_on_from_where_they_stopped_never_miss_a_plan() {
+    use pipeopt::milp::global_bound::anneal::canonical;
     use pipeopt::milp::global_bound::{decide_period, Decision, Learnt, Verdict};
-    let canonical = |a: &[usize]| -> Vec<usize> {
-        let mut seen: Vec<usize> = Vec::new();
-        a.iter()
-            .map(|&p| match seen.iter().position(|&q| q == p) {
-                Some(i) => i,
-                None => {
-                    seen.push(p);
-                    seen.len() - 1
-                }
-            })
-            .collect()
-    };
     let threads = std::num::NonZeroU32::MIN;
     let (mut no_plan, mut plans) = (0usize, 0usize);
     for seed in 200..208u64 {

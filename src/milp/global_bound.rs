@@ -1829,7 +1829,7 @@ fn probe(
             &mut premises,
             Some(deadline),
             &mut leaf,
-            &from.0,
+            &from,
             u64::MAX,
         )?;
         learnt.frontiers.record(period, reached);

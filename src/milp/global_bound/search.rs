@@ -53,30 +53,20 @@ use super::{held_apart, relaxation_fits, Holding, Premise, Relaxation, Windows};
 /// exclude it (none: accepted).
 pub type Leaf<'a> = dyn FnMut(&[usize]) -> crate::error::Result<Vec<Premise>> + 'a;
 
-/// Decides the relaxation at `period` (finite) until `deadline`: with `premises` (those
-/// valid at `period`; the ones `leaf` adds are appended), and `leaf` asked about every
-/// assignment that passes everything else.
-pub fn decide(
-    relax: &Relaxation,
-    period: f64,
-    premises: &mut Vec<Premise>,
-    deadline: Option<Instant>,
-    leaf: &mut Leaf<'_>,
-) -> crate::error::Result<Answer> {
-    Ok(decide_from(relax, period, premises, deadline, leaf, &[], u64::MAX)?.0)
-}
-
-/// [`decide`], starting from `from` (a [`Position`]: everything before it is taken as
-/// excluded) and stopping undecided after `node_limit` nodes as well as at `deadline`;
-/// with the answer, where the search stopped: the assignment found, the first subtree
-/// left unexplored, or [`Position::end`] when no assignment is left.
+/// Decides the relaxation at `period` (finite) until `deadline` or after `node_limit`
+/// nodes (undecided then): with `premises` (those valid at `period`; the ones `leaf` adds
+/// are appended), and `leaf` asked about every assignment that passes everything else;
+/// starting from `from` (everything before it is taken as excluded; the start:
+/// `Position::default()`). With the answer, where the search stopped: the assignment
+/// found, the first subtree left unexplored, or [`Position::end`] when no assignment is
+/// left.
 pub fn decide_from(
     relax: &Relaxation,
     period: f64,
     premises: &mut Vec<Premise>,
     deadline: Option<Instant>,
     leaf: &mut Leaf<'_>,
-    from: &[usize],
+    from: &Position,
     node_limit: u64,
 ) -> crate::error::Result<(Answer, Position)> {
     let n = relax.layers;
@@ -100,8 +90,8 @@ pub fn decide_from(
         node_limit,
         assignment: Vec::with_capacity(n),
         path: Vec::with_capacity(n),
-        from,
-        on_path: !from.is_empty(),
+        from: &from.0,
+        on_path: !from.0.is_empty(),
         stopped_at: None,
         loads: vec![0.0; procs],
         links: vec![0.0; procs * procs],
@@ -122,7 +112,7 @@ pub fn decide_from(
     } else if search.out_of_time {
         (
             Answer::Undecided,
-            Position(stopped_at.unwrap_or_else(|| from.to_vec())),
+            stopped_at.map_or_else(|| from.clone(), Position),
         )
     } else {
         (Answer::Infeasible, Position::end())
@@ -135,7 +125,7 @@ pub fn decide_from(
 /// order visits them: one before another (lexicographically, a prefix first) starts
 /// earlier; a search that stopped at a position has finished every assignment before it
 /// and none at or after it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Position(pub Vec<usize>);
 
 impl Position {
@@ -185,7 +175,7 @@ impl Frontiers {
             .map(|(_, p)| p)
             .max()
             .cloned()
-            .unwrap_or(Position(Vec::new()))
+            .unwrap_or_default()
     }
 
     /// Records that a search at `period` finished everything before `position`; records
@@ -330,7 +320,6 @@ impl Search<'_, '_> {
         } else {
             None
         };
-        self.on_path = resume.is_some();
         for (i, p) in order.into_iter().enumerate().skip(resume.unwrap_or(0)) {
             self.on_path = resume == Some(i);
             if self.loads[p] + relax.u[k] > self.cap_time {
@@ -474,9 +463,17 @@ mod tests {
                                 any |= relaxation_fits(&relax, a, period)
                             });
                             let mut none = Vec::new();
-                            match decide(&relax, period, &mut none, None, &mut |_| Ok(Vec::new()))
-                                .unwrap()
-                            {
+                            let (answer, _) = decide_from(
+                                &relax,
+                                period,
+                                &mut none,
+                                None,
+                                &mut |_| Ok(Vec::new()),
+                                &Position::default(),
+                                u64::MAX,
+                            )
+                            .unwrap();
+                            match answer {
                                 Answer::Feasible(a) => {
                                     assert!(relaxation_fits(&relax, &a, period));
                                     decided[1] += 1;
@@ -522,7 +519,7 @@ mod tests {
                             }
                         });
                         let mut premises = Vec::new();
-                        let mut from = Position(Vec::new());
+                        let mut from = Position::default();
                         let mut found: Vec<Vec<usize>> = Vec::new();
                         // Enough nodes to walk back down to `from` and take one step more.
                         let limit = (n + 2 + (seed as usize % 5)) as u64;
@@ -533,7 +530,7 @@ mod tests {
                                 &mut premises,
                                 None,
                                 &mut |_| Ok(Vec::new()),
-                                &from.0,
+                                &from,
                                 limit,
                             )
                             .unwrap();
@@ -581,7 +578,7 @@ mod tests {
     fn frontiers_start_from_longer_periods_only() {
         let at = |v: &[usize]| Position(v.to_vec());
         let mut f = Frontiers::default();
-        assert_eq!(f.start(1.0), at(&[]));
+        assert_eq!(f.start(1.0), Position::default());
         f.record(2.0, at(&[0, 1]));
         f.record(1.0, at(&[0, 2]));
         assert_eq!(f.start(2.5), at(&[]));
@@ -639,7 +636,16 @@ mod tests {
                         })
                         .collect::<Vec<_>>())
                 };
-                let answer = decide(&relax, period, &mut premises, None, &mut leaf).unwrap();
+                let (answer, _) = decide_from(
+                    &relax,
+                    period,
+                    &mut premises,
+                    None,
+                    &mut leaf,
+                    &Position::default(),
+                    u64::MAX,
+                )
+                .unwrap();
                 let excluded = |a: &[usize]| premises.iter().any(|p| !obeys(&relax, p, a, period));
                 match answer {
                     Answer::Feasible(a) => {
