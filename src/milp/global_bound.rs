@@ -7,7 +7,9 @@
 //! about one batch's chain of operations that hold whatever the pattern. It is decided
 //! exactly at fixed periods, with bisection on the period: first by a depth-first search
 //! over assignments ([`search`]), then, where that runs out of time, by a MILP (HiGHS) in
-//! a loop of lazily added rows (below). Every plan the
+//! a loop of lazily added rows (below); on a case where that loop has twice been left
+//! undecided and never decided a probe, the search gets the whole of each later probe
+//! ([`Learnt`]). Every plan the
 //! judge accepts at period `T*` makes the relaxation feasible at `T*`, and a plan stretched
 //! to a longer period stays valid, so every period proven relaxation-infeasible is strictly
 //! below every valid plan's period.
@@ -174,6 +176,14 @@ const FIRST_PHASE_PRECISION: f64 = 0.01;
 
 /// The share of a probe's time given to the search over assignments before the MILP.
 const SEARCH_SHARE: f64 = 0.67;
+
+/// After this many probes of a case whose search ended undecided and whose MILP's loop,
+/// given the rest, ended undecided too, and none that the loop decided, the search gets the
+/// whole of each later probe of the case ([`Learnt`]): on DenseNet-121 (63 layers) the
+/// loop's first solve often does not get through its root node in the time left (up to
+/// 10.7 s of a 48-s case spent so, on 8 processors at 6 GiB, 24 GB/s, and no probe
+/// decided), while a search given that time goes on from where it stopped.
+const FUTILE_MILP_LOOPS: usize = 2;
 
 /// The search's time in a probe without a time limit (the MILP then decides).
 const SEARCH_WITHOUT_LIMIT: Duration = Duration::from_secs(60);
@@ -1395,6 +1405,32 @@ fn focused_check(
 pub struct Learnt {
     pub premises: Vec<Premise>,
     frontiers: search::Frontiers,
+    /// How the MILP's loops that followed an undecided search ended on this case: how
+    /// many decided their probe, how many did not.
+    loops_after_search: LoopsAfterSearch,
+}
+
+/// How the MILP's loops after an undecided search have ended on one case ([`Learnt`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LoopsAfterSearch {
+    decided: usize,
+    undecided: usize,
+}
+
+impl LoopsAfterSearch {
+    /// Counts the end of one loop (its probe's answer).
+    fn record(&mut self, answer: &Probe) {
+        match answer {
+            Probe::Infeasible | Probe::Feasible(_) => self.decided += 1,
+            Probe::Undecided | Probe::TooLarge => self.undecided += 1,
+        }
+    }
+
+    /// Whether the loop has shown it decides nothing on the case: `FUTILE_MILP_LOOPS`
+    /// undecided and none decided. The search then takes the whole of each probe.
+    fn futile(&self) -> bool {
+        self.decided == 0 && self.undecided >= FUTILE_MILP_LOOPS
+    }
 }
 
 /// What the bound has learnt cannot fit (module docs, "Exact windows").
@@ -1810,8 +1846,17 @@ fn probe(
     // The search first (module `search`): exact, and on the block chains usually decided
     // in milliseconds; the MILP's loop gets what it leaves of the time.
     let searched = period.is_finite() && relax.search;
+    // Where the loop after the search has shown it decides nothing on this case, the
+    // search gets the whole probe.
+    let search_only = searched && learnt.loops_after_search.futile();
     if searched {
-        let share = time_left.map_or(SEARCH_WITHOUT_LIMIT, |t| t.mul_f64(SEARCH_SHARE));
+        let share = time_left.map_or(SEARCH_WITHOUT_LIMIT, |t| {
+            if search_only {
+                t
+            } else {
+                t.mul_f64(SEARCH_SHARE)
+            }
+        });
         let deadline = Instant::now() + share;
         let probe_deadline = time_left.map(|t| started + t);
         let mut premises: Vec<Premise> = cuts
@@ -1844,6 +1889,7 @@ fn probe(
         match answer {
             infinite::Answer::Infeasible => return Ok(Probe::Infeasible),
             infinite::Answer::Feasible(a) => return Ok(Probe::Feasible(a)),
+            infinite::Answer::Undecided if search_only => return Ok(Probe::Undecided),
             infinite::Answer::Undecided => {}
         }
     }
@@ -1856,28 +1902,28 @@ fn probe(
         Windows::Plain { extra: 0.0 }
     };
     let mut first = true;
-    loop {
+    let answer = 'solves: loop {
         let left = time_left.map(|t| t.saturating_sub(started.elapsed()));
         if left.is_some_and(|t| t.is_zero()) {
-            return Ok(Probe::Undecided);
+            break 'solves Probe::Undecided;
         }
         let (model, layout) = relaxation_model(relax, period, &cuts);
         if model.setup_outlasts(left) {
             // Before the first solve, the model is too large for the probe; after, the
             // probe has used its time. Where the search ran, a shorter period may still be
             // decided by it: undecided, not too large.
-            return Ok(if first && !searched {
+            break 'solves if first && !searched {
                 Probe::TooLarge
             } else {
                 Probe::Undecided
-            });
+            };
         }
         first = false;
         let r = model.solve(milp, left)?;
         *nodes += r.nodes;
         let assignment: Vec<usize> = match r.status {
-            SolveStatus::Infeasible => return Ok(Probe::Infeasible),
-            SolveStatus::NoSolutionWithinLimit => return Ok(Probe::Undecided),
+            SolveStatus::Infeasible => break 'solves Probe::Infeasible,
+            SolveStatus::NoSolutionWithinLimit => break 'solves Probe::Undecided,
             SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => layout
                 .x
                 .iter()
@@ -1904,7 +1950,7 @@ fn probe(
             violated = relax.scheduled_premises(&assignment, period, milp.threads, deadline)?;
         }
         if violated.is_empty() {
-            return Ok(Probe::Feasible(assignment));
+            break 'solves Probe::Feasible(assignment);
         }
         for h in violated {
             if !cuts.contains(&h) {
@@ -1915,10 +1961,14 @@ fn probe(
             } else {
                 // A solution that violates a premise already cut off: the solver's
                 // tolerances let it through; stop rather than loop (undecided is safe).
-                return Ok(Probe::Undecided);
+                break 'solves Probe::Undecided;
             }
         }
+    };
+    if searched {
+        learnt.loops_after_search.record(&answer);
     }
+    Ok(answer)
 }
 
 /// Whether the relaxation has a solution at `period` (possibly infinite): `None` when the
@@ -3004,6 +3054,79 @@ mod tests {
             bound(Relaxation::new(&inst, &platform).checking_groups_within(Duration::ZERO));
         assert!(!groups_cut_short.complete, "{groups_cut_short:?}");
         assert!(groups_cut_short.lower_bound <= answered.lower_bound * (1.0 + 1e-9));
+    }
+
+    /// The MILP's loop after an undecided search is dropped for the rest of a case only
+    /// where it has never decided a probe there.
+    #[test]
+    fn the_loop_after_the_search_is_dropped_only_where_it_never_decided() {
+        let mut loops = LoopsAfterSearch::default();
+        for _ in 0..FUTILE_MILP_LOOPS {
+            assert!(!loops.futile(), "{loops:?}");
+            loops.record(&Probe::Undecided);
+        }
+        assert!(loops.futile(), "{loops:?}");
+        for decided in [Probe::Infeasible, Probe::Feasible(vec![0])] {
+            let mut loops = LoopsAfterSearch::default();
+            loops.record(&decided);
+            for _ in 0..3 * FUTILE_MILP_LOOPS {
+                loops.record(&Probe::Undecided);
+                assert!(!loops.futile(), "{loops:?}");
+            }
+        }
+    }
+
+    /// With the loop dropped (the search alone deciding each probe), the bound of small
+    /// chains is the one the search and the loop give together: the search decides the
+    /// same relaxation, and here within each probe's time.
+    #[test]
+    fn the_search_alone_gives_the_same_bound() {
+        use crate::nets::random::{one_processor_memory, random_chain};
+        let mut compared = 0;
+        for seed in 60..66u64 {
+            let inst = random_chain(seed, 6);
+            let full = one_processor_memory(&inst);
+            for (processors, share) in [(2, 0.6), (3, 0.4), (3, 1.0)] {
+                let platform = Platform::new(processors, share * full, 2.0);
+                let options = BoundOptions {
+                    time_limit: Some(Duration::from_secs(60)),
+                    ..BoundOptions::default()
+                };
+                let bound = |learnt: &mut Learnt| {
+                    let relax = Relaxation::new(&inst, &platform);
+                    bound_of(relax, &inst, &platform, &options, learnt).unwrap()
+                };
+                let both = bound(&mut Learnt::default());
+                let mut futile = Learnt {
+                    loops_after_search: LoopsAfterSearch {
+                        decided: 0,
+                        undecided: FUTILE_MILP_LOOPS,
+                    },
+                    ..Learnt::default()
+                };
+                let alone = bound(&mut futile);
+                assert_eq!(
+                    alone.infeasible, both.infeasible,
+                    "seed {seed}, P = {processors}"
+                );
+                assert!(
+                    (alone.lower_bound - both.lower_bound).abs()
+                        <= 1e-9 * both.lower_bound.abs().max(1.0)
+                        || alone.lower_bound == both.lower_bound,
+                    "seed {seed}, P = {processors}, share {share}: {} alone, {} with the loop",
+                    alone.lower_bound,
+                    both.lower_bound
+                );
+                assert_eq!(
+                    alone.complete, both.complete,
+                    "seed {seed}, P = {processors}"
+                );
+                // Nothing ran after the search: the record is as it was.
+                assert!(futile.loops_after_search.futile());
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 18);
     }
 
     /// An assignment whose exact check gives no answer does not end the decision: the
