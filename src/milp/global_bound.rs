@@ -3078,10 +3078,15 @@ mod tests {
 
     /// With the loop dropped (the search alone deciding each probe), the bound of small
     /// chains is the one the search and the loop give together: the search decides the
-    /// same relaxation, and here within each probe's time.
+    /// same relaxation, and here within each probe's time. Hurried on longer chains
+    /// (searches left undecided), no loop runs and the bound stays below a valid plan.
     #[test]
     fn the_search_alone_gives_the_same_bound() {
         use crate::nets::random::{one_processor_memory, random_chain};
+        let marked_futile = || LoopsAfterSearch {
+            decided: 0,
+            undecided: FUTILE_MILP_LOOPS,
+        };
         let mut compared = 0;
         for seed in 60..66u64 {
             let inst = random_chain(seed, 6);
@@ -3098,10 +3103,7 @@ mod tests {
                 };
                 let both = bound(&mut Learnt::default());
                 let mut futile = Learnt {
-                    loops_after_search: LoopsAfterSearch {
-                        decided: 0,
-                        undecided: FUTILE_MILP_LOOPS,
-                    },
+                    loops_after_search: marked_futile(),
                     ..Learnt::default()
                 };
                 let alone = bound(&mut futile);
@@ -3121,12 +3123,48 @@ mod tests {
                     alone.complete, both.complete,
                     "seed {seed}, P = {processors}"
                 );
-                // Nothing ran after the search: the record is as it was.
-                assert!(futile.loops_after_search.futile());
+                // No loop ran after the search: the record is as it was.
+                assert_eq!(futile.loops_after_search, marked_futile());
                 compared += 1;
             }
         }
         assert_eq!(compared, 18);
+        // Longer chains with too little time for the search to decide: no loop runs, and
+        // the bound stays below a valid plan (the contiguous optimum's).
+        let mut hurried_cases = 0;
+        for seed in 70..73u64 {
+            let inst = random_chain(seed, 40);
+            let platform = Platform::new(4, 0.6 * one_processor_memory(&inst), 2.0);
+            let Some((allocation, pattern)) =
+                crate::milp::contiguous::contiguous_optimum(&inst, &platform, None)
+                    .unwrap()
+                    .best
+            else {
+                continue;
+            };
+            let plan = crate::judge::judge(&inst, &platform, &allocation, &pattern);
+            assert!(plan.valid);
+            let mut hurried = Learnt {
+                loops_after_search: marked_futile(),
+                ..Learnt::default()
+            };
+            let short = BoundOptions {
+                time_limit: Some(Duration::from_millis(30)),
+                ..BoundOptions::default()
+            };
+            let relax = Relaxation::new(&inst, &platform);
+            let quick = bound_of(relax, &inst, &platform, &short, &mut hurried).unwrap();
+            assert!(!quick.infeasible, "seed {seed}: {quick:?}");
+            assert!(
+                quick.lower_bound <= plan.period * (1.0 + 1e-9),
+                "seed {seed}: bound {} above the plan's {}",
+                quick.lower_bound,
+                plan.period
+            );
+            assert_eq!(hurried.loops_after_search, marked_futile());
+            hurried_cases += 1;
+        }
+        assert!(hurried_cases > 0);
     }
 
     /// An assignment whose exact check gives no answer does not end the decision: the
