@@ -36,6 +36,28 @@
 //! every resource's occupation modulo `T` and never adds a live batch. This bounds every
 //! `sigma` and `m`.
 //!
+//! # Bounds from the chain
+//! The chain is a path: the operation at position `k` along it starts at least the
+//! durations before it after the first operation, and at most one period more per
+//! dependency (the delays above). So each `sigma` lies in `[e_k, e_k + k]` with `e_k` those
+//! durations, each pair's `m_ij` between `ceil(e_j - e_i + d_j - 1)` and
+//! `floor(e_j - e_i + (k_j - k_i) - d_i)`, a stage holds at most
+//! `floor(most window) + 1` batches at once, and the big constants of the merges below are
+//! the most their left-hand sides can be, not the horizon. All of this is implied by the
+//! rows (no pattern is cut off); written as bounds, it tightens the LP relaxation HiGHS
+//! branches on (without presolve, it would not derive the tighter constants itself).
+//!
+//! # Average memory
+//! On average over a period, stage `k` holds `W_k = sigma_Bk + d_Bk - sigma_Fk` batches (its
+//! window in periods), and a processor's peak is at least its average: one more row per
+//! processor, `sum_k bytes_k W_k <= M - static`. Implied by the rows at the forward starts
+//! for integer `m`, but not for the LP relaxation, which can take each floor below its
+//! average; with it, a memory-bound assignment with no pattern is proven with fewer nodes. A
+//! stage that may merge with the one before is charged its bytes less the tensor the two
+//! share: a merged stage keeps its stash less the shared tensors over its first stage's
+//! window, which contains each of its stages' windows, so this is at most what it holds on
+//! average.
+//!
 //! # Scopes
 //! - [`Scope::focus`] keeps some processors' circles and memories, and of every other resource
 //!   only the pairs that every allocation with the same layers there and the same cuts
@@ -79,6 +101,10 @@ use crate::model::{
 
 /// Relative inflation of durations in the model (module docs).
 pub const MARGIN: f64 = 1e-8;
+
+/// Absolute widening (in periods) of every bound derived from the chain, so that rounding
+/// in its sums never cuts off a pattern.
+const SLACK: f64 = 1e-7;
 
 /// Which part of the problem the model keeps (module docs, "Scopes").
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -186,12 +212,27 @@ impl PatternMilp {
         }
         // Every delay is at most one period: sigma of the last operation is at most this.
         let horizon: f64 = d.iter().sum::<f64>() + n as f64 + 1.0;
+        // Along the chain, the operation at position k starts at least the durations before
+        // it after the first, and at most one period more per dependency: `earliest[k]`,
+        // `earliest[k] + k` (module docs, "Bounds from the chain").
+        let mut earliest = vec![0.0; n];
+        for k in 1..n {
+            earliest[k] = earliest[k - 1] + d[order[k - 1]];
+        }
+        // The least and the greatest `sigma_j - sigma_i`, `i` before `j` along the chain.
+        let least_apart = |i: usize, j: usize| earliest[pos[j]] - earliest[pos[i]];
+        let most_apart = |i: usize, j: usize| least_apart(i, j) + (pos[j] - pos[i]) as f64;
         let mut m = Model::new();
         // Without presolve: on these models it saves little, and an "infeasible" found with
         // it would have to be confirmed without it (`milp::solver`, "Infeasibility is
         // confirmed"). Measured on 16-layer random chains (`best_scaling`).
         m.set_presolve(false);
-        let sigma: Vec<Var> = (0..n).map(|_| m.continuous(0.0, 0.0, horizon)).collect();
+        let sigma: Vec<Var> = (0..n)
+            .map(|i| {
+                let lo = earliest[pos[i]];
+                m.continuous(0.0, lo - SLACK, lo + pos[i] as f64 + SLACK)
+            })
+            .collect();
         m.row(0.0, 0.0, &[(sigma[order[0]], 1.0)]);
         for &(a, b) in &graph.deps {
             // d_a <= sigma_b - sigma_a <= d_a + 1
@@ -226,7 +267,10 @@ impl PatternMilp {
         let mut pair_var = |m: &mut Model, i: usize, j: usize| -> Var {
             let (i, j) = if pos[i] < pos[j] { (i, j) } else { (j, i) };
             *pair.entry((i, j)).or_insert_with(|| {
-                let v = m.integer(0.0, 0.0, horizon.ceil());
+                // floor(sigma_j - sigma_i), within what the chain allows.
+                let lo = (least_apart(i, j) + d[j] - 1.0 - SLACK).ceil().max(0.0);
+                let hi = (most_apart(i, j) - d[i] + SLACK).floor().max(lo);
+                let v = m.integer(0.0, lo, hi);
                 // m + d_i <= sigma_j - sigma_i <= m + 1 - d_j
                 m.row(
                     d[i],
@@ -274,19 +318,23 @@ impl PatternMilp {
                 continue;
             };
             // Back to back when merged: sigma_Fb - sigma_Fa - d_Fa <= H (1 - z), and
-            // sigma_Ba - sigma_Bb - d_Bb <= H (1 - z).
-            m.le(
-                &[(sigma[fb], 1.0), (sigma[fa], -1.0), (z, horizon)],
-                d[fa] + horizon,
-            );
-            m.le(
-                &[(sigma[ba], 1.0), (sigma[bb], -1.0), (z, horizon)],
-                d[bb] + horizon,
-            );
+            // sigma_Ba - sigma_Bb - d_Bb <= H (1 - z), with H the most that the chain
+            // allows on the left.
+            let hf = (most_apart(fa, fb) - d[fa]).max(0.0) + SLACK;
+            let hb = (most_apart(bb, ba) - d[bb]).max(0.0) + SLACK;
+            m.le(&[(sigma[fb], 1.0), (sigma[fa], -1.0), (z, hf)], d[fa] + hf);
+            m.le(&[(sigma[ba], 1.0), (sigma[bb], -1.0), (z, hb)], d[bb] + hb);
             merged[s] = Some(z);
         }
+        // The most batches stage `s` can hold at once: its window (forward start to
+        // backward end) is at most `most_apart(F, B) + d_B` periods long.
+        let most_live = |s: usize| -> f64 {
+            match (f_of(s), b_of(s)) {
+                (Some(f), Some(b)) => (most_apart(f, b) + d[b] + SLACK).floor() + 1.0,
+                _ => horizon.ceil() + 1.0,
+            }
+        };
         // Memory at each forward start of each kept processor (units of M).
-        let most_live = horizon.ceil() + 1.0;
         for (p, &static_p) in statics.iter().enumerate() {
             if !kept_processor(p) {
                 continue;
@@ -335,7 +383,7 @@ impl PatternMilp {
                     t.push((pair_var(m, fe, bk), 1.0));
                     (t, c)
                 };
-                let mut charged: Option<Var> = None;
+                let mut charged: Option<(Var, f64)> = None;
                 for (idx, &k) in mine.iter().enumerate() {
                     let (lt, lc) = live_terms(&mut m, k);
                     let chained = k > 0 && merged[k - 1].is_some();
@@ -348,25 +396,51 @@ impl PatternMilp {
                         constant += lc * bytes[idx];
                         continue;
                     }
-                    // C_k >= live_k; C_k >= C_{k-1} - K (1 - z) when it may merge back.
-                    let ck = m.integer(0.0, 0.0, most_live);
+                    // C_k >= live_k; C_k >= C_{k-1} - K (1 - z) when it may merge back, with
+                    // K the most C_{k-1} can be (merged windows nest: at most the most
+                    // live of any stage of the chain of merges).
+                    let before = if chained { charged } else { None };
+                    let most = before.map_or(most_live(k), |(_, b)| b.max(most_live(k)));
+                    let ck = m.integer(0.0, 0.0, most);
                     let mut row = vec![(ck, 1.0)];
                     row.extend(lt.iter().map(|&(v, c)| (v, -c)));
                     m.ge(&row, lc);
                     if chained {
                         let z = merged[k - 1].unwrap();
-                        let prev = charged.expect("the stage before is charged");
-                        m.ge(&[(ck, 1.0), (prev, -1.0), (z, -most_live)], -most_live);
+                        let (prev, most_prev) = before.expect("the stage before is charged");
+                        m.ge(&[(ck, 1.0), (prev, -1.0), (z, -most_prev)], -most_prev);
                         // v = z C_k, bounded above (it is deducted).
-                        let v = m.continuous(0.0, 0.0, most_live);
+                        let v = m.continuous(0.0, 0.0, most);
                         m.le(&[(v, 1.0), (ck, -1.0)], 0.0);
-                        m.le(&[(v, 1.0), (z, -most_live)], 0.0);
+                        m.le(&[(v, 1.0), (z, -most)], 0.0);
                         terms.push((v, -shared[idx]));
                     }
                     terms.push((ck, bytes[idx]));
-                    charged = Some(ck);
+                    charged = Some((ck, most));
                 }
                 m.le(&terms, cap - constant);
+            }
+            // On average over a period, stage k holds W_k = sigma_Bk + d_Bk - sigma_Fk batches
+            // (its window, in periods), and a peak is at least the average. A merged stage
+            // holds its stash less the shared tensors over its first stage's window, which
+            // contains each of its stages' windows: charging each stage its bytes less what
+            // it shares with the stage before (where the two may merge) over its own window
+            // is at most that (module docs, "Average memory").
+            let mut avg: Vec<(Var, f64)> = Vec::new();
+            let mut constant = 0.0;
+            for (idx, &k) in mine.iter().enumerate() {
+                let (Some(fk), Some(bk)) = (f_of(k), b_of(k)) else {
+                    continue;
+                };
+                let w = (bytes[idx] - shared[idx]).max(0.0);
+                if w > 0.0 {
+                    avg.push((sigma[bk], w));
+                    avg.push((sigma[fk], -w));
+                    constant += w * d[bk];
+                }
+            }
+            if !avg.is_empty() {
+                m.le(&avg, cap - constant);
             }
         }
         Some(PatternMilp {
