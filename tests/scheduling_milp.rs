@@ -5,7 +5,14 @@
 //! (MadPipe's second-phase ILP as first written here, Beaumont et al., ScaDL 2022). On
 //! random chains and allocations, at periods from tight to loose, the two must say the same
 //! thing: a pattern exists or none does. Every pattern the pair formulation returns is judged
-//! valid.
+//! valid. At the least memory with a pattern (bisected with the order-binary formulation),
+//! the two must agree just above and just below it: where the pair formulation's average
+//! memory row, which only tightens its relaxation, would cut off a pattern, it is there that
+//! it would (that row charged 1.5 times the average fails this test, checked by hand; the
+//! comparison at fixed memory misses it). Its bounds from the chain are sums of its
+//! dependency rows; a mutant that allows half a period of delay per dependency instead of
+//! one passes every test here (on these small chains no pattern at a threshold needs longer
+//! delays).
 //!
 //! The exhaustive searches behind the global bound's tests use the pair formulation as
 //! their ground truth; this test is what keeps that ground truth honest.
@@ -195,6 +202,29 @@ fn pair_feasible(
     }
 }
 
+/// A pseudo-random allocation of `l` layers on `p` processors, a stage per layer (several
+/// stages per processor).
+fn random_allocation(seed: u64, l: usize, p: usize) -> Allocation {
+    let mut x = seed.wrapping_mul(2654435761) ^ 0x9e37;
+    let stages: Vec<Stage> = (1..=l)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            Stage {
+                first: i,
+                last: i,
+                processor: if i == 1 {
+                    0
+                } else {
+                    ((x >> 33) % p as u64) as usize
+                },
+            }
+        })
+        .collect();
+    Allocation::new(stages)
+}
+
 fn compare(seeds: std::ops::Range<u64>) {
     let mut verdicts = [0usize; 2];
     for seed in seeds {
@@ -204,25 +234,7 @@ fn compare(seeds: std::ops::Range<u64>) {
         let p = 2 + (seed as usize % 2);
         let share = [0.5, 0.7, 1.0][seed as usize % 3];
         let platform = Platform::new(p, share * full, 1.0 + (seed % 3) as f64);
-        // A pseudo-random allocation, a stage per layer (several stages per processor).
-        let mut x = seed.wrapping_mul(2654435761) ^ 0x9e37;
-        let stages: Vec<Stage> = (1..=l)
-            .map(|i| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                Stage {
-                    first: i,
-                    last: i,
-                    processor: if i == 1 {
-                        0
-                    } else {
-                        ((x >> 33) % p as u64) as usize
-                    },
-                }
-            })
-            .collect();
-        let a = Allocation::new(stages);
+        let a = random_allocation(seed, l, p);
         let sequential: f64 = inst.layers.iter().map(|l| l.fwd + l.bwd).sum();
         for factor in [0.3, 0.45, 0.6, 0.8, 1.0, 1.3] {
             let period = sequential * factor;
@@ -234,6 +246,50 @@ fn compare(seeds: std::ops::Range<u64>) {
     }
     // Both verdicts must occur, or the comparison says little.
     assert!(verdicts[0] > 0 && verdicts[1] > 0, "{verdicts:?}");
+}
+
+/// At a fixed period, the least memory with a pattern, found by bisection with the
+/// order-binary formulation: just above it the pair formulation must find a pattern, just
+/// below it none. This is where a row that holds for every pattern only on average (the
+/// pair formulation's average memory) or a bound derived from the chain would show if it
+/// cut off a pattern, or if a memory row were missing.
+#[test]
+fn the_pair_formulation_agrees_at_the_memory_threshold() {
+    let mut checked = 0;
+    for seed in 0..10u64 {
+        let l = 3 + (seed as usize % 4);
+        let inst = random_chain(seed, l);
+        let full = one_processor_memory(&inst);
+        let p = 2 + (seed as usize % 2);
+        let bandwidth = 1.0 + (seed % 3) as f64;
+        let a = random_allocation(seed, l, p);
+        let sequential: f64 = inst.layers.iter().map(|l| l.fwd + l.bwd).sum();
+        for factor in [0.8, 1.3] {
+            let period = sequential * factor;
+            let at = |memory: f64| Platform::new(p, memory, bandwidth);
+            let (mut lo, mut hi) = (0.0, 4.0 * full);
+            if order_binary_feasible(&inst, &at(hi), &a, period) != Some(true) {
+                continue; // no pattern at this period whatever the memory
+            }
+            while hi - lo > 2e-3 * full {
+                let mid = 0.5 * (lo + hi);
+                if order_binary_feasible(&inst, &at(mid), &a, period).expect("no limit") {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            let above = pair_feasible(&inst, &at(hi), &a, period).expect("no limit");
+            let below = pair_feasible(&inst, &at(lo), &a, period).expect("no limit");
+            assert!(
+                above && !below,
+                "seed {seed}, period {period}: memory threshold in [{lo}, {hi}], the pair \
+                 formulation says {below} below it and {above} above it: {a:?}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} thresholds checked");
 }
 
 #[test]
