@@ -43,9 +43,10 @@
 //! durations, each pair's `m_ij` between `ceil(e_j - e_i + d_j - 1)` and
 //! `floor(e_j - e_i + (k_j - k_i) - d_i)`, a stage holds at most
 //! `floor(most window) + 1` batches at once, and the big constants of the merges below are
-//! the most their left-hand sides can be, not the horizon. All of this is implied by the
-//! rows (no pattern is cut off); written as bounds, it tightens the LP relaxation HiGHS
-//! branches on (without presolve, it would not derive the tighter constants itself).
+//! the most their left-hand sides can be, not the whole chain's length. All of this is
+//! implied by the rows (no pattern is cut off); written as bounds, it tightens the LP
+//! relaxation HiGHS branches on (without presolve, it would not derive the tighter
+//! constants itself).
 //!
 //! # Average memory
 //! On average over a period, stage `k` holds `W_k = sigma_Bk + d_Bk - sigma_Fk` batches (its
@@ -210,8 +211,6 @@ impl PatternMilp {
         for (k, &i) in order.iter().enumerate() {
             pos[i] = k;
         }
-        // Every delay is at most one period: sigma of the last operation is at most this.
-        let horizon: f64 = d.iter().sum::<f64>() + n as f64 + 1.0;
         // Along the chain, the operation at position k starts at least the durations before
         // it after the first, and at most one period more per dependency: `earliest[k]`,
         // `earliest[k] + k` (module docs, "Bounds from the chain").
@@ -329,10 +328,8 @@ impl PatternMilp {
         // The most batches stage `s` can hold at once: its window (forward start to
         // backward end) is at most `most_apart(F, B) + d_B` periods long.
         let most_live = |s: usize| -> f64 {
-            match (f_of(s), b_of(s)) {
-                (Some(f), Some(b)) => (most_apart(f, b) + d[b] + SLACK).floor() + 1.0,
-                _ => horizon.ceil() + 1.0,
-            }
+            let (f, b) = (f_of(s).unwrap(), b_of(s).unwrap());
+            (most_apart(f, b) + d[b] + SLACK).floor() + 1.0
         };
         // Memory at each forward start of each kept processor (units of M).
         for (p, &static_p) in statics.iter().enumerate() {
@@ -400,7 +397,8 @@ impl PatternMilp {
                     // K the most C_{k-1} can be (merged windows nest: at most the most
                     // live of any stage of the chain of merges).
                     let before = if chained { charged } else { None };
-                    let most = before.map_or(most_live(k), |(_, b)| b.max(most_live(k)));
+                    let own = most_live(k);
+                    let most = before.map_or(own, |(_, b)| b.max(own));
                     let ck = m.integer(0.0, 0.0, most);
                     let mut row = vec![(ck, 1.0)];
                     row.extend(lt.iter().map(|&(v, c)| (v, -c)));
