@@ -53,7 +53,8 @@ def main(path):
         med = f"{100 * statistics.median(s['gaps']):.1f}%" if s["gaps"] else "-"
         print(f"| {m:g} | {s['n']} | {s['infeasible']} | {s['plan']} | {s['open_no_plan']} | {med} | {s['within']} | {closed} |")
     med = f"{100 * statistics.median(tot['gaps']):.1f}%" if tot["gaps"] else "-"
-    print(f"\nclosed: {tot['closed']} of {tot['n']} ({100 * tot['closed'] / tot['n']:.0f}%); median gap of the best plan over cases with a plan: {med}")
+    optimal = sum(g <= 0.001 for g in tot["gaps"])
+    print(f"\nclosed: {tot['closed']} of {tot['n']} ({100 * tot['closed'] / tot['n']:.0f}%); median gap of the best plan over cases with a plan: {med}; proven optimal (gap at most 0.1%): {optimal}")
 
     print("\n| algorithm | plans | median gap | 90th percentile | within 5% | best of its case |")
     print("|---|---|---|---|---|---|")

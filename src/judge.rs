@@ -19,9 +19,13 @@
 //! those points. Two instants closer than the tolerance are the same instant: a backward
 //! that ends within it of a forward's start has finished when that forward starts.
 //!
-//! A stage whose forward and backward both take zero time holds its stash at no instant
-//! under this rule (its batches finish as they start), where MadPipe's M(k, l, g) would
-//! still count `g` of them; real stages always take time.
+//! A batch holds its stash at the instant its forward starts, whatever its backward does:
+//! at the start of `F_s`, stage `s` counts at least one batch (the peak is evaluated at each
+//! forward start separately, as the scheduling MILP's rows are). This only matters for a window of zero
+//! length (a stage whose forward and backward both take zero time, its backward right after
+//! its forward), which the formula alone would count at no instant; its stash is allocated
+//! all the same, as the scheduling MILP, the global bound and the synchronous simulator
+//! count it (docs/model.md section 6).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -384,29 +388,36 @@ pub fn memory_peaks(
     let mut peaks = graph.static_memory.clone();
     let mut peak_at = vec![0.0; graph.processors];
     for p in 0..graph.processors {
-        // (bytes, t_F, r, base) for every item held on p, residues snapped as described above.
+        // (bytes, t_F, r, base, allocating operation) for every item held on p, residues
+        // snapped as described above.
         let mut items = Vec::new();
         for h in graph.held.iter().filter(|h| h.processor == p) {
             let (tf, hf) = place(h.from);
             let (tb, hb) = place(h.until);
             let (tf, kf) = residue(tf, t, eps);
             let (r, kb) = residue(tb + graph.ops[h.until].duration, t, eps);
-            items.push((h.bytes, tf, r, kb - kf + hb - hf));
+            items.push((h.bytes, tf, r, kb - kf + hb - hf, h.from));
         }
         if items.is_empty() {
             continue;
         }
         let mut best = f64::NEG_INFINITY;
         let mut best_at = 0.0;
-        let events: Vec<f64> = items
+        // Every forward start (with the operation starting there) and every backward end.
+        let events: Vec<(f64, Option<usize>)> = items
             .iter()
-            .flat_map(|&(_, tf, r, _)| [tf.max(0.0), r.max(0.0)])
+            .flat_map(|&(_, tf, r, _, from)| [(tf.max(0.0), Some(from)), (r.max(0.0), None)])
             .collect();
-        for &tau in &events {
+        for &(tau, starting) in &events {
             let act: f64 = items
                 .iter()
-                .map(|&(bytes, tf, r, base)| {
-                    let live = (tau + eps >= tf) as i64 - (tau + eps >= r) as i64 + base;
+                .map(|&(bytes, tf, r, base, from)| {
+                    let mut live = (tau + eps >= tf) as i64 - (tau + eps >= r) as i64 + base;
+                    // The batch whose forward starts at `tau` holds its stash then, even when
+                    // its backward ends at that same instant (a window of zero length).
+                    if starting == Some(from) {
+                        live = live.max(1);
+                    }
                     // A backward placed before its forward (an invalid pattern, reported
                     // as such) would count a negative number of batches: none are held.
                     bytes * live.max(0) as f64

@@ -16,7 +16,9 @@ use pipeopt::milp::global_bound::{
 use pipeopt::milp::{MilpOptions, SolveStatus};
 use pipeopt::model::bounds::period_lower_bound;
 use pipeopt::model::{Allocation, Instance, Platform, Stage};
-use pipeopt::nets::random::{one_processor_memory, random_chain};
+use pipeopt::nets::random::{
+    one_processor_memory, random_chain, random_chain_with_zeros, random_op_chain,
+};
 
 /// Every allocation of `l` layers on at most `p` processors up to relabelling: a processor
 /// per layer (restricted growth strings), and with `boundaries` every way of cutting runs of
@@ -268,6 +270,41 @@ fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
     exhaustive_cases(0..1);
 }
 
+/// The same on chains whose layers may take zero time or keep zero bytes, in every
+/// combination (a stage of zero duration holds its stash at its forward's start).
+fn exhaustive_cases_with_zeros(seeds: std::ops::Range<u64>, layers: usize) {
+    let mut stats = Stats::default();
+    for seed in seeds {
+        let inst = random_chain_with_zeros(seed, layers);
+        let full = one_processor_memory(&inst);
+        for (processors, share, bandwidth, duplex) in [
+            (1, 0.7, 6.0, false),
+            (2, 0.45, 6.0, false),
+            (2, 0.8, 1.0, true),
+            (3, 0.35, 2.0, false),
+        ] {
+            let mut platform = Platform::new(processors, share * full, bandwidth);
+            platform.full_duplex = duplex;
+            check_case(&inst, &platform, false, &mut stats);
+        }
+    }
+    eprintln!("{stats:?}");
+    assert!(stats.infeasible > 0 && !stats.ratio.is_empty());
+}
+
+#[test]
+fn bound_is_below_the_exhaustive_optimum_on_chains_with_zeros() {
+    exhaustive_cases_with_zeros(0..3, 4);
+}
+
+/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
+/// (`cargo test -- --ignored`).
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn bound_is_below_the_exhaustive_optimum_on_more_chains_with_zeros() {
+    exhaustive_cases_with_zeros(3..15, 4);
+}
+
 /// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
 /// (`cargo test -- --ignored`).
 #[test]
@@ -287,6 +324,42 @@ fn bound_holds_with_stash_overlaps_over_every_stage_structure() {
 #[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn bound_holds_with_stash_overlaps_on_more_chains() {
     overlap_cases(11..15);
+}
+
+/// Chains whose layers share tensors the way op chains do (a residual block's input read by
+/// its first op and by the `Add` of its shortcut; one op's output read by the next three, a
+/// concatenation among them): every stage structure enumerated.
+fn op_chain_cases(seeds: std::ops::Range<u64>, platforms: &[(usize, f64, f64)]) {
+    let mut stats = Stats::default();
+    let mut shared = 0;
+    for seed in seeds {
+        let inst = random_op_chain(seed, seed as usize);
+        shared += inst.stash_shared.len();
+        let full = one_processor_memory(&inst);
+        for &(processors, share, bandwidth) in platforms {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            check_case(&inst, &platform, true, &mut stats);
+        }
+    }
+    eprintln!("{stats:?}");
+    assert!(!stats.ratio.is_empty());
+    assert!(shared > 0, "no chain shares a tensor between layers apart");
+}
+
+#[test]
+fn bound_holds_on_chains_that_share_tensors_like_op_chains() {
+    op_chain_cases(0..2, &[(2, 0.5, 4.0), (2, 0.9, 1.0)]);
+}
+
+/// The same on more chains and three processors (minutes in a debug build). Slow tier:
+/// `test.sh` runs it once (`cargo test -- --ignored`).
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn bound_holds_on_more_chains_that_share_tensors_like_op_chains() {
+    op_chain_cases(
+        2..8,
+        &[(2, 0.4, 4.0), (2, 0.9, 1.0), (3, 0.35, 4.0), (3, 1.2, 2.0)],
+    );
 }
 
 fn overlap_cases(seeds: std::ops::Range<u64>) {
@@ -986,4 +1059,72 @@ fn exact_checks_that_go_on_from_where_they_stopped_never_miss_a_plan() {
     }
     // Both answers occur, so neither direction is checked vacuously.
     assert!(no_plan > 10 && plans > 10, "{no_plan} {plans}");
+}
+
+/// On every committed op-level chain (one platform per network, where plans fit), the global
+/// bound is never above a plan the judge accepts: the contiguous optimum's, MadPipe's, and
+/// `best`'s (whose first plan is its coarser level's, lifted). Slow tier (minutes in a debug
+/// build).
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn the_bound_of_every_committed_op_chain_is_below_its_plans() {
+    use pipeopt::milp::contiguous::contiguous_optimum;
+    use pipeopt::milp::madpipe::MadPipePlanner;
+    use pipeopt::units::parse_bytes;
+    let limit = std::time::Duration::from_secs(8);
+    for (net, processors, memory) in [
+        ("resnet50", 4, "8GiB"),
+        ("resnet101", 6, "8GiB"),
+        ("inception_v3", 4, "6GiB"),
+        ("densenet121", 8, "6GiB"),
+    ] {
+        let path = format!(
+            "{}/instances/{net}-1000-b8-op-h100.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let inst = Instance::load(std::path::Path::new(&path)).unwrap();
+        let platform = Platform::new(processors, parse_bytes(memory).unwrap(), 12e9);
+        let mut plans: Vec<(&str, f64)> = Vec::new();
+        let contiguous = contiguous_optimum(&inst, &platform, Some(limit)).unwrap();
+        if let Some((a, p)) = &contiguous.best {
+            let j = judge(&inst, &platform, a, p);
+            assert!(j.valid, "{net}: {:?}", j.violations);
+            plans.push(("contiguous optimum", j.period));
+        }
+        let problem = Problem {
+            instance: &inst,
+            platform: &platform,
+        };
+        for (name, outcome) in [
+            ("madpipe", MadPipePlanner::default().plan(&problem).unwrap()),
+            ("best", best_outcome(&inst, &platform, limit)),
+        ] {
+            if let Outcome::Found(sol) = outcome {
+                let j = sol.placement.batch_graph(&inst, &platform).map(|g| {
+                    pipeopt::judge::judge_graph(&g, platform.memory, sol.pattern.as_ref().unwrap())
+                });
+                let j = j.unwrap();
+                assert!(j.valid, "{net}, {name}: {:?}", j.violations);
+                plans.push((name, j.period));
+            }
+        }
+        assert!(!plans.is_empty(), "{net}: no plan to compare with");
+        let bound = global_lower_bound(
+            &inst,
+            &platform,
+            &BoundOptions {
+                time_limit: Some(limit),
+                ..BoundOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(!bound.infeasible, "{net}: infeasible, yet {plans:?}");
+        for (name, t) in plans {
+            assert!(
+                bound.lower_bound <= t * (1.0 + 1e-9),
+                "{net}: bound {} above {name}'s plan at {t}",
+                bound.lower_bound
+            );
+        }
+    }
 }

@@ -8,20 +8,20 @@ use pipeopt::schedule::one_f_one_b_star::{
 };
 use proptest::prelude::*;
 
-fn instance(layers: &[(f64, f64, f64, f64)], input: f64) -> Instance {
+fn instance(layers: &[(f64, f64, f64, f64, Option<f64>)], input: f64) -> Instance {
     Instance {
         name: "random".into(),
         input,
         layers: layers
             .iter()
             .enumerate()
-            .map(|(i, &(fwd, bwd, weights, out))| Layer {
+            .map(|(i, &(fwd, bwd, weights, out, stash))| Layer {
                 name: format!("l{i}"),
                 fwd,
                 bwd,
                 weights,
                 out,
-                stash: None,
+                stash,
                 stash_overlap: None,
             })
             .collect(),
@@ -30,7 +30,14 @@ fn instance(layers: &[(f64, f64, f64, f64)], input: f64) -> Instance {
     }
 }
 
-/// A random chain, a random contiguous partition of it into at most `max_p` stages, a
+/// A duration or size in `range`, or exactly zero (about one draw in four): zero durations
+/// (views, identities, losses that round to 0) and zero sizes in every combination.
+fn or_zero(range: std::ops::Range<f64>) -> impl Strategy<Value = f64> {
+    prop_oneof![1 => Just(0.0), 3 => range]
+}
+
+/// A random chain (any of a layer's durations and sizes may be zero, its stash the default,
+/// explicit or zero), a random contiguous partition of it into at most `max_p` stages, a
 /// bandwidth, and a period factor.
 fn case(
     max_layers: usize,
@@ -40,7 +47,13 @@ fn case(
         .prop_flat_map(move |l| {
             (
                 proptest::collection::vec(
-                    (0.01..5.0f64, 0.0..10.0f64, 0.0..1e3f64, 0.0..1e3f64),
+                    (
+                        or_zero(0.01..5.0),
+                        or_zero(0.0..10.0),
+                        or_zero(0.0..1e3),
+                        or_zero(0.0..1e3),
+                        prop_oneof![Just(None), Just(Some(0.0)), (0.0..1e3f64).prop_map(Some)],
+                    ),
                     l,
                 ),
                 0.0..1e3f64,
@@ -208,7 +221,7 @@ proptest! {
 /// A single stage by hand: F = 1 s, B = 2 s, T = 3 s.
 #[test]
 fn hand_checked_single_stage() {
-    let inst = instance(&[(1.0, 2.0, 100.0, 7.0)], 50.0);
+    let inst = instance(&[(1.0, 2.0, 100.0, 7.0, None)], 50.0);
     let alloc = Allocation::from_boundaries(&[1]);
     let plat = Platform::new(1, 1e9, 1.0);
     let op = |kind, start, shift| pipeopt::model::PatternOp {
@@ -263,7 +276,10 @@ fn hand_checked_single_stage() {
 /// Two stages on two processors with a link: the link carries CF and CB (half duplex).
 #[test]
 fn hand_checked_link_is_one_resource() {
-    let inst = instance(&[(1.0, 1.0, 0.0, 10.0), (1.0, 1.0, 0.0, 0.0)], 0.0);
+    let inst = instance(
+        &[(1.0, 1.0, 0.0, 10.0, None), (1.0, 1.0, 0.0, 0.0, None)],
+        0.0,
+    );
     let alloc = Allocation::from_boundaries(&[1, 2]);
     let plat = Platform::new(2, 1e9, 10.0); // transfers take 1 s each
     let op = |kind, stage, start, shift| pipeopt::model::PatternOp {

@@ -291,3 +291,71 @@ proptest! {
         }
     }
 }
+
+/// `best` on an op chain starts from its coarser level (the chain coarsened at its
+/// single-tensor cuts), whose plan, lifted to the ops, is valid there at the same period: the
+/// plan it returns is never longer than that lifted plan, and that plan is at most the coarse
+/// chain's contiguous optimum (exact), lifted and judged on the op chain's own numbers.
+#[test]
+fn best_on_an_op_chain_is_never_longer_than_its_coarser_level() {
+    use pipeopt::algorithm::{Outcome, Planner, Problem};
+    use pipeopt::judge::judge;
+    use pipeopt::milp::best::BestPlanner;
+    use pipeopt::milp::contiguous::contiguous_optimum;
+    use pipeopt::model::coarsen::at_single_tensor_cuts;
+    use pipeopt::model::{Placement, Platform};
+    use pipeopt::nets::random::one_processor_memory;
+    use std::time::Duration;
+
+    let (_, op) = both("resnet50", 224);
+    let level = at_single_tensor_cuts(&op).expect("an op chain has single-tensor cuts");
+    assert!(
+        level.groups.len() < op.len() / 3,
+        "{} groups",
+        level.groups.len()
+    );
+    for (processors, share) in [(2, 0.8), (4, 0.4)] {
+        let platform = Platform::new(processors, share * one_processor_memory(&op), 12e9);
+        let contiguous = contiguous_optimum(&level.coarse, &platform, None).unwrap();
+        let (alloc, pattern) = contiguous
+            .best
+            .expect("a contiguous plan of the coarse chain");
+        let lifted = judge(&op, &platform, &level.lift(&alloc), &pattern);
+        assert!(lifted.valid, "{:?}", lifted.violations);
+        assert!((lifted.period - pattern.period).abs() <= 1e-12 * pattern.period);
+        let planner = BestPlanner {
+            time_limit: Duration::from_secs(6),
+            ..BestPlanner::default()
+        };
+        let problem = Problem {
+            instance: &op,
+            platform: &platform,
+        };
+        let Outcome::Found(sol) = planner.plan(&problem).unwrap() else {
+            panic!("no plan on {processors} processors")
+        };
+        let Placement::Stages(ours) = &sol.placement else {
+            panic!("an allocation")
+        };
+        let period = judge(&op, &platform, ours, sol.pattern.as_ref().unwrap()).period;
+        let coarse: f64 = sol
+            .messages
+            .iter()
+            .find_map(|m| {
+                let rest = m.strip_prefix("coarser level: ")?;
+                let p = rest.split("plan of period ").nth(1)?;
+                p.split(' ').next()?.parse().ok()
+            })
+            .unwrap_or_else(|| panic!("no lifted plan: {:?}", sol.messages));
+        assert!(
+            coarse <= lifted.period * (1.0 + 1e-9),
+            "{coarse} > {}",
+            lifted.period
+        );
+        assert!(
+            period <= coarse * (1.0 + 1e-9),
+            "{period} > {coarse}: {:?}",
+            sol.messages
+        );
+    }
+}

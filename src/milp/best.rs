@@ -3,7 +3,12 @@
 //! [`global_bound`](crate::milp::global_bound) so that its distance to the optimum is known.
 //!
 //! A portfolio, then a local search, every candidate judged:
-//! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent.
+//! 0. **The coarser level** of a chain that has one (an op-level chain, whose tensors shared
+//!    across layers leave single-tensor cuts: [`multilevel`]): `best` on the chain coarsened
+//!    there, with `COARSE_LEVEL_SHARE` of the time, its plan lifted to the chain (the same
+//!    pattern, the same period): the first incumbent. The phases below then search the
+//!    chain itself (the bound with two thirds of the time the coarser level left).
+//! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent (or a better one).
 //! 2. **The bound**, with at most two thirds of the time: the relaxation of `global_bound`
 //!    either proves that no plan fits the case (reported as infeasible, with the proof) or
 //!    gives a lower bound and the assignments its loop found feasible on the way. MadPipe's
@@ -82,6 +87,7 @@ use crate::milp::global_bound::{
     Learnt, Relaxation, Verdict, CLOSING_GAP,
 };
 use crate::milp::madpipe::MadPipePlanner;
+use crate::milp::multilevel;
 use crate::milp::pattern_milp::{PatternMilp, Scope};
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::{Allocation, Instance, Pattern, Placement};
@@ -577,6 +583,32 @@ impl Planner for BestPlanner {
             }
             false
         };
+        // 0. On a chain with a coarser level (an op-level chain), `best` on that level first,
+        // its plan lifted: the first incumbent, which every later phase can only improve.
+        let mut coarse_spent = Duration::ZERO;
+        if let Some(level) = multilevel::coarser_level(problem) {
+            let share = self.time_limit.mul_f64(multilevel::COARSE_LEVEL_SHARE);
+            let lifted = multilevel::lifted_plan(self, problem, &level, share)?;
+            messages.push(match &lifted {
+                Some(l) => format!(
+                    "coarser level: {} layers (single-tensor cuts), plan of period {} s lifted",
+                    l.coarse_layers, l.pattern.period
+                ),
+                None => format!(
+                    "coarser level: {} layers (single-tensor cuts), no plan",
+                    level.groups.len()
+                ),
+            });
+            if let Some(lifted) = lifted {
+                let source = format!(
+                    "the chain coarsened to {} layers at its single-tensor cuts ({}), lifted",
+                    lifted.coarse_layers, lifted.source
+                );
+                offer(&mut incumbent, lifted.allocation, lifted.pattern, &source);
+            }
+            lap("coarser level", &mut phases);
+            coarse_spent = started.elapsed();
+        }
         // 1. The contiguous optimum (exact, milliseconds): the first incumbent, and the
         // upper end of the bound's bisection.
         let contiguous = contiguous_optimum(
@@ -650,7 +682,9 @@ impl Planner for BestPlanner {
             instance,
             platform,
             &BoundOptions {
-                time_limit: Some((self.time_limit * 2 / 3).min(left())),
+                time_limit: Some(
+                    (self.time_limit.saturating_sub(coarse_spent) * 2 / 3).min(left()),
+                ),
                 threads: self.milp.threads,
                 known_period: incumbent.as_ref().map(Incumbent::period),
                 enough: incumbent

@@ -470,26 +470,45 @@ fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Mod
         .filter(|&c| d_c[c] > MARGIN)
         .flat_map(|c| [(ops.cf(c), c, false), (ops.cb(c), c, true)])
         .collect();
+    // Full duplex: the transfer from `a` to `b` of cut `c`, its activation (`backward`
+    // false) when `c` crosses from `a` to `b`, its gradient when `c` crosses from `b` to `a`.
+    let direction_terms = |c: usize, backward: bool, a: usize, b: usize| -> Vec<(Var, f64)> {
+        let (from, to) = if backward { (b, a) } else { (a, b) };
+        z[c].iter()
+            .filter(|&&(p, q, _)| p == from && q == to)
+            .map(|&(_, _, v)| (v, 1.0))
+            .collect()
+    };
     for (k, &(i, ci, bi)) in comms.iter().enumerate() {
         for &(j, cj, bj) in &comms[k + 1..] {
-            if platform.full_duplex && bi != bj {
+            if ci == cj {
+                // A cut's two transfers go opposite ways: one resource only in half duplex.
+                if !platform.full_duplex {
+                    disjunction(&mut m, i, j, Some(u_terms(ci, 1.0)));
+                }
                 continue;
             }
-            if ci == cj {
-                disjunction(&mut m, i, j, Some(u_terms(ci, 1.0)));
-            } else {
-                // v >= ue[ci][e] + ue[cj][e] - 1 for every link e.
-                let v = m.continuous(0.0, 0.0, 1.0);
-                for a in 0..p_n {
-                    for b in a + 1..p_n {
-                        let mut terms = vec![(v, 1.0)];
+            // v >= [i on resource e] + [j on resource e] - 1 for every resource e: a link
+            // (half duplex) or one direction of it (full duplex).
+            let v = m.continuous(0.0, 0.0, 1.0);
+            for a in 0..p_n {
+                for b in 0..p_n {
+                    let mut terms = vec![(v, 1.0)];
+                    if platform.full_duplex && a != b {
+                        let on_i = direction_terms(ci, bi, a, b);
+                        let on_j = direction_terms(cj, bj, a, b);
+                        terms.extend(on_i.into_iter().map(|(w, k)| (w, -k)));
+                        terms.extend(on_j.into_iter().map(|(w, k)| (w, -k)));
+                    } else if !platform.full_duplex && a < b {
                         terms.extend(edge_terms(ci, a, b).into_iter().map(|(w, k)| (w, -k)));
                         terms.extend(edge_terms(cj, a, b).into_iter().map(|(w, k)| (w, -k)));
-                        m.ge(&terms, -1.0);
+                    } else {
+                        continue;
                     }
+                    m.ge(&terms, -1.0);
                 }
-                disjunction(&mut m, i, j, Some(vec![(v, 1.0)]));
             }
+            disjunction(&mut m, i, j, Some(vec![(v, 1.0)]));
         }
     }
 
@@ -552,6 +571,21 @@ fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Mod
                 let mut live_const = 0.0;
                 if g == e {
                     live_const = 1.0;
+                    // Its own batch counts at its forward's start even when its backward
+                    // ends then (a window of zero length, docs/model.md section 6): y = 1
+                    // when the count above is 0.
+                    let y = m.binary(0.0);
+                    m.ge(
+                        &[
+                            (y, 1.0),
+                            (c, -1.0),
+                            (w[g].unwrap(), 1.0),
+                            (h[bg], 1.0),
+                            (h[fg], -1.0),
+                        ],
+                        0.0,
+                    );
+                    live.push((y, 1.0));
                 } else {
                     let a = m.binary(0.0);
                     // a = 0 => tau + margin <= t(F_g).

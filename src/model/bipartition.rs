@@ -139,14 +139,6 @@ fn owner(stages: &[BiStage], l: usize, get: fn(&BiStage) -> (usize, usize)) -> u
         .expect("checked plan")
 }
 
-fn link(p: usize, q: usize, backward: bool) -> Resource {
-    Resource::Link {
-        a: p.min(q),
-        b: p.max(q),
-        backward,
-    }
-}
-
 /// The operations, dependencies and memory items of one batch of a Bi-Partition plan (see
 /// the module documentation), for [`crate::judge::judge_graph`].
 pub fn batch_graph(
@@ -193,14 +185,14 @@ pub fn batch_graph(
             &mut ops,
             OpKind::CF,
             s,
-            link(p, q, false),
+            Resource::transfer(p, q, platform.full_duplex),
             sums.a(stages[s].forward.1) / beta,
         );
         let cb = push(
             &mut ops,
             OpKind::CB,
             s,
-            link(p, q, platform.full_duplex),
+            Resource::transfer(q, p, platform.full_duplex),
             sums.a(stages[s].backward.1) / beta,
         );
         deps.extend([(f[s], cf), (cf, f[s + 1]), (b[s + 1], cb), (cb, b[s])]);
@@ -235,14 +227,14 @@ pub fn batch_graph(
                 &mut ops,
                 OpKind::CS,
                 l,
-                link(procf, procb, false),
+                Resource::transfer(procf, procb, platform.full_duplex),
                 instance.stash(l) / beta,
             );
             let cw = push(
                 &mut ops,
                 OpKind::CW,
                 l,
-                link(procf, procb, platform.full_duplex),
+                Resource::transfer(procb, procf, platform.full_duplex),
                 w / beta,
             );
             deps.extend([(f[pf], cs), (cs, b[pb]), (b[pb], cw)]);

@@ -3,6 +3,7 @@
 mod allocation;
 pub mod bipartition;
 pub mod bounds;
+pub mod coarsen;
 mod instance;
 mod pattern;
 mod placement;

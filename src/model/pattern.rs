@@ -52,12 +52,24 @@ impl fmt::Display for OpId {
 }
 
 /// Where an operation runs: a processor, or the link between two processors (`a < b`).
-/// With a full-duplex link, forward transfers go on `Link { a, b, backward: false }` and
-/// backward ones on `backward: true`; half duplex uses `backward: false` for both.
+/// A half-duplex link is one resource (`toward_a` false for every transfer); a full-duplex
+/// link has one resource per physical direction: `toward_a` false for the transfers from
+/// `a` to `b`, true for those from `b` to `a` (docs/model.md section 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
     Processor(usize),
-    Link { a: usize, b: usize, backward: bool },
+    Link { a: usize, b: usize, toward_a: bool },
+}
+
+impl Resource {
+    /// The resource a transfer from processor `from` to processor `to` runs on.
+    pub fn transfer(from: usize, to: usize, full_duplex: bool) -> Resource {
+        Resource::Link {
+            a: from.min(to),
+            b: from.max(to),
+            toward_a: full_duplex && from > to,
+        }
+    }
 }
 
 impl fmt::Display for Resource {
@@ -67,13 +79,13 @@ impl fmt::Display for Resource {
             Resource::Link {
                 a,
                 b,
-                backward: false,
+                toward_a: false,
             } => write!(f, "link {a}-{b}"),
             Resource::Link {
                 a,
                 b,
-                backward: true,
-            } => write!(f, "link {a}-{b} (backward)"),
+                toward_a: true,
+            } => write!(f, "link {a}-{b} (from {b} to {a})"),
         }
     }
 }
@@ -147,7 +159,6 @@ impl BatchGraph {
             });
             if allocation.crosses(s) {
                 let q = allocation.stages[s + 1].processor;
-                let (lo, hi) = (st.processor.min(q), st.processor.max(q));
                 let d = sums.a(st.last) / platform.bandwidth;
                 cf[s] = Some(ops.len());
                 ops.push(Operation {
@@ -155,11 +166,7 @@ impl BatchGraph {
                         kind: OpKind::CF,
                         stage: s,
                     },
-                    resource: Resource::Link {
-                        a: lo,
-                        b: hi,
-                        backward: false,
-                    },
+                    resource: Resource::transfer(st.processor, q, platform.full_duplex),
                     duration: d,
                 });
                 cb[s] = Some(ops.len());
@@ -168,11 +175,7 @@ impl BatchGraph {
                         kind: OpKind::CB,
                         stage: s,
                     },
-                    resource: Resource::Link {
-                        a: lo,
-                        b: hi,
-                        backward: platform.full_duplex,
-                    },
+                    resource: Resource::transfer(q, st.processor, platform.full_duplex),
                     duration: d,
                 });
             }

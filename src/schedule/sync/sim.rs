@@ -420,19 +420,23 @@ fn worker_memory(
 }
 
 /// Section 6's activations: a forward adds its stage's stash when it starts, a backward
-/// removes it when it ends; at one instant removals count first.
+/// removes it when it ends. Events at one instant count in the order the worker runs them:
+/// a backward that ends as a forward starts has finished by then, and a stage of zero
+/// duration still holds its stash at the instant its forward starts (its backward runs
+/// after it).
 fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usize) {
-    let mut events: Vec<(f64, i8, f64)> = Vec::new();
-    for &(start, end, op) in &t.intervals[worker] {
+    // (instant, position in the worker's run order, +1 or -1, bytes)
+    let mut events: Vec<(f64, usize, i8, f64)> = Vec::new();
+    for (position, &(start, end, op)) in t.intervals[worker].iter().enumerate() {
         let bytes = costs.stash_bytes[op.stage()];
         match op {
-            Instr::Forward { .. } => events.push((start, 1, bytes)),
-            Instr::Backward { .. } => events.push((end, -1, bytes)),
+            Instr::Forward { .. } => events.push((start, position, 1, bytes)),
+            Instr::Backward { .. } => events.push((end, position, -1, bytes)),
         }
     }
     let eps = 1e-9 * t.makespan.max(1e-300);
     events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    // Merge instants closer than eps so that a removal just before an addition counts first.
+    // Merge instants closer than eps, then take them in run order.
     let mut i = 0;
     let (mut bytes, mut live) = (0.0f64, 0i64);
     let (mut peak_bytes, mut peak_live) = (0.0f64, 0i64);
@@ -444,7 +448,7 @@ fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usi
         }
         let mut group: Vec<_> = events[i..j].to_vec();
         group.sort_by_key(|e| e.1);
-        for (_, delta, b) in group {
+        for (_, _, delta, b) in group {
             bytes += f64::from(delta) * b;
             live += i64::from(delta);
             peak_bytes = peak_bytes.max(bytes);
@@ -562,6 +566,23 @@ mod tests {
             Execution::Serial,
         );
         assert!(matches!(e.unwrap_err(), SimError::Duplicate { .. }));
+    }
+
+    #[test]
+    fn a_zero_duration_stage_holds_its_stash_at_its_forward() {
+        // The last stage takes no time: under 1F1B each micro-batch's forward and backward
+        // run at one instant there, one micro-batch after the other. Its stash is allocated
+        // all the same, one micro-batch's at a time.
+        let mut costs = StageCosts::uniform(2, 1.0, 2.0, 0.0);
+        costs.forward_seconds[1] = 0.0;
+        costs.backward_seconds[1] = 0.0;
+        costs.stash_bytes = vec![1.0, 10.0];
+        let r = simulate(&dapple(2, 3), &costs, Execution::Serial).unwrap();
+        assert_eq!(r.memory[1].activation_peak_bytes, 10.0);
+        assert_eq!(r.memory[1].peak_live, 1);
+        // GPipe runs every forward first: the three micro-batches are live together.
+        let r = simulate(&gpipe(2, 3), &costs, Execution::Serial).unwrap();
+        assert_eq!(r.memory[1].peak_live, 3);
     }
 
     #[test]
