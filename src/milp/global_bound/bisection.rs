@@ -122,45 +122,15 @@ pub(super) fn bound_of(
     learnt: &mut Learnt,
 ) -> crate::error::Result<GlobalBound> {
     let started = Instant::now();
-    let lower_bound = period_lower_bound(instance, platform);
-    let mut b = Bisection {
+    let mut b = Bisection::new(
         options,
-        milp: relaxation_milp(options.threads),
         started,
-        out: GlobalBound {
-            lower_bound,
-            infeasible: false,
-            relaxed_period: None,
-            assignment: None,
-            candidates: Vec::new(),
-            complete: false,
-            solves: 0,
-            nodes: 0,
-            solve_seconds: 0.0,
-            method: "instance bounds (loads, heaviest layer, cheapest cut)".into(),
-        },
+        period_lower_bound(instance, platform),
         learnt,
-        lo: lower_bound,
-        feasible_at: None,
-        stopped_early: false,
-    };
+    );
     let (answer, proven_by_search) = b.infinite_period(&relax)?;
     let infinite_undecided = match answer {
-        Probe::Infeasible => {
-            b.out.infeasible = true;
-            b.out.lower_bound = f64::INFINITY;
-            b.out.complete = true;
-            b.out.method = format!(
-                "relaxation infeasible at every period: no allocation holds one batch of its \
-                 layers (proven by {})",
-                if proven_by_search {
-                    "the packing search"
-                } else {
-                    "the MILP"
-                }
-            );
-            return Ok(b.finish());
-        }
+        Probe::Infeasible => return Ok(b.infeasible(proven_by_search)),
         Probe::Undecided | Probe::TooLarge => true,
         Probe::Feasible(a) => {
             b.out.passed(a);
@@ -317,7 +287,37 @@ impl<'r> Phase<'r> {
     }
 }
 
-impl Bisection<'_> {
+impl<'a> Bisection<'a> {
+    /// A bisection from `lower_bound` (the instance's own bound), started at `started`.
+    fn new(
+        options: &'a BoundOptions,
+        started: Instant,
+        lower_bound: f64,
+        learnt: &'a mut Learnt,
+    ) -> Self {
+        Bisection {
+            options,
+            milp: relaxation_milp(options.threads),
+            started,
+            out: GlobalBound {
+                lower_bound,
+                infeasible: false,
+                relaxed_period: None,
+                assignment: None,
+                candidates: Vec::new(),
+                complete: false,
+                solves: 0,
+                nodes: 0,
+                solve_seconds: 0.0,
+                method: "instance bounds (loads, heaviest layer, cheapest cut)".into(),
+            },
+            learnt,
+            lo: lower_bound,
+            feasible_at: None,
+            stopped_early: false,
+        }
+    }
+
     fn time_left(&self) -> Option<Duration> {
         self.options
             .time_limit
@@ -329,6 +329,24 @@ impl Bisection<'_> {
         self.options
             .enough
             .is_some_and(|(e, from)| self.lo >= e && Instant::now() >= from)
+    }
+
+    /// The bound of a case proven infeasible at an infinite period (by the packing search,
+    /// or by the MILP).
+    fn infeasible(mut self, proven_by_search: bool) -> GlobalBound {
+        self.out.infeasible = true;
+        self.out.lower_bound = f64::INFINITY;
+        self.out.complete = true;
+        self.out.method = format!(
+            "relaxation infeasible at every period: no allocation holds one batch of its \
+             layers (proven by {})",
+            if proven_by_search {
+                "the packing search"
+            } else {
+                "the MILP"
+            }
+        );
+        self.finish()
     }
 
     fn finish(mut self) -> GlobalBound {

@@ -64,7 +64,13 @@ impl Checks<'_> {
         if spared {
             return Ok(None);
         }
-        let answer = focused_check(s, a, group, left_out, period, None, self.threads, limit)?;
+        let focus = Focus {
+            assignment: a,
+            group,
+            left_out,
+            tail: None,
+        };
+        let answer = focused_check(s, focus, period, self.threads, limit)?;
         if answer != Some(false) {
             if let Ok(mut m) = s.answered.lock() {
                 let u = m.entry(holdings.to_vec()).or_default();
@@ -272,11 +278,13 @@ impl Relaxation {
                 if !limit.is_zero()
                     && focused_check(
                         checks.s,
-                        assignment,
-                        &[p],
-                        left_out,
+                        Focus {
+                            assignment,
+                            group: &[p],
+                            left_out,
+                            tail: Some(tail),
+                        },
                         period,
-                        Some(tail),
                         checks.threads,
                         limit,
                     )? == Some(false)
@@ -501,18 +509,32 @@ fn kept_holdings(assignment: &[usize], members: &[usize], left_out: &[bool]) -> 
     holdings
 }
 
+/// What a focused check looks at: the processors `group` of `assignment`, their layers
+/// `left_out` left out of them, and the layers from `tail` on as a pure delay
+/// (`Scope::tail`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Focus<'a> {
+    pub(super) assignment: &'a [usize],
+    pub(super) group: &'a [usize],
+    pub(super) left_out: &'a [bool],
+    pub(super) tail: Option<usize>,
+}
+
 /// The scheduling MILP that [`focused_check`] solves; `None` when the group's static
 /// memory alone does not fit.
 pub(super) fn focused_milp(
     s: &Scheduling,
-    assignment: &[usize],
-    group: &[usize],
-    left_out: &[bool],
+    focus: Focus,
     period: f64,
-    tail: Option<usize>,
 ) -> Option<crate::milp::pattern_milp::PatternMilp> {
     use crate::milp::fixed_allocation::assignment_structures;
     use crate::milp::pattern_milp::{PatternMilp, Scope};
+    let Focus {
+        assignment,
+        group,
+        left_out,
+        tail,
+    } = focus;
     // Every stage structure of the assignment, merges only on the group (the scheduled
     // checks run only without `stash_shared`, where these are a stage per layer).
     let (allocation, mut mergeable) = assignment_structures(&s.instance, assignment);
@@ -528,22 +550,17 @@ pub(super) fn focused_milp(
     PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope)
 }
 
-/// Whether the processors `group` of `assignment` can fit at `period` by the scheduling
-/// MILP focused on them (a stage per layer, their own consecutive layers that share a
-/// tensor free to merge; their layers `left_out` left out of them; layers from `tail` on
-/// a pure delay, `Scope::tail`): `Some(false)` proven not, `None` undecided within `limit`.
-#[allow(clippy::too_many_arguments)]
+/// Whether the processors of `focus` can fit at `period` by the scheduling MILP focused on
+/// them (a stage per layer, their own consecutive layers that share a tensor free to
+/// merge): `Some(false)` proven not, `None` undecided within `limit`.
 pub(super) fn focused_check(
     s: &Scheduling,
-    assignment: &[usize],
-    group: &[usize],
-    left_out: &[bool],
+    focus: Focus,
     period: f64,
-    tail: Option<usize>,
-    threads: std::num::NonZeroU32,
+    threads: NonZeroU32,
     limit: Duration,
 ) -> crate::error::Result<Option<bool>> {
-    let Some(milp) = focused_milp(s, assignment, group, left_out, period, tail) else {
+    let Some(milp) = focused_milp(s, focus, period) else {
         return Ok(Some(false));
     };
     let options = MilpOptions {

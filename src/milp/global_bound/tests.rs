@@ -11,7 +11,7 @@ use super::relaxation::{
     ceil_copies, clear_of, floor_copies, layer_stashes, relaxation_fits, Holding, Relaxation,
     Unproven, Windows,
 };
-use super::scheduled::{focused_check, focused_milp, in_chain_order};
+use super::scheduled::{focused_check, focused_milp, in_chain_order, Focus};
 use super::{FUTILE_MILP_LOOPS, MAX_SCHEDULED_LAYERS};
 use crate::milp::solver::{MilpOptions, SolveStatus};
 use crate::model::{chain, Instance, Platform};
@@ -112,23 +112,25 @@ fn a_focused_check_is_never_infeasible_where_the_whole_assignment_has_a_pattern(
                 .map(|(t, _, _)| Some(t)),
         );
         for tail in tails {
-            let answer = focused_check(
-                s,
-                &assignment,
-                &[p],
-                &[],
-                period,
+            let focus = Focus {
+                assignment: &assignment,
+                group: &[p],
+                left_out: &[],
                 tail,
-                threads,
-                Duration::from_secs(60),
-            )
-            .unwrap();
+            };
+            let answer = focused_check(s, focus, period, threads, Duration::from_secs(60)).unwrap();
             assert_ne!(answer, Some(false), "processor {p}, tail {tail:?}");
         }
     }
     // The same check of processor 0 with presolve on: HiGHS's presolve answered
     // "infeasible", which the second solve without it overturns.
-    let mut focused = focused_milp(s, &assignment, &[0], &[], period, None).unwrap();
+    let focus = Focus {
+        assignment: &assignment,
+        group: &[0],
+        left_out: &[],
+        tail: None,
+    };
+    let mut focused = focused_milp(s, focus, period).unwrap();
     focused.model.set_presolve(true);
     let r = focused.model.solve(&options, None).unwrap();
     assert!(r.status.has_solution(), "{:?}", r.status);
@@ -408,17 +410,14 @@ fn group_premises_are_valid(seeds: std::ops::Range<u64>, platforms: &[(usize, f6
                     .map(|p| (p, Holding::of(a, p).unwrap()))
                     .collect();
                 let (members, holdings) = in_chain_order(&group);
-                let answer = focused_check(
-                    s,
-                    a,
-                    &members,
-                    &[],
-                    period,
-                    None,
-                    threads,
-                    Duration::from_secs(60),
-                )
-                .unwrap();
+                let focus = Focus {
+                    assignment: a,
+                    group: &members,
+                    left_out: &[],
+                    tail: None,
+                };
+                let answer =
+                    focused_check(s, focus, period, threads, Duration::from_secs(60)).unwrap();
                 // The group of every processor is the assignment's own problem.
                 if mask.count_ones() as usize == used {
                     assert_eq!(answer, Some(plan), "{a:?} at {period}");
