@@ -1,6 +1,6 @@
-//! What the bound learns cannot fit ([`Premise`]), valid at every period below the one it
-//! was learnt at, and the premises the closed forms give against an assignment that fails
-//! them: its processors' runs, with the crossing cuts or the transfer limit that matter
+//! What the bound learns cannot fit ([`Premise`]), kept across the probes of a case, and
+//! the premises the closed forms give against an assignment that fails them: its
+//! processors' runs, with the crossing cuts or the transfer limit that matter
 //! (docs/bounds.md, "Exact windows, added lazily").
 
 use super::relaxation::{Holding, Relaxation, Windows};
@@ -13,9 +13,9 @@ pub enum Premise {
     /// These runs on one processor, their boundary cuts crossing, and more transfers on
     /// their free cuts than [`Relaxation::transfer_limit`] allows at the period.
     Limited(Holding),
-    /// This assignment (labels as the MILP chose them), which an exact check proved to have
-    /// no plan at `period` or below ([`decide_period`](super::decide_period)); it excludes nothing at longer
-    /// periods.
+    /// This assignment (labels as the MILP chose them), which an exact check proved to have no plan
+    /// at `period` or below ([`decide_period`](super::decide_period)); it excludes nothing at
+    /// longer periods.
     Excluded { assignment: Vec<usize>, period: f64 },
     /// Each holding's runs on a processor of its own (distinct processors) with all their
     /// cuts crossing, which the scheduling MILP focused on those processors proved to have

@@ -229,8 +229,8 @@ impl ProbeAt<'_> {
             };
             let mut violated = relax.violated(&assignment, period, windows);
             if violated.is_empty() && !waited {
-                // The plain windows hold: now the waits (docs/bounds.md, "Waits forced by the period"), with every
-                // premise learnt so far.
+                // The plain windows hold: now the waits (docs/bounds.md, "Waits forced by
+                // the period"), with every premise learnt so far.
                 waited = true;
                 windows = Windows::Waited;
                 violated = relax.violated(&assignment, period, windows);

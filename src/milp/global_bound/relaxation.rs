@@ -39,15 +39,16 @@ pub struct Relaxation {
     pub(super) comm: Vec<f64>,
     /// Relative slack on capacities and copy counts (docs/bounds.md, "Safety").
     pub(super) slack: f64,
-    /// The case, for the scheduled checks (docs/bounds.md, "Scheduled premises"); `None` where
-    /// they do not apply (tensors shared further apart than neighbours) or are switched
-    /// off.
+    /// The case, for the scheduled checks (docs/bounds.md, "Scheduled premises"); `None`
+    /// where they do not apply (tensors shared further apart than neighbours) or are
+    /// switched off.
     pub(super) scheduling: Option<Scheduling>,
-    /// Whether a probe tries the search over assignments ([`search`]) before the MILP.
+    /// Whether a probe tries the search over assignments (`search.rs`) before the MILP.
     pub(super) search: bool,
 }
 
-/// What the scheduled checks need: the case itself, and what the checks answered so far.
+/// What the scheduled checks (`scheduled.rs`) need: the case itself, and what the checks
+/// answered so far.
 #[derive(Debug, Clone)]
 pub(super) struct Scheduling {
     pub(super) instance: Instance,
@@ -109,8 +110,6 @@ impl Unproven {
     }
 }
 
-/// The most layers a scheduled check keeps on the processors it focuses on (a MILP with an
-/// integer per two of their operations): a processor holding more is checked on its first
 impl Relaxation {
     pub fn new(instance: &Instance, platform: &Platform) -> Self {
         let n = instance.len();
@@ -175,8 +174,9 @@ impl Relaxation {
         self.suffix_f[j] + self.suffix_b[j]
     }
 
-    /// Copies of layer `j`'s stash at the forward start of layer `i`'s stage (`j <= i`),
-    /// with transfers of more than `level` levels downstream of `i` (docs/bounds.md, "The facts in symbols").
+    /// Copies of layer `j`'s stash at the forward start of layer `i`'s stage (`j <= i`), with
+    /// transfers of more than `level` levels downstream of `i` (docs/bounds.md, "The facts in
+    /// symbols").
     pub(super) fn copies_before(&self, i: usize, j: usize, period: f64, level: usize) -> f64 {
         let d = self.suffix_f[i] + self.suffix_b[j];
         if level == 0 || period.is_infinite() {
@@ -198,10 +198,10 @@ impl Relaxation {
         self.suffix(0) + 2.0 * self.comm.iter().sum::<f64>()
     }
 
-    /// `waits[l]`: a lower bound on the time that layer `l`'s window (from its forward's
-    /// start to its backward's end) spends waiting at `period`, with the cuts `crossing`
-    /// crossing and no other (`crossing[c]`: between layers `c` and `c + 1`, 0-based; one
-    /// entry per layer, the last unused); zeros at an infinite period (docs/bounds.md, "Waits forced by the period").
+    /// `waits[l]`: a lower bound on the time that layer `l`'s window (from its forward's start to
+    /// its backward's end) spends waiting at `period`, with the cuts `crossing` crossing and no
+    /// other (`crossing[c]`: between layers `c` and `c + 1`, 0-based; one entry per layer, the last
+    /// unused); zeros at an infinite period (docs/bounds.md, "Waits forced by the period").
     pub fn waits(&self, crossing: &[bool], period: f64) -> Vec<f64> {
         let n = self.layers;
         let mut waits = vec![0.0; n];
@@ -238,10 +238,10 @@ impl Relaxation {
         waits
     }
 
-    /// Whether a processor holding `h` can meet the memory and load facts at `period`, its
-    /// windows counted with the transfers of `h.cuts` in both directions: facts 1-4
-    /// (docs/bounds.md, "Exact windows, added lazily") for one processor, with every cut outside `h.cuts` taken as not crossing
-    /// (fewer transfers, shorter windows: a relaxation of every assignment that satisfies
+    /// Whether a processor holding `h` can meet the memory and load facts at `period`, its windows
+    /// counted with the transfers of `h.cuts` in both directions: facts 1-4 (docs/bounds.md, "Exact
+    /// windows, added lazily") for one processor, with every cut outside `h.cuts` taken as not
+    /// crossing (fewer transfers, shorter windows: a relaxation of every assignment that satisfies
     /// the premise, whatever stages its runs are cut into).
     pub fn holding_fits(&self, h: &Holding, period: f64) -> bool {
         self.holding_fits_with(h, period, Windows::Waited)
@@ -486,10 +486,10 @@ pub(super) enum Windows {
     Plain { extra: f64 },
 }
 
-/// The smallest `y >= x` at which an operation of length `after` may start, `y` after the
-/// start of one of length `before` on the same resource, both repeating every `period`:
-/// `y mod T` in `[before, T - after]` (docs/bounds.md, "Waits forced by the period"). The zone is widened by `tol`
-/// on both sides; `x` itself when the two cannot share the resource at all (a load fact
+/// The smallest `y >= x` at which an operation of length `after` may start, `y` after the start
+/// of one of length `before` on the same resource, both repeating every `period`: `y mod T` in
+/// `[before, T - after]` (docs/bounds.md, "Waits forced by the period"). The zone is widened by
+/// `tol` on both sides; `x` itself when the two cannot share the resource at all (a load fact
 /// excludes that case).
 pub(super) fn clear_of(x: f64, before: f64, after: f64, period: f64, tol: f64) -> f64 {
     let (lo, hi) = (before - tol, period - after + tol);
@@ -508,8 +508,8 @@ pub(super) fn clear_of(x: f64, before: f64, after: f64, period: f64, tol: f64) -
 }
 
 /// True when the assignment (`assignment[l]` the processor of layer `l+1`) satisfies the
-/// relaxation at `period` (docs/bounds.md, "The facts in symbols"): the exact counterpart of the MILP, for tests and
-/// for tightening a solution's period.
+/// relaxation at `period` (docs/bounds.md, "The facts in symbols"): the exact counterpart of
+/// the MILP, for tests and for tightening a solution's period.
 pub fn relaxation_fits(relax: &Relaxation, assignment: &[usize], period: f64) -> bool {
     let n = relax.layers;
     assert_eq!(assignment.len(), n);

@@ -60,11 +60,11 @@ fn copies_round_down_past_the_slack() {
 }
 
 /// A focused check relaxes the whole problem of its assignment, so it is never
-/// infeasible where the whole assignment has a judged pattern. HiGHS's MIP presolve once
-/// declared this one infeasible there (ResNet-101 on 3 processors of 12 GiB, 24 GB/s:
-/// the processor holding layers 1-2 and 24-35, at 0.113 s), which made the bound wrong;
-/// infeasibility is now confirmed without presolve (`milp::solver`), and the scheduling
-/// MILP is solved without it.
+/// infeasible where the whole assignment has a judged pattern. HiGHS's MIP presolve
+/// declares this one infeasible (ResNet-101 on 3 processors of 12 GiB, 24 GB/s: the
+/// processor holding layers 1-2 and 24-35, at 0.113 s), so infeasibility is confirmed
+/// without presolve (`milp::solver`), and the scheduling MILP is solved without it
+/// (docs/bounds.md, "Solver answers").
 #[test]
 fn a_focused_check_is_never_infeasible_where_the_whole_assignment_has_a_pattern() {
     use crate::milp::fixed_allocation::assignment_structures;
