@@ -96,7 +96,7 @@ enum Command {
     /// over assignments (a MILP through HiGHS where the search runs out of time) and
     /// bisected on the period. "infeasible" means that even one batch at a time fits no
     /// allocation.
-    /// See src/milp/global_bound.rs for the argument.
+    /// See docs/bounds.md for the argument.
     Bound(cli::bound::BoundArgs),
     /// Find the best periodic pattern for a plan's allocation with the scheduling MILP
     /// (minimum period that fits memory; any allocation, several stages per processor

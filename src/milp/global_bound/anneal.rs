@@ -26,7 +26,7 @@ use argmin::solver::simulatedannealing::{Anneal, SATempFunc, SimulatedAnnealing}
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{relaxation_fits, tighten, Relaxation};
+use super::relaxation::{relaxation_fits, tighten, Relaxation};
 
 /// The longest range of consecutive layers one move reassigns.
 pub const MAX_RANGE: usize = 8;

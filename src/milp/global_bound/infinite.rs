@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::anneal::canonical;
-use super::Relaxation;
+use super::relaxation::Relaxation;
 
 /// What the search proved at an infinite period.
 #[derive(Debug, Clone, PartialEq)]
@@ -226,7 +226,7 @@ impl Search<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{relaxation_fits, Holding};
+    use super::super::relaxation::{relaxation_fits, Holding};
     use super::*;
     use crate::milp::general::for_each_allocation;
     use crate::model::Platform;

@@ -47,7 +47,8 @@ use std::time::Instant;
 
 use super::anneal::canonical;
 use super::infinite::Answer;
-use super::{held_apart, relaxation_fits, Holding, Premise, Relaxation, Windows};
+use super::premises::{held_apart, Premise};
+use super::relaxation::{relaxation_fits, Holding, Relaxation, Windows};
 
 /// What a caller's check says of an assignment that passes the relaxation: premises that
 /// exclude it (none: accepted).
@@ -431,7 +432,7 @@ impl Search<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::obeys;
+    use super::super::premises::obeys;
     use super::*;
     use crate::milp::general::for_each_allocation;
     use crate::model::Platform;
