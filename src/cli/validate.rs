@@ -12,47 +12,110 @@ use pipeopt::units::{ShowBytes, ShowSeconds};
 pub struct ValidateArgs {
     /// The plan file (JSON, as written by `plan --out`).
     pub plan: PathBuf,
-    /// Print one JSON object: {"valid", "period", "peak_memory", "violations", ...}.
+    /// Print one JSON object: {"valid", "status", "period", "peak_memory", "violations",
+    /// ...}; a plan without a pattern (status planned) gives "valid": null and "status":
+    /// "planned".
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::load(&args.plan)?;
-    let j = judge_plan(&plan);
-    if args.json {
+    let (text, code) = match &plan.pattern {
+        Some(_) => verdict(&plan, args.json),
+        None => planned(&plan, args.json),
+    };
+    // The verdict is the exit status whatever becomes of stdout: a reader that closed the
+    // pipe (`| head -c0`) does not turn "invalid" into success; a full disk is a failure.
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(pipeopt::Error::io(std::path::Path::new("stdout"), e).into()),
+    }
+}
+
+/// A plan with an allocation and no pattern (an algorithm's first phase, status
+/// "planned"): nothing to judge yet, which is its verdict (exit 0). Its allocation was
+/// checked when the file was read.
+fn planned(plan: &Plan, json: bool) -> (String, ExitCode) {
+    let stages = plan.placement.stages();
+    let text = if json {
+        let out = serde_json::json!({
+            "valid": null,
+            "status": "planned",
+            "verdict": "planned: allocation without a schedule",
+            "planned_period": plan.planned_period,
+            "stages": stages,
+            "period": null,
+            "peak_memory": [],
+            "violations": [],
+            "violation_details": [],
+            "loads": [],
+        });
+        format!("{out}\n")
+    } else {
+        let mut t = String::from(
+            "planned: allocation without a schedule (no pattern to judge; \
+             `pipeopt schedule` finds one)\n",
+        );
+        if let Some(p) = plan.planned_period {
+            t += &format!("  planned period {}\n", ShowSeconds(p));
+        }
+        for (i, s) in stages.iter().enumerate() {
+            t += &format!(
+                "  stage {i:>3}: layers {:>4}..={:<4} on processor {}\n",
+                s.first, s.last, s.processor
+            );
+        }
+        t
+    };
+    (text, ExitCode::SUCCESS)
+}
+
+/// The judge's verdict on a plan with a pattern: exit 0 when valid, 1 when not.
+fn verdict(plan: &Plan, json: bool) -> (String, ExitCode) {
+    use std::fmt::Write;
+    let j = judge_plan(plan);
+    let mut t = String::new();
+    if json {
         let violations: Vec<String> = j.violations.iter().map(|v| v.to_string()).collect();
         let out = serde_json::json!({
             "valid": j.valid,
+            "status": if j.valid { "valid" } else { "invalid" },
             "period": if j.valid { Some(j.period) } else { None },
             "peak_memory": j.peak_memory,
             "violations": violations,
             "violation_details": j.violations,
             "loads": j.loads,
         });
-        println!("{out}");
+        let _ = writeln!(t, "{out}");
     } else {
         if j.valid {
-            println!(
+            let _ = writeln!(
+                t,
                 "valid: period {} ({} batches/s)",
                 ShowSeconds(j.period),
                 1.0 / j.period
             );
         } else {
-            println!("INVALID: {}", j.violations[0]);
+            let _ = writeln!(t, "INVALID: {}", j.violations[0]);
             if j.violations.len() > 1 {
-                println!("  ... and {} more violation(s)", j.violations.len() - 1);
+                let _ = writeln!(t, "  ... and {} more violation(s)", j.violations.len() - 1);
             }
         }
         for (p, m) in j.peak_memory.iter().enumerate() {
-            println!(
+            let _ = writeln!(
+                t,
                 "  processor {p:>2}: peak {:>12} of {}",
                 ShowBytes(*m).to_string(),
                 ShowBytes(plan.platform.memory)
             );
         }
         for l in &j.loads {
-            println!(
+            let _ = writeln!(
+                t,
                 "  {:<24} busy {:>12} ({:.1}%)",
                 l.resource,
                 ShowSeconds(l.busy).to_string(),
@@ -60,9 +123,10 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if j.valid {
+    let code = if j.valid {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    };
+    (t, code)
 }
