@@ -263,6 +263,18 @@ impl<'a> Importer<'_, 'a> {
             usize_of(pads[0], node, "pad")?,
             usize_of(pads[1], node, "pad")?,
         );
+        if s.0 == 0 || s.1 == 0 {
+            return Err(unsupported(
+                node,
+                format!("strides {strides:?}: every stride is at least 1"),
+            ));
+        }
+        if kernel.0 == 0 || kernel.1 == 0 {
+            return Err(unsupported(
+                node,
+                format!("kernel {kernel:?}: every side is at least 1"),
+            ));
+        }
         if self.b.shape(x).len() != 3 {
             return Err(unsupported(node, "the input is not an NCHW feature map"));
         }
@@ -560,6 +572,12 @@ impl<'a> Importer<'_, 'a> {
                         .ok_or_else(|| unsupported(node, "the ratio is not a constant"))?,
                     None => at.float("ratio", 0.5),
                 };
+                if !(0.0..1.0).contains(&p) {
+                    return Err(unsupported(
+                        node,
+                        format!("ratio {p}: a dropout ratio is in [0, 1)"),
+                    ));
+                }
                 let shape = self.b.shape(x).clone();
                 self.push(node, OpKind::Dropout { p }, &[x], shape)?;
             }
