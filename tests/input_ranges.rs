@@ -262,6 +262,19 @@ fn nonsense_numbers_and_names_exit_2_naming_the_flag_or_field() {
     );
     refused(&with(&["--micro-batches", "0"]), &["--micro-batches"]);
     refused(
+        &with(&[
+            "--schedule",
+            "optimal",
+            "--placement",
+            "one-direction",
+            "--micro-batches",
+            "2000",
+            "--time-limit",
+            "2s",
+        ]),
+        &["--micro-batches", "256"],
+    );
+    refused(
         &[
             "sync",
             "--instance",

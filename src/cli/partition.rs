@@ -36,7 +36,7 @@ pub enum PartitionCommand {
         #[arg(long)]
         out_instance: Option<PathBuf>,
         /// Components per level, innermost first (at least 1 each, at most 1024 in all).
-        #[arg(long, num_args = 1.., required = true)]
+        #[arg(long, num_args = 1.., required = true, value_parser = super::parse_processors)]
         processors: Vec<usize>,
         /// Bandwidth of each level, innermost first (positive).
         #[arg(long, num_args = 1.., required = true, value_parser = parse_positive_bandwidth)]

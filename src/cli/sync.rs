@@ -49,7 +49,7 @@ pub struct SyncArgs {
     /// multiple of D, N >= 2D: basic units of 2D micro-batches, forwards run in pairs),
     /// mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as, fbp-as, bapipe (with --explore),
     /// or optimal (the exact MILP over every operation order
-    /// on --placement, under --memory and --max-live).
+    /// on --placement, under --memory and --max-live; N at most 256).
     #[arg(long, default_value = "dapple")]
     schedule: String,
     /// --schedule optimal: one-direction, bidirectional (Chimera's and MixPipe's two
@@ -502,6 +502,15 @@ fn run_optimal(
             )
         })?,
     };
+    if n > pipeopt::milp::sync_schedule::MAX_MICRO_BATCHES {
+        return Err(bad(
+            "--micro-batches",
+            format!(
+                "--schedule optimal takes at most {} micro-batches (its model grows as N^2 D), got {n}",
+                pipeopt::milp::sync_schedule::MAX_MICRO_BATCHES
+            ),
+        ));
+    }
     if placement != Placement::OneDirection && n % 2 != 0 {
         return Err(bad(
             "--micro-batches",

@@ -234,10 +234,11 @@ impl SyncExperiment {
                         format!("must be positive, got {:?}", o.time_limit),
                     ));
                 }
-                if o.max_micro_batches == 0 {
+                let most = crate::milp::sync_schedule::MAX_MICRO_BATCHES;
+                if !(1..=most).contains(&o.max_micro_batches) {
                     return Err(bad(
                         "optimum.max_micro_batches",
-                        "must be at least 1".into(),
+                        format!("must be from 1 to {most}, got {}", o.max_micro_batches),
                     ));
                 }
                 Some(OptimumSettings {
