@@ -85,6 +85,20 @@ pub fn parse_count(text: &str, min: usize, max: usize) -> Result<usize, String> 
         .ok_or_else(|| format!("must be a whole number from {min} to {max}, got {text:?}"))
 }
 
+/// Writes a command's report to stdout and ends with `code`, the status of its result
+/// whatever becomes of stdout: a reader that closed the pipe (`| head -c0`) does not turn
+/// an invalid plan or a failed algorithm into success; a full disk is a failed write (exit
+/// 1, an [`pipeopt::Error::Io`] on stdout).
+pub fn emit(text: &str, code: std::process::ExitCode) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(pipeopt::Error::io(std::path::Path::new("stdout"), e).into()),
+    }
+}
+
 /// With no plan to write (infeasible, error), an older file at `--out` would pass for this
 /// run's result: remove it.
 pub fn remove_stale(path: &std::path::Path) -> Result<(), InputError> {

@@ -25,15 +25,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         Some(_) => verdict(&plan, args.json),
         None => planned(&plan, args.json),
     };
-    // The verdict is the exit status whatever becomes of stdout: a reader that closed the
-    // pipe (`| head -c0`) does not turn "invalid" into success; a full disk is a failure.
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(code),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
-        Err(e) => Err(pipeopt::Error::io(std::path::Path::new("stdout"), e).into()),
-    }
+    // The verdict is the exit status whatever becomes of stdout.
+    super::emit(&text, code)
 }
 
 /// A plan with an allocation and no pattern (an algorithm's first phase, status
