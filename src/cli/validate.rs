@@ -10,7 +10,8 @@ use pipeopt::units::{ShowBytes, ShowSeconds};
 
 #[derive(Args)]
 pub struct ValidateArgs {
-    /// The plan file (JSON, as written by `plan --out`).
+    /// The plan file (JSON, as written by `plan --out`), or a `sync --out` file (its
+    /// streams replayed on its costs and compared with its report).
     pub plan: PathBuf,
     /// Print one JSON object: {"valid", "status", "period", "peak_memory", "violations",
     /// ...}; a plan without a pattern (status planned) gives "valid": null and "status":
@@ -20,6 +21,10 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    if pipeopt::plot::sync_gantt::is_sync_file(&args.plan) {
+        let (text, code) = sync_verdict(&args.plan, args.json)?;
+        return super::emit(&text, code);
+    }
     let plan = Plan::load(&args.plan)?;
     let (text, code) = match &plan.pattern {
         Some(_) => verdict(&plan, args.json),
@@ -122,4 +127,38 @@ fn verdict(plan: &Plan, json: bool) -> (String, ExitCode) {
         ExitCode::from(1)
     };
     (t, code)
+}
+
+/// The verdict on a `sync --out` file: its streams replayed on its own costs give the
+/// iteration time and peaks its report gives (exit 0), or not (exit 1).
+fn sync_verdict(path: &std::path::Path, json: bool) -> anyhow::Result<(String, ExitCode)> {
+    let v = pipeopt::schedule::sync::file::judge_file(path)?;
+    let text = if json {
+        let out = serde_json::json!({
+            "valid": v.valid,
+            "status": if v.valid { "valid" } else { "invalid" },
+            "kind": "sync",
+            "makespan": v.makespan_seconds,
+            "peak_memory": v.peak_memory,
+            "violations": v.violations,
+        });
+        format!("{out}\n")
+    } else if v.valid {
+        let mut t = format!(
+            "valid: synchronous iteration {} (the streams replayed on the file's costs)\n",
+            ShowSeconds(v.makespan_seconds.unwrap_or(f64::NAN))
+        );
+        for (w, m) in v.peak_memory.iter().enumerate() {
+            t += &format!("  worker {w:>2}: peak {:>12}\n", ShowBytes(*m).to_string());
+        }
+        t
+    } else {
+        format!("INVALID: {}\n", v.violations.join("; "))
+    };
+    let code = if v.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    Ok((text, code))
 }

@@ -43,7 +43,7 @@ pub enum Execution {
 }
 
 /// What one stage costs: times in seconds, sizes in bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StageCosts {
     pub forward_seconds: Vec<f64>,
     pub backward_seconds: Vec<f64>,
