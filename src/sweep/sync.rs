@@ -1286,9 +1286,20 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "case[0]");
+        // The instance is read when the file loads: a missing one names the case.
+        let e = SyncExperiment::parse(
+            "name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n",
+            p,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.source.as_str(), e.field.as_str()),
+            ("x.toml", "case[0].instance")
+        );
+        let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
         let with_optimum = |table: &str| {
             SyncExperiment::parse(
-                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
+                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"{toy}\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
                 p,
             )
         };
