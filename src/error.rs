@@ -116,12 +116,18 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Input
     let mut de = serde_json::Deserializer::from_str(&text);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        let field = if field == "." { String::new() } else { field };
-        InputError::new(
-            path.display().to_string(),
-            field,
-            e.into_inner().to_string(),
-        )
+        let inner = e.into_inner();
+        // A file cut short has no field at fault (the path ends in `?`, an element not yet
+        // read): the line and column say where it ends.
+        if inner.is_eof() {
+            return InputError::file(path, format!("the file is cut short: {inner}"));
+        }
+        // An element not yet read is `?` in the path: the field is its parent.
+        let field = field
+            .trim_end_matches('?')
+            .trim_end_matches('.')
+            .to_string();
+        InputError::new(path.display().to_string(), field, inner.to_string())
     })?;
     // One document per file: anything but whitespace after it (a second plan pasted
     // below the first) is an error, not ignored.

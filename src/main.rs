@@ -23,8 +23,8 @@ network (a chain of layers) on P processors of memory M joined by links of bandw
 and judges every plan with one exact validator (see docs/model.md).\n\n\
 A typical session:\n  \
 pipeopt import pipedream ../shared/pipedream-profiles/resnet50.txt --out resnet50.json\n  \
-pipeopt plan --instance resnet50.json --processors 4 --memory 8GiB --bandwidth 12GB/s \\\n      \
---algorithm 1f1b* --partition 0,60,120,180 --out plan.json\n  \
+pipeopt plan --instance resnet50.json --processors 4 --memory 16GiB --bandwidth 12GB/s \\\n      \
+--algorithm '1f1b*' --partition 0,20,60,110 --out plan.json\n  \
 pipeopt validate plan.json\n  \
 pipeopt gantt plan.json --out plan.svg\n\n\
 Units: sizes as 16GiB or 3GB, bandwidths as 12GB/s or 100Mbps, durations as 1.5ms or 60s. \
@@ -108,7 +108,9 @@ enum Command {
     /// Judge a plan file: validity, period, exact memory peaks, resource loads.
     ///
     /// Exits 1 when the plan is invalid, naming the first violation with the operations and
-    /// batch numbers involved.
+    /// batch numbers involved. A plan with an allocation and no pattern (status planned,
+    /// e.g. `madpipe-dp --out`) is reported as "planned: allocation without a schedule"
+    /// (exit 0). The exit status is the verdict even when stdout is closed.
     Validate(cli::validate::ValidateArgs),
     /// Run an experiment (a TOML grid): parallel, resumable, shardable; writes
     /// results/<name>.parquet and .csv.
@@ -120,7 +122,9 @@ enum Command {
     /// Run one sweep job read as JSON from stdin and print its row (used by `sweep`).
     #[command(hide = true)]
     SweepJob,
-    /// Merge Parquet tables (the shards of one grid) into one, one row per job.
+    /// Merge the shards of one grid (`sweep --shard i/n`) into one table, one row per job,
+    /// in grid order; refuses tables of other experiments or configurations, a shard given
+    /// twice or missing, and tables that are no sweep's shard.
     Merge(cli::merge::MergeArgs),
     /// Draw the figures of a results table (periods, ratios, speedups) as SVG files.
     Figures(cli::figures::FiguresArgs),
@@ -134,7 +138,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     // `println!` panics when stdout is closed (`| head -3`) or full (`> /dev/full`). Such a
     // panic is not a bug: a closed pipe ends the command quietly (the reader has what it
     // wanted, as in ripgrep), a full disk is a failed write (exit status 1).
@@ -159,6 +166,50 @@ fn main() -> ExitCode {
             None => std::panic::resume_unwind(payload),
         },
     }
+}
+
+/// Parses the command line, or says how to end: clap's message for a bad one (exit 2), or
+/// the help or version text on stdout (exit 0, or 1 when stdout cannot take it: `--help >
+/// /dev/full` is a failed write, not a success; a closed pipe ends quietly with 0).
+///
+/// An option's one value may start with `-` (`--memory -1GiB`, `-p -1`): it then reaches
+/// the flag's own check, whose message names the flag and the range, instead of clap's
+/// "unexpected argument '-1' found". Options of several values take negative numbers.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = hyphen_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => Ok(cli),
+        Err(e) if e.use_stderr() => e.exit(),
+        Err(e) => {
+            use std::io::Write;
+            match e.print().and_then(|()| std::io::stdout().flush()) {
+                Ok(()) => Err(ExitCode::SUCCESS),
+                Err(w) if w.kind() == std::io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
+                Err(w) => {
+                    eprintln!("error: stdout: {w}");
+                    Err(ExitCode::from(1))
+                }
+            }
+        }
+    }
+}
+
+/// `cmd` with every option of one value allowed to take a value that starts with `-`, and
+/// every option of several values allowed negative numbers, in every subcommand.
+fn hyphen_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.is_positional() || !a.get_action().takes_values() {
+            a
+        } else if a.get_num_args().is_none_or(|n| n.max_values() <= 1) {
+            a.allow_hyphen_values(true)
+        } else {
+            a.allow_negative_numbers(true)
+        }
+    })
+    .mut_subcommands(hyphen_values)
 }
 
 /// The exit status for an error: the library's kind ([`pipeopt::Error::exit_code`]: 2 for

@@ -77,7 +77,7 @@ fn parse_with(text: &str, kind: &'static str, table: &[(&str, f64)]) -> Result<f
         return Err(err("the value is not finite".into()));
     }
     if value < 0.0 {
-        return Err(err("the value is negative".into()));
+        return Err(err("must not be negative".into()));
     }
     Ok(value)
 }
@@ -146,6 +146,34 @@ pub fn parse_seconds(text: &str) -> Result<Seconds, UnitError> {
         });
     }
     Ok(v)
+}
+
+/// Parses a size that must be positive (a memory): `0` is refused, since nothing fits in it.
+pub fn parse_positive_bytes(text: &str) -> Result<Bytes, UnitError> {
+    positive(parse_bytes(text)?, text, "size", "nothing fits in 0 bytes")
+}
+
+/// Parses a bandwidth that must be positive: `0` is refused, since a transfer at 0 bytes/s
+/// never ends.
+pub fn parse_positive_bandwidth(text: &str) -> Result<BytesPerSecond, UnitError> {
+    positive(
+        parse_bandwidth(text)?,
+        text,
+        "bandwidth",
+        "a transfer at 0 bytes/s never ends",
+    )
+}
+
+fn positive(value: f64, text: &str, kind: &'static str, why: &str) -> Result<f64, UnitError> {
+    if value > 0.0 {
+        Ok(value)
+    } else {
+        Err(UnitError {
+            text: text.to_string(),
+            kind,
+            reason: format!("must be positive ({why})"),
+        })
+    }
 }
 
 /// The longest duration [`parse_seconds`] accepts.

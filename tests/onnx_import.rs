@@ -307,3 +307,63 @@ fn bad_models_exit_2_naming_the_file_and_the_node() {
         &["/pool/MaxPool", "empty"],
     );
 }
+
+fn float(name: &'static str, v: f32) -> Attribute<'static> {
+    Attribute {
+        name,
+        r#type: AttributeType::Float,
+        f: v,
+        ..Default::default()
+    }
+}
+
+/// Numbers a model may hold but no network has: a stride or a kernel side of 0 (a window
+/// that never moves, or covers nothing), a dropout ratio outside [0, 1). Refused, naming
+/// the node, never a division by zero or an output larger than the input.
+#[test]
+fn zero_strides_and_kernels_and_bad_dropout_ratios_are_refused() {
+    // node 0 is the 3x3 Conv, node 5 the MaxPool (kernel 2, stride 2).
+    let conv_stride = {
+        let mut m = small_model();
+        m.graph.as_mut().unwrap().node[0]
+            .attribute
+            .push(ints("strides", &[0, 0]));
+        m
+    };
+    refused(&onnx_rs::encode(&conv_stride), &[], &["/c1/Conv", "stride"]);
+    for op in [OpType::MaxPool, OpType::AveragePool] {
+        let mut m = small_model();
+        let pool = &mut m.graph.as_mut().unwrap().node[5];
+        pool.op_type = op.clone();
+        pool.attribute = vec![ints("kernel_shape", &[2, 2]), ints("strides", &[0, 0])];
+        refused(&onnx_rs::encode(&m), &[], &["/pool/MaxPool", "stride"]);
+        let mut m = small_model();
+        let pool = &mut m.graph.as_mut().unwrap().node[5];
+        pool.op_type = op;
+        pool.attribute = vec![ints("kernel_shape", &[0, 0])];
+        refused(&onnx_rs::encode(&m), &[], &["/pool/MaxPool", "kernel"]);
+    }
+    for ratio in [5.0, -0.5, 1.0, f32::NAN] {
+        let mut m = small_model();
+        let g = m.graph.as_mut().unwrap();
+        // relu -> dropout -> the rest, which now reads the dropout's output.
+        g.node.insert(
+            3,
+            node(
+                "/drop/Dropout",
+                OpType::Dropout,
+                &["r1"],
+                "d1",
+                vec![float("ratio", ratio)],
+            ),
+        );
+        for n in &mut g.node[4..] {
+            for i in n.input.iter_mut() {
+                if *i == "r1" {
+                    *i = "d1";
+                }
+            }
+        }
+        refused(&onnx_rs::encode(&m), &[], &["/drop/Dropout", "ratio"]);
+    }
+}

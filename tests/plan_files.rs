@@ -96,6 +96,35 @@ fn validate_with_the_binary(path: &std::path::Path) -> (bool, Option<f64>, Strin
     (v["valid"] == true, v["period"].as_f64(), text)
 }
 
+/// `pipeopt validate` (the binary, text and `--json`) on a plan file of status planned:
+/// exit 0, "planned: allocation without a schedule".
+fn validate_planned_with_the_binary(path: &std::path::Path, case: &str) {
+    let run = |json: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_pipeopt"));
+        c.arg("validate").arg(path);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{case}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let text = run(false);
+    assert!(
+        text.starts_with("planned: allocation without a schedule"),
+        "{case}: {text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["status"], "planned", "{case}: {v}");
+    assert_eq!(v["valid"], serde_json::Value::Null, "{case}: {v}");
+}
+
 /// Every registered algorithm (`Algorithm::ALL`: none needs a GPU; the general MILPs,
 /// `ilp` and `madpipe`, on the 4-layer chain only, being seconds per case in a debug build)
 /// on the small chains below, 2 and 3 processors, tight and loose memory, with and without
@@ -161,6 +190,11 @@ fn every_algorithms_plan_file_passes_validate_with_the_reported_numbers() {
                         let loaded = Plan::load(&path).unwrap();
                         assert_eq!(loaded, plan, "{case}: the file lost something");
                         if report.status == Status::Planned {
+                            // An allocation without a pattern: `validate` says so, exit 0.
+                            if seen_by_binary.insert((name, kind)) {
+                                validate_planned_with_the_binary(&path, &case);
+                                by_binary += 1;
+                            }
                             continue;
                         }
                         let j = judge_plan(&loaded);

@@ -796,3 +796,122 @@ fn merge_keeps_grid_order_needs_every_shard_and_writes_both_tables() {
         .code(2)
         .stderr(predicate::str::contains("shard-2-of-3"));
 }
+
+/// `merge` reads which grid and shard a table is from the table itself: renamed shards
+/// merge into the whole grid; a missing shard, a shard given twice, shards of another
+/// experiment or of another version of the file, and a table that is no sweep's shard
+/// (whatever its name) are refused with exit 2, naming the table.
+#[test]
+fn merge_knows_shards_by_their_contents_not_their_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shards_of = |file: &Path| -> Vec<PathBuf> {
+        (1..=3)
+            .map(|i| {
+                let s = summary(
+                    &pipeopt()
+                        .arg("sweep")
+                        .arg(file)
+                        .args(["--shard", &format!("{i}/3"), "--json"])
+                        .output()
+                        .unwrap(),
+                );
+                PathBuf::from(s["parquet"].as_str().unwrap())
+            })
+            .collect()
+    };
+    let file = sweep_file(d, "m", "", TWO_1F1B);
+    let whole = summary(
+        &pipeopt()
+            .arg("sweep")
+            .arg(&file)
+            .arg("--json")
+            .output()
+            .unwrap(),
+    );
+    let whole = PathBuf::from(whole["parquet"].as_str().unwrap());
+    let shards = shards_of(&file);
+    let keys = |p: &Path| -> Vec<String> {
+        pipeopt::sweep::table::read_rows(p)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key)
+            .collect()
+    };
+    // Renamed, in any order: the whole grid, in grid order.
+    let renamed = d.join("renamed");
+    std::fs::create_dir(&renamed).unwrap();
+    let parts: Vec<PathBuf> = ["partC", "partA", "partB"]
+        .iter()
+        .zip([&shards[2], &shards[0], &shards[1]])
+        .map(|(name, s)| {
+            let p = renamed.join(format!("{name}.parquet"));
+            std::fs::copy(s, &p).unwrap();
+            p
+        })
+        .collect();
+    let out = d.join("merged.parquet");
+    pipeopt()
+        .arg("merge")
+        .args(&parts)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    assert_eq!(keys(&out), keys(&whole));
+    // The merged table is the whole grid (1 of 1): it merges alone into itself.
+    pipeopt()
+        .arg("merge")
+        .arg(&out)
+        .arg("-o")
+        .arg(d.join("again.parquet"))
+        .assert()
+        .success();
+    let refused = |tables: &[&Path], words: &[&str]| {
+        let o = pipeopt()
+            .arg("merge")
+            .args(tables)
+            .arg("-o")
+            .arg(d.join("refused.parquet"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{tables:?}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{w:?} not in {err}");
+        }
+        assert!(!d.join("refused.parquet").exists());
+    };
+    // Renamed with one missing; a shard twice.
+    refused(&[&parts[1], &parts[2]], &["missing", "shard-3-of-3"]);
+    refused(
+        &[&parts[0], &parts[1], &parts[2], &shards[0]],
+        &["shard-1-of-3", "once"],
+    );
+    // Another experiment's shard, another version of this one's file.
+    let other = shards_of(&sweep_file(d, "n", "", TWO_1F1B));
+    refused(
+        &[&shards[0], &shards[1], &other[2]],
+        &["experiment", "\"n\""],
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let changed = shards_of(&sweep_file(elsewhere.path(), "m", "", TWO_1F1B));
+    refused(
+        &[&shards[0], &shards[1], &changed[2]],
+        &["configuration hash"],
+    );
+    // The whole table, and a table without an identity, named as the missing shard.
+    let posing = d.join("shard-3-of-3.parquet");
+    std::fs::copy(&whole, &posing).unwrap();
+    refused(
+        &[&shards[0], &shards[1], &posing],
+        &["shard-3-of-3.parquet", "shard of 1"],
+    );
+    let rows = pipeopt::sweep::table::read_rows(&whole).unwrap();
+    let mut df = pipeopt::sweep::table::frame(&rows).unwrap();
+    pipeopt::sweep::table::write_parquet(&mut df, &posing).unwrap();
+    refused(
+        &[&shards[0], &shards[1], &posing],
+        &["shard-3-of-3.parquet", "not a shard"],
+    );
+}

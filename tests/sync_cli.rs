@@ -689,3 +689,80 @@ fn intra_layer_partition_balances_stages_and_reports_the_split() {
         "--intra-layer",
     );
 }
+
+/// Every file `sync --out` writes (each schedule, the exact optimum, the intra-layer
+/// partition) passes `validate`: its streams replayed on its own costs give the iteration
+/// time and peaks it reports. A file whose report was edited is invalid (exit 1), and a
+/// file whose costs are not numbers is bad input (exit 2).
+#[test]
+fn every_sync_out_file_passes_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let validate = |file: &Path| {
+        pipeopt()
+            .arg("validate")
+            .arg(file)
+            .arg("--json")
+            .output()
+            .unwrap()
+    };
+    let mut runs: Vec<(String, Vec<&str>)> = pipeopt::schedule::sync::ScheduleName::ALL
+        .iter()
+        .map(|s| {
+            (
+                s.name().to_string(),
+                vec![
+                    "--stages",
+                    "4",
+                    "--micro-batches",
+                    "8",
+                    "--schedule",
+                    s.name(),
+                ],
+            )
+        })
+        .collect();
+    runs.push((
+        "optimal".into(),
+        vec![
+            "--stages",
+            "2",
+            "--micro-batches",
+            "2",
+            "--schedule",
+            "optimal",
+            "--placement",
+            "bidirectional",
+            "--time-limit",
+            "10s",
+        ],
+    ));
+    runs.push(("intra".into(), vec!["--stages", "3", "--intra-layer"]));
+    for (name, mut args) in runs {
+        let file = dir.path().join(format!("{name}.json"));
+        args.extend(["--bandwidth", "1GB/s", "--out", file.to_str().unwrap()]);
+        let out = sync(&inst, &args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let v = validate(&file);
+        let text = String::from_utf8_lossy(&v.stdout).to_string();
+        assert_eq!(v.status.code(), Some(0), "{name}: {text} {}", stderr(&v));
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["valid"], true, "{name}: {j}");
+    }
+    let file = dir.path().join("gpipe.json");
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    j["report"]["makespan"] = 1e-3.into();
+    let edited = dir.path().join("edited.json");
+    std::fs::write(&edited, j.to_string()).unwrap();
+    assert_eq!(validate(&edited).status.code(), Some(1));
+    j["costs"]["forward_seconds"][0] = (-1.0).into();
+    std::fs::write(&edited, j.to_string()).unwrap();
+    let v = validate(&edited);
+    assert_eq!(v.status.code(), Some(2));
+    assert!(
+        stderr(&v).contains("costs.forward_seconds[0]"),
+        "{}",
+        stderr(&v)
+    );
+}

@@ -15,9 +15,13 @@ pub struct GanttArgs {
     /// Where to write the SVG.
     #[arg(long)]
     pub out: PathBuf,
-    /// How many periods to draw.
-    #[arg(long, default_value_t = 3)]
+    /// How many periods to draw, 1 to 1000.
+    #[arg(long, default_value_t = 3, value_parser = parse_periods)]
     pub periods: usize,
+}
+
+fn parse_periods(text: &str) -> Result<usize, String> {
+    super::parse_count(text, 1, pipeopt::plot::gantt::MAX_PERIODS)
 }
 
 pub fn run(args: GanttArgs) -> anyhow::Result<ExitCode> {
@@ -42,7 +46,11 @@ pub fn run(args: GanttArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let plan = Plan::load(&args.plan)?;
-    pipeopt::plot::gantt::write_svg(&plan, args.periods, &args.out)?;
+    // The drawing's errors name the plan's field; the file is this one.
+    pipeopt::plot::gantt::write_svg(&plan, args.periods, &args.out).map_err(|e| match e {
+        pipeopt::Error::Input(i) => pipeopt::Error::Input(i.in_file(&args.plan)),
+        other => other,
+    })?;
     eprintln!("wrote {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,9 @@ use clap::Args;
 
 #[derive(Args)]
 pub struct MergeArgs {
-    /// The tables to merge.
+    /// The tables to merge: every shard of one sweep (`sweep --shard i/n`), each once. A
+    /// table knows which experiment, configuration and shard it is (its Parquet metadata),
+    /// whatever its file name; tables of other grids, or a missing shard, are refused.
     #[arg(required = true)]
     pub tables: Vec<PathBuf>,
     /// Output table (default: results/<dir of the first input>.parquet).

@@ -6,8 +6,8 @@
 use std::fmt;
 
 use clap::Args;
-use pipeopt::model::{PlacementKind, PlanReport, Platform};
-use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
+use pipeopt::model::{PlacementKind, PlanReport, Platform, MAX_PROCESSORS};
+use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 
 pub mod bound;
@@ -44,14 +44,14 @@ pub struct NetworkArgs {
 
 #[derive(Args)]
 pub struct PlatformArgs {
-    /// P: number of processors.
-    #[arg(long, short = 'p')]
+    /// P: number of processors, 1 to 1024.
+    #[arg(long, short = 'p', value_parser = parse_processors)]
     pub processors: usize,
-    /// M: memory of each processor, e.g. 8GiB.
-    #[arg(long, short = 'm', value_parser = parse_bytes)]
+    /// M: memory of each processor, e.g. 8GiB (positive).
+    #[arg(long, short = 'm', value_parser = parse_positive_bytes)]
     pub memory: f64,
-    /// beta: bandwidth of every link, e.g. 12GB/s.
-    #[arg(long, short = 'b', value_parser = parse_bandwidth)]
+    /// beta: bandwidth of every link, e.g. 12GB/s (positive).
+    #[arg(long, short = 'b', value_parser = parse_positive_bandwidth)]
     pub bandwidth: f64,
     /// Links carry forward and backward transfers at the same time.
     #[arg(long)]
@@ -68,6 +68,34 @@ impl PlatformArgs {
         };
         platform.check()?;
         Ok(platform)
+    }
+}
+
+/// `--processors`: a whole number from 1 to [`MAX_PROCESSORS`].
+pub fn parse_processors(text: &str) -> Result<usize, String> {
+    parse_count(text, 1, MAX_PROCESSORS)
+}
+
+/// A whole number from `min` to `max`, the range named when `text` is not one.
+pub fn parse_count(text: &str, min: usize, max: usize) -> Result<usize, String> {
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| format!("must be a whole number from {min} to {max}, got {text:?}"))
+}
+
+/// Writes a command's report to stdout and ends with `code`, the status of its result
+/// whatever becomes of stdout: a reader that closed the pipe (`| head -c0`) does not turn
+/// an invalid plan or a failed algorithm into success; a full disk is a failed write (exit
+/// 1, an [`pipeopt::Error::Io`] on stdout).
+pub fn emit(text: &str, code: std::process::ExitCode) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(pipeopt::Error::io(std::path::Path::new("stdout"), e).into()),
     }
 }
 

@@ -11,7 +11,7 @@ use pipeopt::partition::pipedream::{
     levels, parse_compression_ratio, partition, partition_graph, partition_json, CutsSearched,
     PipeDreamConfig,
 };
-use pipeopt::units::{parse_bandwidth, parse_bytes, ShowSeconds};
+use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowSeconds};
 
 #[derive(Subcommand)]
 pub enum PartitionCommand {
@@ -35,17 +35,18 @@ pub enum PartitionCommand {
         /// With --graph: write the chain the stages refer to (atomically).
         #[arg(long)]
         out_instance: Option<PathBuf>,
-        /// Components per level, innermost first.
-        #[arg(long, num_args = 1.., required = true)]
+        /// Components per level, innermost first (at least 1 each, at most 1024 in all).
+        #[arg(long, num_args = 1.., required = true, value_parser = super::parse_processors)]
         processors: Vec<usize>,
-        /// Bandwidth of each level, innermost first.
-        #[arg(long, num_args = 1.., required = true, value_parser = parse_bandwidth)]
+        /// Bandwidth of each level, innermost first (positive).
+        #[arg(long, num_args = 1.., required = true, value_parser = parse_positive_bandwidth)]
         bandwidth: Vec<f64>,
         /// Allow replicated (data-parallel) stages; default: a straight pipeline.
         #[arg(long)]
         replicate: bool,
-        /// PipeDream's memory constraint (`--use_memory_constraint --memory_size`).
-        #[arg(long, value_parser = parse_bytes)]
+        /// PipeDream's memory constraint (`--use_memory_constraint --memory_size`),
+        /// positive.
+        #[arg(long, value_parser = parse_positive_bytes)]
         memory: Option<f64>,
         /// Activation compression ratio; `none` ignores activation transfers (PipeDream's
         /// default when the flag is absent there). Default here: 1.

@@ -137,17 +137,20 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         (Some(path), None) => remove_stale(path)?,
         _ => {}
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string(&report)?)
     } else {
-        print!("{}", Human(&report));
+        let mut text = Human(&report).to_string();
         if let (Some(path), Some(_)) = (&args.out, &plan) {
-            println!("plan written to {}", path.display());
+            text += &format!("plan written to {}\n", path.display());
         }
-    }
-    Ok(if report.status == Status::Error {
+        text
+    };
+    let code = if report.status == Status::Error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    // A failed algorithm exits 1 whatever becomes of stdout.
+    super::emit(&text, code)
 }

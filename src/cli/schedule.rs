@@ -46,17 +46,20 @@ pub fn run(args: ScheduleArgs) -> anyhow::Result<ExitCode> {
         Some(new) => new.save(&args.out)?,
         None => remove_stale(&args.out)?,
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string(&report)?)
     } else {
-        print!("{}", Human(&report));
+        let mut text = Human(&report).to_string();
         if new.is_some() {
-            println!("plan written to {}", args.out.display());
+            text += &format!("plan written to {}\n", args.out.display());
         }
-    }
-    Ok(if report.status == Status::Error {
+        text
+    };
+    let code = if report.status == Status::Error {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    // A failed algorithm exits 1 whatever becomes of stdout.
+    super::emit(&text, code)
 }

@@ -15,7 +15,7 @@ use pipeopt::schedule::sync::costs::{interpolated, micro_batch_size};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
 use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
 use pipeopt::schedule::sync::{ScheduleKind, ScheduleName};
-use pipeopt::units::{parse_bandwidth, parse_bytes, ShowBytes, ShowSeconds};
+use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 use serde_json::json;
 
@@ -29,7 +29,8 @@ pub struct SyncArgs {
     /// Stages D, cut for balanced forward + backward time (exact min-max split).
     #[arg(long)]
     stages: Option<usize>,
-    /// Stage starts instead of --stages: 0-based first layer of each stage, e.g. 0,12,24,36.
+    /// Stage starts instead of --stages: 0-based first layer of each stage, e.g. 0,12,24,36
+    /// (with --stages too, one start per stage).
     #[arg(long, value_delimiter = ',')]
     partition: Option<Vec<usize>>,
     /// With --stages: BaPipe's intra-layer partition (Zhao et al., arXiv 2020, section
@@ -41,14 +42,14 @@ pub struct SyncArgs {
     /// (src/partition/bapipe_intra.rs).
     #[arg(long)]
     intra_layer: bool,
-    /// Micro-batches N per iteration (default D).
-    #[arg(long)]
+    /// Micro-batches N per iteration, 1 to 100000 (default D).
+    #[arg(long, value_parser = parse_micro_batches)]
     micro_batches: Option<usize>,
     /// gpipe, dapple, gems, chimera, chimera-doubling (Chimera's forward doubling for N a
     /// multiple of D, N >= 2D: basic units of 2D micro-batches, forwards run in pairs),
     /// mixpipe, mixpipe-kmax, 1f1b-sno, 1f1b-so, 1f1b-as, fbp-as, bapipe (with --explore),
     /// or optimal (the exact MILP over every operation order
-    /// on --placement, under --memory and --max-live).
+    /// on --placement, under --memory and --max-live; N at most 256).
     #[arg(long, default_value = "dapple")]
     schedule: String,
     /// --schedule optimal: one-direction, bidirectional (Chimera's and MixPipe's two
@@ -76,12 +77,13 @@ pub struct SyncArgs {
     /// MixPipe's Gamma (default 0).
     #[arg(long, default_value_t = 0)]
     gamma: usize,
-    /// Link bandwidth for activation transfers, e.g. 12GB/s (default: transfers are free).
-    #[arg(long, value_parser = parse_bandwidth)]
+    /// Link bandwidth for activation transfers, e.g. 12GB/s (positive; default: transfers
+    /// are free).
+    #[arg(long, value_parser = parse_positive_bandwidth)]
     bandwidth: Option<f64>,
-    /// Device memory, e.g. 32GiB: reported as fits or not; the budget of --search and
-    /// --explore.
-    #[arg(long, value_parser = parse_bytes)]
+    /// Device memory, e.g. 32GiB (positive): reported as fits or not; the budget of
+    /// --search and --explore.
+    #[arg(long, value_parser = parse_positive_bytes)]
     memory: Option<f64>,
     /// MixPipe: search K, Gamma and the micro-batch size (Zhang et al., DAC 2023, eq.
     /// (1)-(5)).
@@ -98,7 +100,8 @@ pub struct SyncArgs {
     /// --explore: gpu (1F1B-SNO/SO) or fpga (1F1B-AS/FBP-AS).
     #[arg(long, default_value = "gpu")]
     accelerator: String,
-    /// --explore: samples per mini-batch (default N x the instance's micro-batch size).
+    /// --explore: samples per mini-batch, at least D (default N x the instance's
+    /// micro-batch size); --hybrid: the mini-batch B^, at least 1.
     #[arg(long)]
     mini_batch: Option<usize>,
     /// MixPipe's hybrid (eq. (6)): split --gpus into W pipelines of D stages for the
@@ -110,15 +113,15 @@ pub struct SyncArgs {
     #[arg(long)]
     gpus: Option<usize>,
     /// --hybrid: bandwidth of the gradient all-reduce, e.g. 150GB/s (MixPipe places every
-    /// copy of a stage in one server: the intra-server link).
-    #[arg(long, value_parser = parse_bandwidth)]
+    /// copy of a stage in one server: the intra-server link; positive).
+    #[arg(long, value_parser = parse_positive_bandwidth)]
     allreduce_bandwidth: Option<f64>,
     /// --hybrid: GPUs per server (default: every GPU in one server).
     #[arg(long)]
     server_gpus: Option<usize>,
     /// --hybrid: bandwidth between servers, e.g. 10GB/s (needed when a stage's copies
-    /// span servers).
-    #[arg(long, value_parser = parse_bandwidth)]
+    /// span servers; positive).
+    #[arg(long, value_parser = parse_positive_bandwidth)]
     inter_server_bandwidth: Option<f64>,
     /// --hybrid: micro-batch sizes to try.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
@@ -133,6 +136,34 @@ pub struct SyncArgs {
 
 fn bad(flag: &str, reason: impl Into<String>) -> anyhow::Error {
     InputError::new(flag, "", reason).into()
+}
+
+/// The most micro-batches per iteration (`--micro-batches`): the streams hold every
+/// operation of every micro-batch.
+const MAX_MICRO_BATCHES: usize = 100_000;
+
+fn parse_micro_batches(text: &str) -> Result<usize, String> {
+    super::parse_count(text, 1, MAX_MICRO_BATCHES)
+}
+
+/// The flags' ranges and agreements that do not need the instance.
+fn check_flags(args: &SyncArgs) -> anyhow::Result<()> {
+    if let (Some(p), Some(d)) = (&args.partition, args.stages) {
+        if p.len() != d && !args.hybrid {
+            return Err(bad(
+                "--partition",
+                format!(
+                    "gives {} stage starts but --stages is {d}; give one start per stage \
+                     (or only one of the two flags)",
+                    p.len()
+                ),
+            ));
+        }
+    }
+    if args.mini_batch == Some(0) {
+        return Err(bad("--mini-batch", "must be at least 1 sample"));
+    }
+    Ok(())
 }
 
 fn report_json(r: &SimReport, memory: Option<f64>) -> serde_json::Value {
@@ -175,6 +206,7 @@ fn print_table(name: &str, d: usize, n: usize, r: &SimReport) {
 }
 
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    check_flags(&args)?;
     let instance = Instance::load(&args.instance)?;
     if args.hybrid {
         if args.intra_layer {
@@ -253,127 +285,10 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     }
 
     if args.explore {
-        let accelerator = match args.accelerator.as_str() {
-            "gpu" => Accelerator::Gpu,
-            "fpga" => Accelerator::Fpga,
-            other => return Err(bad("--accelerator", format!("gpu or fpga, not {other:?}"))),
-        };
-        let memory = args.memory.unwrap_or(f64::INFINITY);
-        let mini = args
-            .mini_batch
-            .unwrap_or((n as f64 * base_batch).round() as usize);
-        let counts = micro_batch_counts(d, mini);
-        let costs_at = |size: f64| interpolated(&points, size);
-        let e = explore(accelerator, mini, &counts, &costs_at, memory)?;
-        if args.json {
-            println!(
-                "{}",
-                json!({"command": "sync", "mode": "explore", "instance": instance.name,
-                       "stages": d, "partition": starts, "mini_batch": mini,
-                       "accelerator": accelerator, "exploration": e})
-            );
-        } else {
-            let rows = e.rows.iter().map(|r| {
-                vec![
-                    r.schedule.to_string(),
-                    r.micro_batches.to_string(),
-                    ShowSeconds(r.makespan_seconds).to_string(),
-                    format!("{:.2}", r.samples_per_second),
-                    format!("{:.4}", r.bubble_ratio),
-                    ShowBytes(r.peak_bytes).to_string(),
-                    r.fits.to_string(),
-                ]
-            });
-            let header = [
-                "schedule",
-                "M",
-                "iteration",
-                "samples/s",
-                "bubble",
-                "peak",
-                "fits",
-            ];
-            println!("{}", table(&header, &[1, 2, 3, 4, 5], rows));
-            match &e.best {
-                Some(b) => println!("best: {} with M = {}", b.schedule, b.micro_batches),
-                None => println!("best: nothing fits"),
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
+        return run_explore(&args, &instance, &starts, &points, n, base_batch);
     }
-
     if args.search {
-        let memory = args
-            .memory
-            .ok_or_else(|| bad("--memory", "--search needs the device memory"))?;
-        let max = |v: &Vec<f64>| v.iter().cloned().fold(0.0, f64::max);
-        let profile: Vec<BatchPoint> = points
-            .iter()
-            .map(|(b, c)| BatchPoint {
-                batch: *b,
-                stage_seconds: (0..d)
-                    .map(|s| c.forward_seconds[s] + c.backward_seconds[s])
-                    .fold(0.0, f64::max),
-                activation_bytes: max(&c.stash_bytes),
-            })
-            .collect();
-        let input = SearchInput {
-            stages: d,
-            profile,
-            replica_bytes: 2.0 * max(&costs.weight_bytes),
-            memory_budget_bytes: memory,
-        };
-        let candidates = search(&input)?;
-        let best = candidates
-            .iter()
-            .find(|c| c.micro_batch >= 1)
-            .copied()
-            .ok_or_else(|| bad("--memory", "no K and Gamma fit one sample in this memory"))?;
-        let kind = ScheduleKind::Mixpipe {
-            k: best.k,
-            gamma: best.gamma,
-        };
-        let at = interpolated(&points, best.micro_batch as f64);
-        let schedule = kind.generate(d, d)?;
-        let r = simulate(&schedule, &at, kind.execution())?;
-        let simulated_throughput = (best.micro_batch * d) as f64 / r.makespan_seconds;
-        if args.json {
-            println!(
-                "{}",
-                json!({"command": "sync", "mode": "search", "instance": instance.name,
-                       "stages": d, "micro_batches": d, "partition": starts,
-                       "best": best, "planned_samples_per_second": best.samples_per_second,
-                       "samples_per_second": simulated_throughput,
-                       "simulated": report_json(&r, Some(memory)),
-                       "candidates": candidates})
-            );
-        } else {
-            let rows = candidates.iter().map(|c| {
-                vec![
-                    c.k.to_string(),
-                    c.gamma.to_string(),
-                    c.micro_batch.to_string(),
-                    format!("{:.3}", c.bubbles),
-                    ShowSeconds(c.stage_seconds).to_string(),
-                    format!("{:.2}", c.samples_per_second),
-                ]
-            });
-            let header = [
-                "K",
-                "Gamma",
-                "B",
-                "N_bubbles",
-                "t_stage",
-                "samples/s (eq. 1)",
-            ];
-            println!("{}", table(&header, &[0, 1, 2, 3, 4, 5], rows));
-            println!(
-                "best K = {}, Gamma = {}, B = {}: eq. (1) {:.2} samples/s, simulated {:.2}",
-                best.k, best.gamma, best.micro_batch, best.samples_per_second, simulated_throughput
-            );
-            print_table(&kind.name(), d, d, &r);
-        }
-        return Ok(ExitCode::SUCCESS);
+        return run_search(&args, &instance, &starts, &points, &costs);
     }
 
     if args.schedule == "optimal" {
@@ -411,6 +326,156 @@ pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Stage costs at the micro-batch sizes profiled: (micro-batch size, costs).
+type Points = [(f64, StageCosts)];
+
+/// `sync --explore`: BaPipe's schedule and micro-batch count (`bapipe::explore`).
+fn run_explore(
+    args: &SyncArgs,
+    instance: &Instance,
+    starts: &[usize],
+    points: &Points,
+    n: usize,
+    base_batch: f64,
+) -> anyhow::Result<ExitCode> {
+    let d = starts.len();
+    let accelerator = match args.accelerator.as_str() {
+        "gpu" => Accelerator::Gpu,
+        "fpga" => Accelerator::Fpga,
+        other => return Err(bad("--accelerator", format!("gpu or fpga, not {other:?}"))),
+    };
+    let memory = args.memory.unwrap_or(f64::INFINITY);
+    let mini = args
+        .mini_batch
+        .unwrap_or((n as f64 * base_batch).round() as usize);
+    if args.mini_batch.is_some() && mini < d {
+        return Err(bad(
+            "--mini-batch",
+            format!("{mini} samples cannot make the D = {d} micro-batches of the smallest count"),
+        ));
+    }
+    let counts = micro_batch_counts(d, mini);
+    let costs_at = |size: f64| interpolated(points, size);
+    let e = explore(accelerator, mini, &counts, &costs_at, memory)?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync", "mode": "explore", "instance": instance.name,
+                   "stages": d, "partition": starts, "mini_batch": mini,
+                   "accelerator": accelerator, "exploration": e})
+        );
+    } else {
+        let rows = e.rows.iter().map(|r| {
+            vec![
+                r.schedule.to_string(),
+                r.micro_batches.to_string(),
+                ShowSeconds(r.makespan_seconds).to_string(),
+                format!("{:.2}", r.samples_per_second),
+                format!("{:.4}", r.bubble_ratio),
+                ShowBytes(r.peak_bytes).to_string(),
+                r.fits.to_string(),
+            ]
+        });
+        let header = [
+            "schedule",
+            "M",
+            "iteration",
+            "samples/s",
+            "bubble",
+            "peak",
+            "fits",
+        ];
+        println!("{}", table(&header, &[1, 2, 3, 4, 5], rows));
+        match &e.best {
+            Some(b) => println!("best: {} with M = {}", b.schedule, b.micro_batches),
+            None => println!("best: nothing fits"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sync --search`: MixPipe's K, Gamma and micro-batch size (`mixpipe::search`).
+fn run_search(
+    args: &SyncArgs,
+    instance: &Instance,
+    starts: &[usize],
+    points: &Points,
+    costs: &StageCosts,
+) -> anyhow::Result<ExitCode> {
+    let d = starts.len();
+    let memory = args
+        .memory
+        .ok_or_else(|| bad("--memory", "--search needs the device memory"))?;
+    let max = |v: &Vec<f64>| v.iter().cloned().fold(0.0, f64::max);
+    let profile: Vec<BatchPoint> = points
+        .iter()
+        .map(|(b, c)| BatchPoint {
+            batch: *b,
+            stage_seconds: (0..d)
+                .map(|s| c.forward_seconds[s] + c.backward_seconds[s])
+                .fold(0.0, f64::max),
+            activation_bytes: max(&c.stash_bytes),
+        })
+        .collect();
+    let input = SearchInput {
+        stages: d,
+        profile,
+        replica_bytes: 2.0 * max(&costs.weight_bytes),
+        memory_budget_bytes: memory,
+    };
+    let candidates = search(&input)?;
+    let best = candidates
+        .iter()
+        .find(|c| c.micro_batch >= 1)
+        .copied()
+        .ok_or_else(|| bad("--memory", "no K and Gamma fit one sample in this memory"))?;
+    let kind = ScheduleKind::Mixpipe {
+        k: best.k,
+        gamma: best.gamma,
+    };
+    let at = interpolated(points, best.micro_batch as f64);
+    let schedule = kind.generate(d, d)?;
+    let r = simulate(&schedule, &at, kind.execution())?;
+    let simulated_throughput = (best.micro_batch * d) as f64 / r.makespan_seconds;
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync", "mode": "search", "instance": instance.name,
+                   "stages": d, "micro_batches": d, "partition": starts,
+                   "best": best, "planned_samples_per_second": best.samples_per_second,
+                   "samples_per_second": simulated_throughput,
+                   "simulated": report_json(&r, Some(memory)),
+                   "candidates": candidates})
+        );
+    } else {
+        let rows = candidates.iter().map(|c| {
+            vec![
+                c.k.to_string(),
+                c.gamma.to_string(),
+                c.micro_batch.to_string(),
+                format!("{:.3}", c.bubbles),
+                ShowSeconds(c.stage_seconds).to_string(),
+                format!("{:.2}", c.samples_per_second),
+            ]
+        });
+        let header = [
+            "K",
+            "Gamma",
+            "B",
+            "N_bubbles",
+            "t_stage",
+            "samples/s (eq. 1)",
+        ];
+        println!("{}", table(&header, &[0, 1, 2, 3, 4, 5], rows));
+        println!(
+            "best K = {}, Gamma = {}, B = {}: eq. (1) {:.2} samples/s, simulated {:.2}",
+            best.k, best.gamma, best.micro_batch, best.samples_per_second, simulated_throughput
+        );
+        print_table(&kind.name(), d, d, &r);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `sync --schedule optimal`: the exact MILP (`pipeopt::milp::sync_schedule`), started from
 /// the known schedules of the placement.
 fn run_optimal(
@@ -437,6 +502,15 @@ fn run_optimal(
             )
         })?,
     };
+    if n > pipeopt::milp::sync_schedule::MAX_MICRO_BATCHES {
+        return Err(bad(
+            "--micro-batches",
+            format!(
+                "--schedule optimal takes at most {} micro-batches (its model grows as N^2 D), got {n}",
+                pipeopt::milp::sync_schedule::MAX_MICRO_BATCHES
+            ),
+        ));
+    }
     if placement != Placement::OneDirection && n % 2 != 0 {
         return Err(bad(
             "--micro-batches",

@@ -10,10 +10,12 @@ use pipeopt::InputError;
 pub struct TableArgs {
     /// The results table (Parquet).
     pub table: PathBuf,
-    /// Columns to group by, besides the algorithm (e.g. memory, processors, instance).
+    /// Columns to group by, besides the algorithm (e.g. memory, processors, instance): any
+    /// column of the table.
     #[arg(long, value_delimiter = ',', default_value = "memory")]
     pub by: Vec<String>,
-    /// Divide each period by this algorithm's period on the same case.
+    /// Divide each period by this algorithm's period on the same case (an algorithm of the
+    /// table, by its label).
     #[arg(long)]
     pub ratio_to: Option<String>,
     /// Print one JSON object, {"table": ..., "rows": [...]}, instead of a table.
@@ -23,6 +25,12 @@ pub struct TableArgs {
 
 pub fn run(args: TableArgs) -> anyhow::Result<ExitCode> {
     let df = pipeopt::sweep::table::read_frame(&args.table)?;
+    pipeopt::sweep::table::check_summary_args(
+        &df,
+        &args.table,
+        &args.by,
+        args.ratio_to.as_deref(),
+    )?;
     let summary = pipeopt::sweep::table::summary(&df, &args.by, args.ratio_to.as_deref())
         .map_err(|e| InputError::file(&args.table, e))?;
     if args.json {

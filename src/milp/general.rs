@@ -925,8 +925,9 @@ enum Probe {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum IlpSearch {
-    /// `enumerate` on coarsened chains with at most [`MAX_ENUMERATED`] allocations, handing
-    /// over to `monolithic` after [`MAX_EXAMINED`] scheduling MILPs; `monolithic` otherwise.
+    /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),
+    /// handing over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`); `monolithic`
+    /// otherwise.
     #[default]
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order

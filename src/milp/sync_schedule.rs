@@ -74,6 +74,11 @@ use crate::milp::solver::{MilpOptions, Model, SolveResult, SolveStatus, Var};
 use crate::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
 use crate::schedule::sync::{Instr, Pipeline, Schedule};
 
+/// The most micro-batches an exact schedule is asked for (`sync --schedule optimal`, a
+/// synchronous experiment's `optimum.max_micro_batches`): the model grows as N^2 D and is
+/// built before HiGHS looks at its time limit.
+pub const MAX_MICRO_BATCHES: usize = 256;
+
 /// Where the stage replicas live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -15,7 +15,7 @@ pub use instance::{ChainSums, Instance, Layer, SharedStash};
 pub use pattern::{BatchGraph, Held, OpId, OpKind, Operation, Pattern, PatternOp, Resource};
 pub use placement::{Placement, PlacementKind};
 pub use plan::{Plan, PlanReport, SolverSummary, Status};
-pub use platform::Platform;
+pub use platform::{Platform, MAX_PROCESSORS};
 
 #[cfg(test)]
 pub(crate) use instance::tests::chain;

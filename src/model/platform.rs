@@ -20,6 +20,11 @@ pub struct Platform {
     pub full_duplex: bool,
 }
 
+/// The most processors a platform may have (P): plans, the judge and every algorithm keep
+/// something per processor (and some per pair of them), so a larger P is refused where it
+/// is read, before anything is allocated.
+pub const MAX_PROCESSORS: usize = 1024;
+
 impl Platform {
     pub fn new(processors: usize, memory: Bytes, bandwidth: BytesPerSecond) -> Self {
         Platform {
@@ -36,6 +41,16 @@ impl Platform {
                 "platform",
                 "processors",
                 "must be at least 1",
+            ));
+        }
+        if self.processors > MAX_PROCESSORS {
+            return Err(InputError::new(
+                "platform",
+                "processors",
+                format!(
+                    "{} is more than the {MAX_PROCESSORS} processors pipeopt plans for",
+                    self.processors
+                ),
             ));
         }
         if !(self.memory.is_finite() && self.memory > 0.0) {

@@ -61,9 +61,29 @@ pub struct Rates {
     pub per_layer: f64,
 }
 
+/// The range of a rate (FLOP/s or bytes/s): from a thousand per second to 1e18 per second,
+/// far beyond any device, so that a layer's time is always a finite number of seconds.
+pub const RATE_RANGE: (f64, f64) = (1e3, 1e18);
+
+/// The largest overhead (seconds per op or per layer).
+pub const MAX_OVERHEAD_SECONDS: f64 = 3600.0;
+
+/// A rate's check: the error says the range ([`RATE_RANGE`]).
+fn check_rate(key: String, v: f64) -> Result<(), (String, String)> {
+    let (lo, hi) = RATE_RANGE;
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err((
+            key,
+            format!("is {v}; a rate is from {lo:e} to {hi:e} per second"),
+        ))
+    }
+}
+
 impl Rates {
-    /// Rates positive and finite, overheads finite and non-negative; the error names the
-    /// key (`direction.key`).
+    /// Rates within [`RATE_RANGE`], overheads from 0 to [`MAX_OVERHEAD_SECONDS`]; the error
+    /// names the key (`direction.key`).
     fn check(&self, direction: &str) -> Result<(), (String, String)> {
         let rates = [
             ("conv", self.conv),
@@ -72,18 +92,13 @@ impl Rates {
             ("mem_bw", self.mem_bw),
         ];
         for (key, v) in rates {
-            if !(v.is_finite() && v > 0.0) {
-                return Err((
-                    format!("{direction}.{key}"),
-                    format!("is {v}; a rate must be positive and finite"),
-                ));
-            }
+            check_rate(format!("{direction}.{key}"), v)?;
         }
         for (key, v) in [("per_op", self.per_op), ("per_layer", self.per_layer)] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(v.is_finite() && (0.0..=MAX_OVERHEAD_SECONDS).contains(&v)) {
                 return Err((
                     format!("{direction}.{key}"),
-                    format!("is {v}; an overhead must be finite and non-negative"),
+                    format!("is {v}; an overhead is from 0 to {MAX_OVERHEAD_SECONDS} seconds"),
                 ));
             }
         }
@@ -173,12 +188,7 @@ impl DeviceModel {
         if self.name.trim().is_empty() {
             return Err(("name".into(), "is empty".into()));
         }
-        if !(self.peak_f16.is_finite() && self.peak_f16 > 0.0) {
-            return Err((
-                "peak_f16".into(),
-                format!("is {}; a rate must be positive and finite", self.peak_f16),
-            ));
-        }
+        check_rate("peak_f16".into(), self.peak_f16)?;
         self.fwd.check("fwd")?;
         self.bwd.check("bwd")
     }

@@ -262,6 +262,9 @@ pub(crate) struct EmptyAt(pub String);
 pub(crate) type R<T> = Result<T, EmptyAt>;
 
 fn conv_out(h: usize, k: usize, s: usize, p: usize, ceil: bool) -> Option<usize> {
+    if s == 0 || k == 0 {
+        return None;
+    }
     let n = (h + 2 * p).checked_sub(k)?;
     let mut o = if ceil { n.div_ceil(s) } else { n / s } + 1;
     // PyTorch: with ceil_mode the last window must start inside the input or left padding.

@@ -263,6 +263,18 @@ impl<'a> Importer<'_, 'a> {
             usize_of(pads[0], node, "pad")?,
             usize_of(pads[1], node, "pad")?,
         );
+        if s.0 == 0 || s.1 == 0 {
+            return Err(unsupported(
+                node,
+                format!("strides {strides:?}: every stride is at least 1"),
+            ));
+        }
+        if kernel.0 == 0 || kernel.1 == 0 {
+            return Err(unsupported(
+                node,
+                format!("kernel {kernel:?}: every side is at least 1"),
+            ));
+        }
         if self.b.shape(x).len() != 3 {
             return Err(unsupported(node, "the input is not an NCHW feature map"));
         }
@@ -289,6 +301,30 @@ impl<'a> Importer<'_, 'a> {
             ));
         }
         usize_of(k[0], node, "kernel")
+    }
+
+    /// A Dropout's ratio: its second input (a constant) or its `ratio` attribute (default
+    /// 0.5), in [0, 1).
+    fn dropout_ratio(&self, node: &Node<'a>, ratio: Option<&str>) -> Result<f64, OnnxError> {
+        let p = match ratio {
+            Some(r) => self
+                .constants
+                .get(r)
+                .and_then(|t| {
+                    t.as_f32()
+                        .and_then(|v| v.first().map(|&f| f as f64))
+                        .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
+                })
+                .ok_or_else(|| unsupported(node, "the ratio is not a constant"))?,
+            None => Attrs { node }.float("ratio", 0.5),
+        };
+        if !(0.0..1.0).contains(&p) {
+            return Err(unsupported(
+                node,
+                format!("ratio {p}: a dropout ratio is in [0, 1)"),
+            ));
+        }
+        Ok(p)
     }
 
     fn node(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
@@ -548,18 +584,7 @@ impl<'a> Importer<'_, 'a> {
             }
             OpType::Dropout => {
                 let x = self.activation(node, first?)?;
-                let p = match input(1) {
-                    Some(r) => self
-                        .constants
-                        .get(r)
-                        .and_then(|t| {
-                            t.as_f32()
-                                .and_then(|v| v.first().map(|&f| f as f64))
-                                .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
-                        })
-                        .ok_or_else(|| unsupported(node, "the ratio is not a constant"))?,
-                    None => at.float("ratio", 0.5),
-                };
+                let p = self.dropout_ratio(node, input(1))?;
                 let shape = self.b.shape(x).clone();
                 self.push(node, OpKind::Dropout { p }, &[x], shape)?;
             }

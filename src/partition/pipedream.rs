@@ -92,6 +92,34 @@ pub fn levels(
             ),
         ));
     }
+    if let Some(i) = processors.iter().position(|&p| p == 0) {
+        return Err(InputError::new(
+            "--processors",
+            "",
+            format!("level {i} has 0 components; every level has at least 1"),
+        ));
+    }
+    let total = processors
+        .iter()
+        .try_fold(1usize, |a, &p| a.checked_mul(p))
+        .filter(|&t| t <= crate::model::MAX_PROCESSORS);
+    if total.is_none() {
+        return Err(InputError::new(
+            "--processors",
+            "",
+            format!(
+                "{processors:?} make more than {} processors in all",
+                crate::model::MAX_PROCESSORS
+            ),
+        ));
+    }
+    if let Some(b) = bandwidth.iter().find(|&&b| !(b > 0.0 && b.is_finite())) {
+        return Err(InputError::new(
+            "--bandwidth",
+            "",
+            format!("must be positive and finite, got {b}"),
+        ));
+    }
     Ok(processors
         .iter()
         .zip(bandwidth)

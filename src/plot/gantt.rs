@@ -22,6 +22,12 @@ pub struct GanttBox {
     pub kind: OpKind,
 }
 
+/// The most periods `gantt` draws.
+pub const MAX_PERIODS: usize = 1000;
+
+/// The most boxes one drawing holds.
+pub const MAX_BOXES: usize = 1_000_000;
+
 /// Rows (resource names) and boxes of `periods` consecutive periods of the steady state,
 /// starting in the first period where every operation processes a batch numbered >= 0.
 pub fn layout(
@@ -36,6 +42,24 @@ pub fn layout(
         )
     })?;
     let t = pattern.period;
+    if !(t > 0.0 && t.is_finite()) {
+        return Err(InputError::new(
+            "plan",
+            "pattern.period",
+            format!("must be positive and finite, got {t}"),
+        ));
+    }
+    if let Some(i) = pattern
+        .ops
+        .iter()
+        .position(|o| o.shift.unsigned_abs() > i32::MAX as u64)
+    {
+        return Err(InputError::new(
+            "plan",
+            format!("pattern.ops[{i}].shift"),
+            format!("{} is out of range", pattern.ops[i].shift),
+        ));
+    }
     let graph = plan.batch_graph()?;
     let mut rows: BTreeMap<Resource, usize> = BTreeMap::new();
     for op in &graph.ops {
@@ -57,6 +81,24 @@ pub fn layout(
         .max()
         .unwrap_or(0)
         .max(0);
+    // Each operation is drawn once per period of the window and once per period it runs
+    // into it: bounded before anything is drawn (a period far below the durations, say
+    // 1e-300 s, would otherwise ask for more boxes than memory holds).
+    let drawn: f64 = graph
+        .ops
+        .iter()
+        .map(|op| periods as f64 + 2.0 + (op.duration / t).ceil())
+        .sum();
+    if drawn.is_nan() || drawn > MAX_BOXES as f64 {
+        return Err(InputError::new(
+            "plan",
+            "pattern.period",
+            format!(
+                "{t:e} s is so short beside the operations' durations that drawing {periods} \
+                 periods would take {drawn:e} boxes (at most {MAX_BOXES})"
+            ),
+        ));
+    }
     let t0 = first as f64 * t;
     let t1 = t0 + periods as f64 * t;
     let mut boxes = Vec::new();

@@ -4,10 +4,11 @@
 //! ```toml
 //! name = "memory"                       # results go to results/memory.{parquet,csv}
 //! instances = ["instances/resnet50-1000-b8.json", "instances/*-1000-b8.json"]  # paths or globs
-//! processors = [2, 4, 8]
+//! processors = [2, 4, 8]               # 1 to 1024 each
 //! memory = ["3GiB", "8GiB", "16GiB"]
 //! bandwidth = ["12GB/s", "24GB/s"]
-//! repetitions = 1                       # optional, default 1
+//! repetitions = 1                       # optional, default 1; at most 10000 (and the grid at
+//!                                       # most 1000000 jobs)
 //! output = "results"                    # optional, default "results" (relative to the file's repository)
 //! workers = 0                           # optional, parallel jobs; 0 = one per core
 //! job_timeout = "15min"                 # optional wall-clock limit of one job
@@ -121,6 +122,12 @@ struct RawExperiment {
 fn one() -> usize {
     1
 }
+
+/// The most repetitions of a grid.
+pub const MAX_REPETITIONS: usize = 10_000;
+
+/// The most jobs in a grid (the jobs are listed before any runs).
+pub const MAX_JOBS: usize = 1_000_000;
 
 /// A checked experiment, with every quantity in SI units and every glob expanded.
 #[derive(Debug, Clone, PartialEq)]
@@ -248,8 +255,24 @@ impl Experiment {
                 "must be at least 1".into(),
             ));
         }
-        if raw.repetitions == 0 {
-            return Err(bad("repetitions", "must be at least 1".into()));
+        if let Some(i) = raw
+            .processors
+            .iter()
+            .position(|&p| p > crate::model::MAX_PROCESSORS)
+        {
+            return Err(bad(
+                &format!("processors[{i}]"),
+                format!("must be at most {}", crate::model::MAX_PROCESSORS),
+            ));
+        }
+        if !(1..=MAX_REPETITIONS).contains(&raw.repetitions) {
+            return Err(bad(
+                "repetitions",
+                format!(
+                    "must be from 1 to {MAX_REPETITIONS}, got {}",
+                    raw.repetitions
+                ),
+            ));
         }
         let parse_list =
             |field: &str, list: &[String], f: fn(&str) -> Result<f64, crate::units::UnitError>| {
@@ -290,8 +313,7 @@ impl Experiment {
         let mut instances = Vec::new();
         for (i, pattern) in raw.instances.iter().enumerate() {
             let field = format!("instances[{i}]");
-            let is_glob = pattern.contains(['*', '?', '[']);
-            if is_glob {
+            let found: Vec<PathBuf> = if pattern.contains(['*', '?', '[']) {
                 let mut found: Vec<PathBuf> = glob::glob(pattern)
                     .map_err(|e| bad(&field, e.to_string()))?
                     .filter_map(Result::ok)
@@ -300,17 +322,43 @@ impl Experiment {
                 if found.is_empty() {
                     return Err(bad(&field, format!("{pattern:?} matches no file")));
                 }
-                instances.extend(found);
+                found
             } else {
                 let p = PathBuf::from(pattern);
                 if !p.is_file() {
                     return Err(bad(&field, format!("{pattern:?} is not a file")));
                 }
-                instances.push(p);
+                vec![p]
+            };
+            // Each instance is read now, so that a bad one stops the sweep naming this
+            // file and field as well as the instance's own.
+            for p in &found {
+                crate::model::Instance::load(p).map_err(|e| bad(&field, e.to_string()))?;
             }
+            instances.extend(found);
         }
         let mut seen = std::collections::HashSet::new();
         instances.retain(|p| seen.insert(p.clone()));
+        let jobs = [
+            instances.len(),
+            raw.processors.len(),
+            memory.len(),
+            bandwidth.len(),
+            raw.algorithms.len(),
+            raw.repetitions,
+        ]
+        .iter()
+        .try_fold(1usize, |a, &n| a.checked_mul(n))
+        .filter(|&n| n <= MAX_JOBS);
+        if jobs.is_none() {
+            return Err(bad(
+                "",
+                format!(
+                    "the grid (instances x processors x memory x bandwidth x algorithms x \
+                     repetitions) has more than {MAX_JOBS} jobs"
+                ),
+            ));
+        }
         let algorithms = check_algorithms(raw.algorithms, &instances, &raw.processors, &src)?;
         use sha2::Digest;
         let config_hash = sha2::Sha256::digest(text.as_bytes())

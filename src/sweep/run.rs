@@ -302,7 +302,14 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, crat
         &ctx,
         &opts.engine(exp.workers, timeout, &exp.name),
     )?;
-    crate::sweep::table::write_tables(&done.records, &paths.parquet, &paths.csv)?;
+    let shard = opts.shard.unwrap_or(Shard { index: 1, count: 1 });
+    let identity = crate::sweep::table::TableIdentity {
+        experiment: exp.name.clone(),
+        config_hash: exp.config_hash.clone(),
+        shard: shard.index,
+        shards: shard.count,
+    };
+    crate::sweep::table::write_tables(&done.records, &paths.parquet, &paths.csv, &identity)?;
     drop(done.journal); // the lock, once the tables are written
     Ok(SweepSummary {
         experiment: exp.name.clone(),

@@ -49,7 +49,7 @@ use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::mixpipe::paper_bubbles;
 use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
 use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
-use crate::units::{parse_bandwidth, parse_bytes};
+use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,7 +198,9 @@ impl SyncExperiment {
             .memory
             .iter()
             .enumerate()
-            .map(|(i, m)| parse_bytes(m).map_err(|e| bad(&format!("memory[{i}]"), e.to_string())))
+            .map(|(i, m)| {
+                parse_positive_bytes(m).map_err(|e| bad(&format!("memory[{i}]"), e.to_string()))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(i) = raw.micro_batch_sizes.iter().position(|&b| b == 0) {
             return Err(bad(
@@ -219,7 +221,7 @@ impl SyncExperiment {
         }
         let bandwidth = match &raw.bandwidth {
             None => f64::INFINITY,
-            Some(b) => parse_bandwidth(b).map_err(|e| bad("bandwidth", e.to_string()))?,
+            Some(b) => parse_positive_bandwidth(b).map_err(|e| bad("bandwidth", e.to_string()))?,
         };
         let optimum = match &raw.optimum {
             None => None,
@@ -232,10 +234,11 @@ impl SyncExperiment {
                         format!("must be positive, got {:?}", o.time_limit),
                     ));
                 }
-                if o.max_micro_batches == 0 {
+                let most = crate::milp::sync_schedule::MAX_MICRO_BATCHES;
+                if !(1..=most).contains(&o.max_micro_batches) {
                     return Err(bad(
                         "optimum.max_micro_batches",
-                        "must be at least 1".into(),
+                        format!("must be from 1 to {most}, got {}", o.max_micro_batches),
                     ));
                 }
                 Some(OptimumSettings {
@@ -247,39 +250,18 @@ impl SyncExperiment {
         let base = path.parent().unwrap_or(Path::new("."));
         let mut cases = Vec::new();
         for (i, c) in raw.cases.into_iter().enumerate() {
-            if c.stages.is_empty() || c.stages.contains(&0) {
+            cases.push(parse_case(c, i, base, &src)?);
+        }
+        if let Some(f) = &raw.memory_figure {
+            if f.stages == 0 {
+                return Err(bad("memory_figure.stages", "must be at least 1".into()));
+            }
+            if let Some(j) = f.micro_batches.iter().position(|&n| n == 0) {
                 return Err(bad(
-                    &format!("case[{i}].stages"),
-                    "must list stage counts of at least 1".into(),
+                    &format!("memory_figure.micro_batches[{j}]"),
+                    "must be at least 1".into(),
                 ));
             }
-            if c.samples.is_empty() && c.samples_per_stage.is_none() {
-                return Err(bad(
-                    &format!("case[{i}]"),
-                    "give samples or samples_per_stage".into(),
-                ));
-            }
-            // Instance paths are relative to the working directory, as in `sweep`; a path
-            // that does not exist there is tried beside the experiment file's directory.
-            let instance = if c.instance.exists() || c.instance.is_absolute() {
-                c.instance
-            } else {
-                let alt = base.join("..").join(&c.instance);
-                if alt.exists() {
-                    alt
-                } else {
-                    c.instance
-                }
-            };
-            cases.push(Case {
-                instance,
-                study: c.study,
-                stages: c.stages,
-                samples: c.samples,
-                samples_per_stage: c.samples_per_stage,
-                gpus: c.gpus,
-                n_equals_d: c.n_equals_d,
-            });
         }
         Ok(SyncExperiment {
             name: raw.name,
@@ -294,6 +276,72 @@ impl SyncExperiment {
             optimum,
         })
     }
+}
+
+/// One `[[case]]` of a synchronous experiment, checked (`src`, the experiment file, and
+/// `i`, the case's index, name the field at fault); its instance is read now, so that a
+/// bad one, or one with fewer layers than stages, stops the sweep naming both files.
+fn parse_case(c: RawCase, i: usize, base: &Path, src: &str) -> Result<Case, InputError> {
+    let bad = |field: &str, reason: String| InputError::new(src, field, reason);
+    if c.stages.is_empty() || c.stages.contains(&0) {
+        return Err(bad(
+            &format!("case[{i}].stages"),
+            "must list stage counts of at least 1".into(),
+        ));
+    }
+    if c.samples.is_empty() && c.samples_per_stage.is_none() {
+        return Err(bad(
+            &format!("case[{i}]"),
+            "give samples or samples_per_stage".into(),
+        ));
+    }
+    if let Some(j) = c.samples.iter().position(|&s| s == 0) {
+        return Err(bad(
+            &format!("case[{i}].samples[{j}]"),
+            "must be at least 1".into(),
+        ));
+    }
+    for (field, value) in [("samples_per_stage", c.samples_per_stage), ("gpus", c.gpus)] {
+        if value == Some(0) {
+            return Err(bad(
+                &format!("case[{i}].{field}"),
+                "must be at least 1".into(),
+            ));
+        }
+    }
+    // Instance paths are relative to the working directory, as in `sweep`; a path
+    // that does not exist there is tried beside the experiment file's directory.
+    let instance = if c.instance.exists() || c.instance.is_absolute() {
+        c.instance
+    } else {
+        let alt = base.join("..").join(&c.instance);
+        if alt.exists() {
+            alt
+        } else {
+            c.instance
+        }
+    };
+    let layers = Instance::load(&instance)
+        .map_err(|e| bad(&format!("case[{i}].instance"), e.to_string()))?
+        .len();
+    if let Some(&d) = c.stages.iter().find(|&&d| d > layers) {
+        return Err(bad(
+            &format!("case[{i}].stages"),
+            format!(
+                "D = {d} stages but {} has only {layers} layers",
+                instance.display()
+            ),
+        ));
+    }
+    Ok(Case {
+        instance,
+        study: c.study,
+        stages: c.stages,
+        samples: c.samples,
+        samples_per_stage: c.samples_per_stage,
+        gpus: c.gpus,
+        n_equals_d: c.n_equals_d,
+    })
 }
 
 /// One simulation.
@@ -1238,9 +1286,20 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "case[0]");
+        // The instance is read when the file loads: a missing one names the case.
+        let e = SyncExperiment::parse(
+            "name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n",
+            p,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.source.as_str(), e.field.as_str()),
+            ("x.toml", "case[0].instance")
+        );
+        let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
         let with_optimum = |table: &str| {
             SyncExperiment::parse(
-                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"a.json\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
+                &format!("name = \"x\"\nmemory = [\"32GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n[optimum]\n{table}\n[[case]]\ninstance = \"{toy}\"\nstudy = \"s\"\nstages = [4]\nsamples = [8]\n"),
                 p,
             )
         };

@@ -184,14 +184,74 @@ fn filled(rows: &[Row]) -> Vec<Row> {
     filled
 }
 
-/// Writes the rows as Parquet and CSV, each atomically (the CSV has the per-processor peaks
-/// as a JSON list in `peak_memory`, since CSV has no list type).
-pub fn write_tables(rows: &[Row], parquet: &Path, csv: &Path) -> Result<(), crate::Error> {
+/// What a results table is, stored in the Parquet file's own metadata (key
+/// [`IDENTITY_KEY`], a JSON object) so that it survives a renamed file: the experiment, the
+/// hash of its file's text, and which shard of its grid the table holds (1 of 1: the whole
+/// grid, as a run without `--shard` and `merge` write it). `merge` takes only tables that
+/// carry one, and only the n shards of one experiment and one configuration.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableIdentity {
+    pub experiment: String,
+    pub config_hash: String,
+    /// This table's shard, 1-based.
+    pub shard: usize,
+    /// How many shards the grid was cut into.
+    pub shards: usize,
+}
+
+/// The key of a results table's [`TableIdentity`] in its Parquet metadata.
+pub const IDENTITY_KEY: &str = "pipeopt.table";
+
+impl TableIdentity {
+    /// `shard-i-of-n`, as shard tables are named.
+    pub fn shard_name(&self) -> String {
+        format!("shard-{}-of-{}", self.shard, self.shards)
+    }
+}
+
+/// Reads a Parquet table's [`TableIdentity`], or none when it has none (a table pipeopt
+/// did not write as a sweep's, or written before tables carried one).
+pub fn read_identity(path: &Path) -> Result<Option<TableIdentity>, InputError> {
+    let file = std::fs::File::open(path).map_err(|e| err(path, e))?;
+    let mut reader = ParquetReader::new(file);
+    let metadata = reader.get_metadata().map_err(|e| err(path, e))?;
+    let Some(value) = metadata
+        .key_value_metadata()
+        .iter()
+        .flatten()
+        .find(|kv| kv.key == IDENTITY_KEY)
+        .and_then(|kv| kv.value.clone())
+    else {
+        return Ok(None);
+    };
+    serde_json::from_str(&value).map(Some).map_err(|e| {
+        InputError::new(
+            path.display().to_string(),
+            IDENTITY_KEY,
+            format!("is not a table identity: {e}"),
+        )
+    })
+}
+
+/// Writes the rows as Parquet (with its [`TableIdentity`]) and CSV, each atomically (the
+/// CSV has the per-processor peaks as a JSON list in `peak_memory`, since CSV has no list
+/// type).
+pub fn write_tables(
+    rows: &[Row],
+    parquet: &Path,
+    csv: &Path,
+    identity: &TableIdentity,
+) -> Result<(), crate::Error> {
     let rows = filled(rows);
-    write_parquet(
-        &mut frame_of(&rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?,
-        parquet,
-    )?;
+    let mut df = frame_of(&rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?;
+    let text = serde_json::to_string(identity).map_err(|e| crate::Error::io(parquet, e))?;
+    let metadata = KeyValueMetadata::from_static(vec![(IDENTITY_KEY.to_string(), text)]);
+    let mut buf = Vec::new();
+    ParquetWriter::new(&mut buf)
+        .with_key_value_metadata(Some(metadata))
+        .finish(&mut df)
+        .map_err(|e| crate::Error::io(parquet, e))?;
+    crate::error::write_atomic(parquet, &buf)?;
     write_csv(
         &mut frame_of(&rows, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
         csv,
@@ -260,52 +320,23 @@ pub fn default_merge_output(
     Ok(base.join(format!("{}.parquet", dir.to_string_lossy())))
 }
 
-/// Merges Parquet tables (shards of one grid) into one, keeping one row per job key (the
-/// last file wins), and writes it as Parquet and CSV beside `out`.
+/// Merges the shards of one grid into one table, rows back in grid order, and writes it
+/// as Parquet and CSV beside `out` (its identity: shard 1 of 1).
+///
+/// Every input must carry a [`TableIdentity`] (file names do not count: a renamed shard
+/// merges as what it is), all of one experiment and one configuration hash, cut into the
+/// same number of shards, each shard exactly once and none missing; anything else is
+/// refused, naming the table at fault.
 pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, crate::Error> {
-    // Shards of one grid (`shard-i-of-n.parquet`): all n must be there, and their rows are
-    // interleaved back into grid order (shard i holds jobs i-1, i-1+n, ...).
-    let shards: Vec<Option<(usize, usize)>> = inputs.iter().map(|p| shard_of(p)).collect();
-    let sharded = !shards.is_empty() && shards.iter().all(Option::is_some);
-    if sharded {
-        let n = shards[0].map(|s| s.1).unwrap_or(0);
-        if let Some(i) = shards.iter().position(|s| s.map(|s| s.1) != Some(n)) {
-            return Err(crate::Error::Input(InputError::new(
-                inputs[i].display().to_string(),
-                "",
-                format!(
-                    "is a shard of {} but the first table is a shard of {n}",
-                    shards[i].map_or(0, |s| s.1)
-                ),
-            )));
-        }
-        let have: std::collections::HashSet<usize> = shards.iter().flatten().map(|s| s.0).collect();
-        let missing: Vec<String> = (1..=n)
-            .filter(|i| !have.contains(i))
-            .map(|i| format!("shard-{i}-of-{n}"))
-            .collect();
-        if !missing.is_empty() {
-            return Err(crate::Error::Input(InputError::new(
-                "merge",
-                "",
-                format!(
-                    "missing {} of {n} shards: {}",
-                    missing.len(),
-                    missing.join(", ")
-                ),
-            )));
-        }
-    }
+    let identities = shard_identities(inputs)?;
+    // Shard i holds jobs i-1, i-1+n, ...: row j of shard i is job j n + i - 1.
     let mut all: Vec<(usize, usize, Row)> = Vec::new();
-    for (t, path) in inputs.iter().enumerate() {
-        let i = shards[t].map_or(t, |s| s.0);
+    for (path, identity) in inputs.iter().zip(&identities) {
         for (j, r) in read_rows(path)?.into_iter().enumerate() {
-            all.push((j, i, r));
+            all.push((j, identity.shard, r));
         }
     }
-    if sharded {
-        all.sort_by_key(|&(j, i, _)| (j, i));
-    }
+    all.sort_by_key(|&(j, i, _)| (j, i));
     let mut rows: Vec<Row> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for (_, _, r) in all {
@@ -317,20 +348,161 @@ pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, crate::
             }
         }
     }
+    let whole = TableIdentity {
+        shard: 1,
+        shards: 1,
+        ..identities[0].clone()
+    };
     // `-o x.csv` and `-o x.parquet` both write x.parquet and x.csv.
     write_tables(
         &rows,
         &out.with_extension("parquet"),
         &out.with_extension("csv"),
+        &whole,
     )?;
     Ok(rows.len())
 }
 
-/// `(i, n)` when the file is named `shard-i-of-n.<ext>`.
-fn shard_of(path: &Path) -> Option<(usize, usize)> {
-    let stem = path.file_stem()?.to_str()?;
-    let (i, n) = stem.strip_prefix("shard-")?.split_once("-of-")?;
-    Some((i.parse().ok()?, n.parse().ok()?))
+/// The identities of the tables `merge` is given, checked to be every shard of one grid
+/// exactly once.
+fn shard_identities(inputs: &[std::path::PathBuf]) -> Result<Vec<TableIdentity>, InputError> {
+    let refuse =
+        |path: &Path, reason: String| InputError::new(path.display().to_string(), "", reason);
+    let Some(first_path) = inputs.first() else {
+        return Err(InputError::new("merge", "", "no table to merge"));
+    };
+    let mut identities: Vec<TableIdentity> = Vec::with_capacity(inputs.len());
+    for path in inputs {
+        let identity = read_identity(path)?.ok_or_else(|| {
+            refuse(
+                path,
+                format!(
+                    "is not a shard of a sweep: its Parquet metadata has no `{IDENTITY_KEY}` \
+                     (experiment, configuration hash, shard i of n)"
+                ),
+            )
+        })?;
+        if let Some(first) = identities.first() {
+            let differs = if identity.experiment != first.experiment {
+                Some(format!(
+                    "experiment {:?}, not {:?}",
+                    identity.experiment, first.experiment
+                ))
+            } else if identity.config_hash != first.config_hash {
+                Some(format!(
+                    "configuration hash {}, not {} (the experiment file changed between the shards)",
+                    identity.config_hash, first.config_hash
+                ))
+            } else if identity.shards != first.shards {
+                Some(format!(
+                    "a shard of {}, not of {}",
+                    identity.shards, first.shards
+                ))
+            } else {
+                None
+            };
+            if let Some(d) = differs {
+                return Err(refuse(
+                    path,
+                    format!("is {d} as {} is: not the same grid", first_path.display()),
+                ));
+            }
+        }
+        if let Some(k) = identities.iter().position(|i| i.shard == identity.shard) {
+            return Err(refuse(
+                path,
+                format!(
+                    "is {} of {:?}, as {} is: each shard once",
+                    identity.shard_name(),
+                    identity.experiment,
+                    inputs[k].display()
+                ),
+            ));
+        }
+        if identity.shard == 0 || identity.shard > identity.shards {
+            return Err(refuse(
+                path,
+                format!("claims to be {}, which no grid has", identity.shard_name()),
+            ));
+        }
+        identities.push(identity);
+    }
+    let n = identities[0].shards;
+    let missing: Vec<String> = (1..=n)
+        .filter(|i| !identities.iter().any(|x| x.shard == *i))
+        .map(|i| format!("shard-{i}-of-{n}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(InputError::new(
+            "merge",
+            "",
+            format!(
+                "missing {} of {n} shards of {:?}: {}",
+                missing.len(),
+                identities[0].experiment,
+                missing.join(", ")
+            ),
+        ));
+    }
+    Ok(identities)
+}
+
+/// Checks the arguments of [`summary`] against the table `df` read from `path`: every
+/// `by` is one of its columns and `ratio_to` one of its algorithms; the error names the flag
+/// and lists what the table has.
+pub fn check_summary_args(
+    df: &DataFrame,
+    path: &Path,
+    by: &[String],
+    ratio_to: Option<&str>,
+) -> Result<(), InputError> {
+    let columns: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    if let Some(c) = by.iter().find(|c| !columns.contains(c)) {
+        return Err(InputError::new(
+            "--by",
+            "",
+            format!(
+                "{} has no column {c:?}; its columns: {}",
+                path.display(),
+                columns.join(", ")
+            ),
+        ));
+    }
+    if let Some(r) = ratio_to {
+        check_algorithm(&algorithms_of(df), path, r)?;
+    }
+    Ok(())
+}
+
+/// The algorithms (labels) of a results table, sorted.
+pub fn algorithms_of(df: &DataFrame) -> Vec<String> {
+    let mut all: Vec<String> = records(df)
+        .iter()
+        .filter_map(|r| r.get("algorithm")?.as_str().map(str::to_string))
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// `--ratio-to`: one of the table's `algorithms`.
+pub fn check_algorithm(algorithms: &[String], path: &Path, name: &str) -> Result<(), InputError> {
+    if algorithms.iter().any(|a| a == name) {
+        return Ok(());
+    }
+    Err(InputError::new(
+        "--ratio-to",
+        "",
+        format!(
+            "{} has no algorithm {name:?}; its algorithms: {}",
+            path.display(),
+            algorithms.join(", ")
+        ),
+    ))
 }
 
 /// A summary table: per group (`by` columns and algorithm), how many runs, how many valid and

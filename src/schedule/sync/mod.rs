@@ -15,6 +15,7 @@ pub mod bapipe;
 pub mod chimera;
 pub mod costs;
 pub mod dapple;
+pub mod file;
 pub mod gems;
 pub mod gpipe;
 pub mod hybrid;

@@ -43,7 +43,7 @@ pub enum Execution {
 }
 
 /// What one stage costs: times in seconds, sizes in bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StageCosts {
     pub forward_seconds: Vec<f64>,
     pub backward_seconds: Vec<f64>,
@@ -76,7 +76,8 @@ impl StageCosts {
     }
 
     /// The stages of `instance` cut before the 0-based layers `starts` (`starts[0] == 0`,
-    /// increasing, as `--partition`), transfers at `bandwidth` bytes per second.
+    /// increasing, as `--partition`), transfers at `bandwidth` bytes per second (positive;
+    /// infinite for free transfers).
     pub fn from_instance(
         instance: &Instance,
         starts: &[usize],
@@ -84,6 +85,12 @@ impl StageCosts {
     ) -> Result<StageCosts, PartitionError> {
         let l = instance.len();
         check_starts(starts, l)?;
+        // A transfer at 0 bytes/s never ends (nor does the simulation that waits for it).
+        if bandwidth_bytes_per_second.is_nan() || bandwidth_bytes_per_second <= 0.0 {
+            return Err(PartitionError::Invalid(format!(
+                "the bandwidth must be positive, got {bandwidth_bytes_per_second}"
+            )));
+        }
         let sums = ChainSums::new(instance);
         let mut c = StageCosts {
             forward_seconds: Vec::new(),
