@@ -80,7 +80,13 @@ fn main() {
         list("LEVELS_MEMORY", "6GiB,16GiB")
     };
     let bandwidths = list("LEVELS_BANDWIDTH", "12GB/s");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The repository's instances: from the current directory when it has them (a binary
+    // carried to another machine), from the source tree otherwise.
+    let root = if Path::new("instances").is_dir() {
+        Path::new(".")
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    };
     println!("best on op chains against the lifted block plan, limit {limit:?} each");
     println!("| network | P | M | beta | block plan lifted | op-level best | op / block | op plan from |");
     println!("|---|---|---|---|---|---|---|---|");

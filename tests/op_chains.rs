@@ -359,3 +359,24 @@ fn best_on_an_op_chain_is_never_longer_than_its_coarser_level() {
         );
     }
 }
+
+/// On every committed op-level chain, the module boundaries (`coarsen::at_module_boundaries`,
+/// the level `best` searches first) group the ops exactly as the network's block-level
+/// chain does.
+#[test]
+fn module_boundaries_of_the_committed_op_chains_are_their_block_chains() {
+    use pipeopt::model::coarsen::{at_module_boundaries, lasts_by_names};
+    for net in ["resnet50", "resnet101", "inception_v3", "densenet121"] {
+        let load = |f: String| {
+            let path = format!("{}/instances/{f}", env!("CARGO_MANIFEST_DIR"));
+            Instance::load(std::path::Path::new(&path)).unwrap()
+        };
+        let op = load(format!("{net}-1000-b8-op-h100.json"));
+        let block = load(format!("{net}-1000-b8-h100.json"));
+        let names: Vec<&str> = block.layers.iter().map(|l| l.name.as_str()).collect();
+        let want = lasts_by_names(&op, &names).expect("the block chain groups the op chain");
+        let level = at_module_boundaries(&op).expect("a coarser level");
+        let got: Vec<usize> = level.groups.iter().map(|g| g.1).collect();
+        assert_eq!(got, want, "{net}");
+    }
+}

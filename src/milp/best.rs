@@ -3,10 +3,10 @@
 //! [`global_bound`](crate::milp::global_bound) so that its distance to the optimum is known.
 //!
 //! A portfolio, then a local search, every candidate judged:
-//! 0. **The coarser level** of a chain that has one (an op-level chain, whose tensors shared
-//!    across layers leave single-tensor cuts: [`multilevel`]): `best` on the chain coarsened
-//!    there, with `COARSE_LEVEL_SHARE` of the time, its plan lifted to the chain (the same
-//!    pattern, the same period): the first incumbent. The phases below then search the
+//! 0. **The coarser level** of a chain that has one (an op-level chain: its module
+//!    boundaries, the block-level chain, or its single-tensor cuts: [`multilevel`]): `best`
+//!    on the chain coarsened there, with `COARSE_LEVEL_SHARE` of the time, its plan lifted to
+//!    the chain (the same pattern, the same period): the first incumbent. The phases below then search the
 //!    chain itself (the bound with two thirds of the time the coarser level left).
 //! 1. **The contiguous optimum** (exact, milliseconds), the first incumbent (or a better one).
 //! 2. **The bound**, with at most two thirds of the time: the relaxation of `global_bound`
@@ -591,17 +591,17 @@ impl Planner for BestPlanner {
             let lifted = multilevel::lifted_plan(self, problem, &level, share)?;
             messages.push(match &lifted {
                 Some(l) => format!(
-                    "coarser level: {} layers (single-tensor cuts), plan of period {} s lifted",
+                    "coarser level: {} layers, plan of period {} s lifted",
                     l.coarse_layers, l.pattern.period
                 ),
                 None => format!(
-                    "coarser level: {} layers (single-tensor cuts), no plan",
+                    "coarser level: {} layers, no plan",
                     level.groups.len()
                 ),
             });
             if let Some(lifted) = lifted {
                 let source = format!(
-                    "the chain coarsened to {} layers at its single-tensor cuts ({}), lifted",
+                    "the chain coarsened to {} layers ({}), lifted",
                     lifted.coarse_layers, lifted.source
                 );
                 offer(&mut incumbent, lifted.allocation, lifted.pattern, &source);

@@ -1,6 +1,8 @@
 //! The coarser level of `best` on a chain that has one (an op-level chain: docs/op-chains.md,
-//! "Coarser levels"): `best` on the chain coarsened at its single-tensor cuts
-//! ([`coarsen::at_single_tensor_cuts`]), its plan lifted to the fine chain. A lifted plan
+//! "Coarser levels"): `best` on the chain coarsened at its module boundaries
+//! ([`at_module_boundaries`]: its block-level chain) or, for names without module paths, at
+//! its single-tensor cuts ([`at_single_tensor_cuts`]), its plan lifted to the fine chain. A
+//! lifted plan
 //! has the same batch graph as the coarse one, so the same pattern is valid with the same
 //! period; the fine level's search then starts from it and can only improve on it (moving
 //! layers across the coarse boundaries, cutting inside a group). This is the multilevel
@@ -13,11 +15,13 @@ use std::time::Duration;
 
 use crate::algorithm::api::{Outcome, Planner, Problem};
 use crate::milp::best::BestPlanner;
-use crate::model::coarsen::{at_single_tensor_cuts, Coarsening};
+use crate::model::coarsen::{at_module_boundaries, at_single_tensor_cuts, Coarsening};
 use crate::model::{Allocation, Pattern, Placement};
 
-/// The share of `best`'s time limit that the coarser level may take.
-pub const COARSE_LEVEL_SHARE: f64 = 0.4;
+/// The share of `best`'s time limit that the coarser level may take: most of it, since the
+/// coarse chain's search finds the plans (the block-level grid closes most of its cases) and
+/// the fine chain's phases refine them.
+pub const COARSE_LEVEL_SHARE: f64 = 0.6;
 
 /// A plan of the coarse chain, lifted to the fine one.
 #[derive(Debug, Clone)]
@@ -31,9 +35,12 @@ pub struct LiftedPlan {
 }
 
 /// The coarser level of a chain, when it has one that `best` should search first: shorter
-/// than the chain, and of at least two layers.
+/// than the chain, and of at least two layers; its module boundaries where the names give
+/// them, its single-tensor cuts otherwise.
 pub fn coarser_level(problem: &Problem) -> Option<Coarsening> {
-    at_single_tensor_cuts(problem.instance).filter(|c| c.groups.len() >= 2)
+    at_module_boundaries(problem.instance)
+        .or_else(|| at_single_tensor_cuts(problem.instance))
+        .filter(|c| c.groups.len() >= 2)
 }
 
 /// `planner`'s search on the coarse chain within `limit` (no extension), its plan lifted;

@@ -10,11 +10,12 @@
 //! same peaks. The coarse chain's plans are the fine chain's plans whose cuts fall between
 //! groups.
 //!
-//! The natural level of an op-level chain is its **single-tensor cuts**: the cuts that no
+//! The natural levels of an op-level chain: its **single-tensor cuts**, the cuts that no
 //! tensor kept further down crosses besides the one the layer before produces (no
-//! `stash_shared` entry spans them). A residual block's inner cuts carry its input too; the
-//! cuts between blocks carry one tensor. Every block boundary of the committed op chains is
-//! such a cut, so their block-level chains are coarsenings of this level.
+//! `stash_shared` entry spans them; a residual block's inner cuts carry its input too, the
+//! cuts between blocks one tensor), and among them its **module boundaries**, where the
+//! layers' module paths part (`layer1.0.conv1` and `layer1.1.conv1`): on the committed op
+//! chains, exactly their block-level chains.
 
 use crate::model::{Allocation, Instance, Layer, Stage};
 
@@ -45,6 +46,51 @@ pub fn single_tensor_cuts(instance: &Instance) -> Vec<bool> {
         out[c] = open == 0;
     }
     out
+}
+
+/// The module path a layer belongs to, from its name (`id: description`, ids joined by `+`,
+/// a leading `input` id ignored): its first id less the last component (`layer1.0.conv1`
+/// belongs to `layer1.0`, `stem.bn1` to `stem`), or the id itself when it has one component.
+fn module_of(name: &str) -> &str {
+    let ids = name.split(": ").next().unwrap_or(name);
+    let id = ids.split('+').find(|id| *id != "input").unwrap_or(ids);
+    id.rsplit_once('.').map_or(id, |(module, _)| module)
+}
+
+/// Whether two module paths are one or nested (`a` equal to `b`, or a dotted prefix of it).
+fn nested(a: &str, b: &str) -> bool {
+    let within = |outer: &str, inner: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    };
+    within(a, b) || within(b, a)
+}
+
+/// The chain coarsened where its layers' module paths part, at single-tensor cuts only: a
+/// group keeps the layers of one module (a residual block, a dense layer, an Inception
+/// module), and every cut inside a module that carries more than one tensor stays inside a
+/// group. On pipeopt's op chains (names `block.op`, the module paths of the networks and of
+/// ONNX imports) this is the block-level chain of the same network. `None` when it is not
+/// shorter than [`at_single_tensor_cuts`]'s chain (names without module paths).
+pub fn at_module_boundaries(instance: &Instance) -> Option<Coarsening> {
+    let cuts = single_tensor_cuts(instance);
+    let modules: Vec<&str> = instance.layers.iter().map(|l| module_of(&l.name)).collect();
+    let mut lasts = Vec::new();
+    // The outermost module path of the group so far.
+    let mut group = modules[0];
+    for c in 1..instance.len() {
+        let next = modules[c];
+        if cuts[c] && !nested(group, next) {
+            lasts.push(c);
+            group = next;
+        } else if next.len() < group.len() && nested(group, next) {
+            group = next;
+        }
+    }
+    lasts.push(instance.len());
+    let single = cuts.iter().filter(|&&c| c).count() + 1;
+    (lasts.len() < single).then(|| coarsen(instance, &lasts))
 }
 
 /// The chain coarsened at its single-tensor cuts, when that makes it shorter.
@@ -336,6 +382,32 @@ mod tests {
         // `block1` is not a prefix of `block10.x`.
         inst.layers[4].name = "block10.fc: Linear".into();
         assert_eq!(lasts_by_names(&inst, &["stem", "block1", "head"]), None);
+    }
+
+    #[test]
+    fn module_boundaries_group_a_module_and_cut_only_where_one_tensor_crosses() {
+        let mut inst = op_like();
+        let names = [
+            "input+stem.conv: Conv",
+            "b1.conv1: Conv",
+            "b1.conv2: Conv",
+            "b1.add: Add",
+            "b1.relu: Relu",
+            "b2.x.conv: Conv",
+            "b2.x.bn: BatchNorm",
+            "b2.pool: MaxPool",
+            "head.fc: Linear",
+        ];
+        for (l, name) in names.iter().enumerate() {
+            inst.layers[l].name = name.to_string();
+        }
+        // Single-tensor cuts: every one but 2, 3, 6, 7; modules part at 1, 5, 8.
+        let c = at_module_boundaries(&inst).expect("shorter than the single-tensor level");
+        assert_eq!(c.groups, vec![(1, 1), (2, 5), (6, 8), (9, 9)]);
+        assert_eq!(module_of("input+stem.conv: Conv"), "stem");
+        assert_eq!(module_of("head.flatten+head.fc: Linear"), "head");
+        assert_eq!(module_of("node3: relu"), "node3");
+        assert!(nested("b2", "b2.x") && !nested("b2", "b20.x"));
     }
 
     #[test]
