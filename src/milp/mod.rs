@@ -8,7 +8,6 @@ pub mod fixed_allocation;
 pub mod general;
 pub mod global_bound;
 pub mod madpipe;
-pub mod multilevel;
 pub mod pattern_milp;
 pub mod solver;
 pub mod sync_schedule;

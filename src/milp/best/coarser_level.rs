@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
+use super::BestPlanner;
 use crate::algorithm::api::{Outcome, Planner, Problem};
-use crate::milp::best::BestPlanner;
 use crate::model::coarsen::{at_module_boundaries, at_single_tensor_cuts, Coarsening};
 use crate::model::{Allocation, Pattern, Placement};
 

@@ -1,0 +1,195 @@
+//! `best`'s phase 8, the exact checks (module docs of `best`, docs/bounds.md): is there any
+//! plan below a period? The relaxation's loop at that period, each assignment that passes
+//! it scheduled exactly over every stage structure ([`decide_period`]): a plan found
+//! becomes the incumbent and the question is asked again below it; "no plan" raises the
+//! bound, and just below the incumbent closes the case. With an extension, once more.
+
+use std::time::Duration;
+
+use super::{Incumbent, Portfolio, Stop, PRECISION};
+use crate::milp::fixed_allocation::assignment_structures;
+use crate::milp::global_bound::{decide_period, Decision, Relaxation, Verdict, CLOSING_GAP};
+use crate::milp::pattern_milp::{PatternMilp, Scope};
+use crate::milp::SolveStatus;
+use crate::model::Instance;
+
+/// The exact checks ask about the middle of the bound and the incumbent while the gap is
+/// wider than this, and just below the incumbent after.
+const HALVING_GAP: f64 = 0.004;
+
+/// Whether exact checks can answer on this instance: none when tensors are shared between
+/// layers further apart (`stash_shared`), whose merged stages the scheduling MILP does not
+/// model.
+fn exact_checks_may_apply(instance: &Instance) -> bool {
+    instance.stash_shared.is_empty()
+}
+
+/// One question of the exact checks: its period, and whether it may take only a third of
+/// the time left.
+#[derive(Debug, Clone, Copy)]
+struct Question {
+    target: f64,
+    third: bool,
+}
+
+impl Portfolio<'_> {
+    /// Phase 8: the exact checks, while the gap is open and the time lasts; then, once, the
+    /// extension's, for a case left open with its plan near the bound.
+    pub(super) fn exact_checks(&mut self, relax: &Relaxation) -> crate::error::Result<()> {
+        let applies = exact_checks_may_apply(self.instance());
+        if !self.closed() && !applies {
+            self.stop(Stop::NoExactChecks);
+        }
+        // Whether the extension moved the deadline (once at most).
+        let mut extended = false;
+        while !self.closed() && applies {
+            self.questions(relax, extended)?;
+            if extended || !self.extend() {
+                break;
+            }
+            extended = true;
+        }
+        self.lap("exact checks");
+        if self.left().is_zero() && !self.closed() {
+            self.stop(Stop::Clock);
+        }
+        Ok(())
+    }
+
+    /// The questions, until one cannot be decided, the case closes or the time is up.
+    /// Before halving, while the plan is more than `CLOSING_GAP` above the bound: is there a
+    /// plan within it? "No plan" there closes the case, and it is the easiest question to
+    /// prove (fewer assignments pass a shorter period). Then halving the gap while it is
+    /// wide: "no plan" at the geometric middle of the bound and the incumbent raises the
+    /// bound there, a plan lowers the incumbent below it. Where that cannot be decided, just
+    /// below the incumbent.
+    fn questions(&mut self, relax: &Relaxation, extended: bool) -> crate::error::Result<()> {
+        let mut closing = true;
+        let mut halving = true;
+        while let Some(known) = self.incumbent.as_ref().map(Incumbent::period) {
+            if self.closed() || self.left().is_zero() {
+                break;
+            }
+            let closes = closing && known > self.lower * (1.0 + CLOSING_GAP);
+            let halves = !closes && halving && known > self.lower * (1.0 + HALVING_GAP);
+            let target = if closes {
+                known / (1.0 + 0.99 * CLOSING_GAP)
+            } else if halves {
+                (self.lower * known).sqrt()
+            } else {
+                known / (1.0 + 0.999 * PRECISION)
+            };
+            // An answer cut short ends the closing question, then the halving, then the
+            // phase: a third of the time left for each of the first two, so that the checks
+            // below the incumbent keep some. Within an extension, the closing question gets
+            // all of it: its "no plan" is what the extension is for.
+            let question = Question {
+                target,
+                third: (closes && !extended) || halves,
+            };
+            match self.decide(relax, question)? {
+                Decision::NoPlan => self.lower = self.lower.max(target),
+                Decision::Plan(_) => {}
+                Decision::Undecided(_) if closes => closing = false,
+                Decision::Undecided(_) if halves => halving = false,
+                Decision::Undecided(why) => {
+                    self.stop(Stop::Undecided(why));
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The time `question` may take now. Each exact check takes its own share of what is
+    /// left when it starts, so the last check of a question may run past the question's
+    /// share: a check cut short at the question's deadline would lose the plan it finds.
+    fn question_time(&self, question: Question) -> Duration {
+        if question.third {
+            self.left() / 3
+        } else {
+            self.left()
+        }
+    }
+
+    /// Whether there is a plan at `question`'s period or below: [`decide_period`] with
+    /// [`Portfolio::exact_check`] on every assignment that passes the relaxation.
+    fn decide(&mut self, relax: &Relaxation, question: Question) -> crate::error::Result<Decision> {
+        // The loop learns into `learnt` while each exact check may change the incumbent.
+        let mut learnt = std::mem::take(&mut self.learnt);
+        let decision = decide_period(
+            relax,
+            question.target,
+            self.planner.milp.threads,
+            Some(self.question_time(question)),
+            &mut learnt,
+            &mut |a: &[usize]| self.exact_check(a, question),
+        );
+        self.learnt = learnt;
+        decision
+    }
+
+    /// The scheduling MILP of assignment `a` over every stage structure, at `question`'s
+    /// period: a plan there becomes the incumbent.
+    fn exact_check(&mut self, a: &[usize], question: Question) -> crate::error::Result<Verdict> {
+        let limit = self.question_time(question);
+        if limit.is_zero() {
+            return Ok(Verdict::Unknown);
+        }
+        self.schedules += 1;
+        self.proofs += 1;
+        let (instance, platform) = (self.problem.instance, self.problem.platform);
+        let (finest, mergeable) = assignment_structures(instance, a);
+        let scope = Scope {
+            focus: None,
+            mergeable,
+            left_out: Vec::new(),
+            tail: None,
+        };
+        let Some(milp) = PatternMilp::new(instance, platform, &finest, question.target, &scope)
+        else {
+            // Static memory alone does not fit: no plan at any period.
+            return Ok(Verdict::NoPlan);
+        };
+        let r = milp.model.solve(&self.milp(limit), Some(limit))?;
+        Ok(match r.status {
+            SolveStatus::Infeasible => Verdict::NoPlan,
+            SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
+                let (allocation, pattern) = milp.decoder.decode(&r.values);
+                if self.offer(allocation, pattern, "exact check") {
+                    Verdict::Plan
+                } else {
+                    // Judged invalid or not better: cannot happen for a solution at the
+                    // target (it is judged exactly); say nothing.
+                    Verdict::Unknown
+                }
+            }
+            SolveStatus::NoSolutionWithinLimit => Verdict::Unknown,
+        })
+    }
+
+    /// The extension ([`Extension`](super::Extension)): once, for a case left open with its
+    /// plan near the bound, the deadline moves to the extension's end and the questions
+    /// start again from the closing one, with the premises learnt so far. Whether it did.
+    fn extend(&mut self) -> bool {
+        let (Some(extension), Some(known)) = (
+            self.planner.extension,
+            self.incumbent.as_ref().map(Incumbent::period),
+        ) else {
+            return false;
+        };
+        let near = known <= self.lower * (1.0 + extension.below_gap);
+        let until = self.started + extension.until;
+        if self.closed() || !near || until <= self.deadline {
+            return false;
+        }
+        self.deadline = until;
+        self.messages.push(format!(
+            "extended to {:.0} s: the plan is {:.1}% above the bound (at most {:.1}%)",
+            extension.until.as_secs_f64(),
+            100.0 * (known / self.lower - 1.0),
+            100.0 * extension.below_gap
+        ));
+        true
+    }
+}
