@@ -302,7 +302,7 @@ fn bound_is_below_the_exhaustive_optimum_on_chains_with_zeros() {
 #[test]
 #[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn bound_is_below_the_exhaustive_optimum_on_more_chains_with_zeros() {
-    exhaustive_cases_with_zeros(3..15, 4);
+    exhaustive_cases_with_zeros(3..10, 4);
 }
 
 /// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once

@@ -378,5 +378,12 @@ fn module_boundaries_of_the_committed_op_chains_are_their_block_chains() {
         let level = at_module_boundaries(&op).expect("a coarser level");
         let got: Vec<usize> = level.groups.iter().map(|g| g.1).collect();
         assert_eq!(got, want, "{net}");
+        // A block-level chain has no coarser level: `best` searches it as it is.
+        assert_eq!(at_module_boundaries(&block), None, "{net}");
+        assert_eq!(
+            pipeopt::model::coarsen::at_single_tensor_cuts(&block),
+            None,
+            "{net}"
+        );
     }
 }

@@ -71,10 +71,15 @@ fn nested(a: &str, b: &str) -> bool {
 /// group keeps the layers of one module (a residual block, a dense layer, an Inception
 /// module), and every cut inside a module that carries more than one tensor stays inside a
 /// group. On pipeopt's op chains (names `block.op`, the module paths of the networks and of
-/// ONNX imports) this is the block-level chain of the same network. `None` when it is not
-/// shorter than [`at_single_tensor_cuts`]'s chain (names without module paths).
+/// ONNX imports) this is the block-level chain of the same network. `None` on a chain that
+/// shares no tensor beyond neighbours (every cut single-tensor: a block-level chain, whose
+/// layers are modules already), and when it is not shorter than [`at_single_tensor_cuts`]'s
+/// chain (names without module paths).
 pub fn at_module_boundaries(instance: &Instance) -> Option<Coarsening> {
     let cuts = single_tensor_cuts(instance);
+    if cuts[1..].iter().all(|&c| c) {
+        return None;
+    }
     let modules: Vec<&str> = instance.layers.iter().map(|l| module_of(&l.name)).collect();
     let mut lasts = Vec::new();
     // The outermost module path of the group so far.
@@ -413,5 +418,11 @@ mod tests {
     #[test]
     fn a_chain_without_shared_tensors_has_no_coarser_level() {
         assert_eq!(at_single_tensor_cuts(&chain(6)), None);
+        // Not even where its names are module paths (a block-level chain).
+        let mut blocks = chain(4);
+        for (l, name) in ["stem", "layer1.0", "layer1.1", "head"].iter().enumerate() {
+            blocks.layers[l].name = name.to_string();
+        }
+        assert_eq!(at_module_boundaries(&blocks), None);
     }
 }

@@ -93,7 +93,7 @@ pub fn random_chain_with_zeros(seed: u64, layers: usize) -> Instance {
 /// weights and sizes as in [`random_chain`]; which inputs each op saves for its backward
 /// drawn too. The chain has five layers (the network input joins the first op); a residual
 /// block's shortcut tensor is kept by two layers apart (a `stash_shared` entry), a
-/// concatenation's by three consecutive ones (`stash_overlap`s).
+/// concatenation's input by the three layers that read it.
 pub fn random_op_chain(seed: u64, shape: usize) -> Instance {
     let step = |x: u64| {
         x.wrapping_mul(6364136223846793005)
@@ -189,7 +189,9 @@ mod tests {
             assert!(c.check().is_ok(), "seed {seed}: {:?}", c.check());
             assert_eq!(c.len(), 5, "seed {seed}: {:?}", c.layers);
             // Every residual block's shortcut is kept two layers apart.
-            assert_eq!(seed % 2 == 0, !c.stash_shared.is_empty(), "seed {seed}");
+            if seed % 2 == 0 {
+                assert!(!c.stash_shared.is_empty(), "seed {seed}");
+            }
             shared += c.stash_shared.len();
         }
         assert!(shared > 0);

@@ -21,7 +21,8 @@
 //!    contiguous optimum has no plan, the bound bisects below MadPipe's instead of spending
 //!    its time on a proof that no period fits. Where no plan is known and the bound's
 //!    packing search proves at once that no plan fits at any period, MadPipe waits until
-//!    after the bound (which then says so without MadPipe's seconds).
+//!    after the bound (which then says so without MadPipe's seconds). Skipped after a
+//!    coarser level, whose own `best` made MadPipe's plans of the coarse chain.
 //! 3. **The bound**, with at most two thirds of the time the coarser level left: the
 //!    relaxation of `global_bound` either proves that no plan fits the case (reported as
 //!    infeasible, with the proof) or gives a lower bound and the assignments its loop found
@@ -379,6 +380,10 @@ struct Portfolio<'a> {
     proofs: usize,
     /// The time the coarser level took, not counted in the bound's share.
     coarse_spent: Duration,
+    /// Whether the coarser level ran: its `best` made MadPipe's plans of the coarse chain,
+    /// so the chain's own MadPipe phase is skipped (its dynamic program, which does not look
+    /// at the clock, takes seconds on chains of hundreds of layers and its plans are longer).
+    coarse_ran: bool,
     /// Whether MadPipe ran before the bound.
     madpipe_first: bool,
     /// Whether the general MILP on groups is to run again after the local search: it has
@@ -408,6 +413,7 @@ impl<'a> Portfolio<'a> {
             schedules: 0,
             proofs: 0,
             coarse_spent: Duration::ZERO,
+            coarse_ran: false,
             madpipe_first: false,
             coarse_open: false,
             stops: Vec::new(),

@@ -145,6 +145,7 @@ impl Portfolio<'_> {
         }
         self.lap("coarser level");
         self.coarse_spent = self.started.elapsed();
+        self.coarse_ran = true;
         Ok(())
     }
 
@@ -195,6 +196,9 @@ impl Portfolio<'_> {
 
     /// MadPipe's two plans (each cut to a few seconds), offered as incumbents.
     fn madpipe(&mut self) {
+        if self.coarse_ran {
+            return;
+        }
         for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
             if self.left().is_zero() {
                 break;
