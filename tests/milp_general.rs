@@ -296,8 +296,16 @@ fn enumerated_and_monolithic_searches_agree() {
     for seed in 0..6u64 {
         let inst = chain(seed, 4 + seed as usize % 2);
         let full = one_processor_memory(&inst);
-        for &(processors, share) in &[(2usize, 0.7), (3, 0.5), (3, 1.5)] {
-            let platform = Platform::new(processors, share * full, 6.0);
+        // The last in full duplex: one resource per direction of a link, in the monolithic
+        // MILP's disjunctions as in the scheduling MILP's batch graph.
+        for &(processors, share, duplex) in &[
+            (2usize, 0.7, false),
+            (3, 0.5, false),
+            (3, 1.5, false),
+            (3, 0.5, true),
+        ] {
+            let mut platform = Platform::new(processors, share * full, 6.0);
+            platform.full_duplex = duplex;
             let opts = MilpOptions::default();
             let e =
                 general_optimum_by(&inst, &platform, None, IlpSearch::Enumerate, &opts).unwrap();
@@ -306,15 +314,17 @@ fn enumerated_and_monolithic_searches_agree() {
             assert_eq!(e.status, m.status, "seed {seed} P {processors} x{share}");
             match (&e.best, &m.best) {
                 (None, None) => {}
-                (Some((ea, ep)), Some((_, mp))) => {
+                (Some((ea, ep)), Some((ma, mp))) => {
                     assert!(
                         (ep.period - mp.period).abs() <= 2e-4 * mp.period,
                         "seed {seed} P {processors} x{share}: enumerate {} monolithic {}",
                         ep.period,
                         mp.period
                     );
-                    let j = judge(&inst, &platform, ea, ep);
-                    assert!(j.valid, "{:?}", j.violations);
+                    for (a, p) in [(ea, ep), (ma, mp)] {
+                        let j = judge(&inst, &platform, a, p);
+                        assert!(j.valid, "{:?}", j.violations);
+                    }
                     compared += 1;
                 }
                 _ => panic!("seed {seed}: one search found a plan, the other not"),

@@ -271,6 +271,64 @@ struct Layout {
     h: Vec<Var>,
 }
 
+/// Adds the disjunction of operations `i` and `j` (one before the other modulo the period),
+/// relaxed unless the terms given (1 when the pair shares a resource) sum to 1.
+type Disjunction<'a> = dyn Fn(&mut Model, usize, usize, Option<Vec<(Var, f64)>>) + 'a;
+
+/// The transfers' exclusive resources: for each pair of transfers `(operation, cut,
+/// backward)` of `comms`, the disjunction that keeps them apart modulo the period, relaxed
+/// unless they share a resource. `z[c]` lists `(p, q, var)`: cut `c` crosses from `p` to `q`.
+/// A link is one resource in half duplex; in full duplex each direction is one, the
+/// activation of a cut crossing from `p` to `q` on `p -> q` and its gradient on `q -> p`.
+fn transfer_disjunctions(
+    m: &mut Model,
+    z: &[Vec<(usize, usize, Var)>],
+    comms: &[(usize, usize, bool)],
+    processors: usize,
+    full_duplex: bool,
+    disjunction: &Disjunction,
+) {
+    // The links' resources: each link (`a < b`) in half duplex, each direction `a -> b` in
+    // full duplex.
+    let resources: Vec<(usize, usize)> = (0..processors)
+        .flat_map(|a| (0..processors).map(move |b| (a, b)))
+        .filter(|&(a, b)| if full_duplex { a != b } else { a < b })
+        .collect();
+    // Indicators that the transfer (cut `c`, `backward`) runs on resource `(a, b)`.
+    let on = |c: usize, backward: bool, (a, b): (usize, usize)| -> Vec<(Var, f64)> {
+        z[c].iter()
+            .filter(|&&(p, q, _)| match (full_duplex, backward) {
+                (false, _) => (p, q) == (a, b) || (p, q) == (b, a),
+                (true, false) => (p, q) == (a, b),
+                (true, true) => (p, q) == (b, a),
+            })
+            .map(|&(_, _, v)| (v, 1.0))
+            .collect()
+    };
+    for (k, &(i, ci, bi)) in comms.iter().enumerate() {
+        for &(j, cj, bj) in &comms[k + 1..] {
+            if ci == cj {
+                // A cut's two transfers go opposite ways: one resource only in half duplex.
+                if !full_duplex {
+                    let crossing = z[ci].iter().map(|&(_, _, v)| (v, 1.0)).collect();
+                    disjunction(m, i, j, Some(crossing));
+                }
+                continue;
+            }
+            // v >= [i on resource e] + [j on resource e] - 1 for every resource e.
+            let v = m.continuous(0.0, 0.0, 1.0);
+            for &e in &resources {
+                let mut terms = vec![(v, 1.0)];
+                for (w, k) in on(ci, bi, e).into_iter().chain(on(cj, bj, e)) {
+                    terms.push((w, -k));
+                }
+                m.ge(&terms, -1.0);
+            }
+            disjunction(m, i, j, Some(vec![(v, 1.0)]));
+        }
+    }
+}
+
 /// The feasibility MILP at `period` for the grouped instance (module docs).
 fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Model, Layout) {
     let g_n = grouped.len();
@@ -470,47 +528,7 @@ fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Mod
         .filter(|&c| d_c[c] > MARGIN)
         .flat_map(|c| [(ops.cf(c), c, false), (ops.cb(c), c, true)])
         .collect();
-    // Full duplex: the transfer from `a` to `b` of cut `c`, its activation (`backward`
-    // false) when `c` crosses from `a` to `b`, its gradient when `c` crosses from `b` to `a`.
-    let direction_terms = |c: usize, backward: bool, a: usize, b: usize| -> Vec<(Var, f64)> {
-        let (from, to) = if backward { (b, a) } else { (a, b) };
-        z[c].iter()
-            .filter(|&&(p, q, _)| p == from && q == to)
-            .map(|&(_, _, v)| (v, 1.0))
-            .collect()
-    };
-    for (k, &(i, ci, bi)) in comms.iter().enumerate() {
-        for &(j, cj, bj) in &comms[k + 1..] {
-            if ci == cj {
-                // A cut's two transfers go opposite ways: one resource only in half duplex.
-                if !platform.full_duplex {
-                    disjunction(&mut m, i, j, Some(u_terms(ci, 1.0)));
-                }
-                continue;
-            }
-            // v >= [i on resource e] + [j on resource e] - 1 for every resource e: a link
-            // (half duplex) or one direction of it (full duplex).
-            let v = m.continuous(0.0, 0.0, 1.0);
-            for a in 0..p_n {
-                for b in 0..p_n {
-                    let mut terms = vec![(v, 1.0)];
-                    if platform.full_duplex && a != b {
-                        let on_i = direction_terms(ci, bi, a, b);
-                        let on_j = direction_terms(cj, bj, a, b);
-                        terms.extend(on_i.into_iter().map(|(w, k)| (w, -k)));
-                        terms.extend(on_j.into_iter().map(|(w, k)| (w, -k)));
-                    } else if !platform.full_duplex && a < b {
-                        terms.extend(edge_terms(ci, a, b).into_iter().map(|(w, k)| (w, -k)));
-                        terms.extend(edge_terms(cj, a, b).into_iter().map(|(w, k)| (w, -k)));
-                    } else {
-                        continue;
-                    }
-                    m.ge(&terms, -1.0);
-                }
-            }
-            disjunction(&mut m, i, j, Some(vec![(v, 1.0)]));
-        }
-    }
+    transfer_disjunctions(&mut m, &z, &comms, p_n, platform.full_duplex, &disjunction);
 
     // Memory, in units of M.
     let sigma: Vec<f64> = (1..=g_n).map(|g| sums.stash(g, g) / mem).collect();
