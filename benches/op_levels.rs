@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use pipeopt::algorithm::{Outcome, Planner, Problem};
 use pipeopt::judge::judge;
-use pipeopt::milp::best::BestPlanner;
+use pipeopt::milp::best::{plan_source, BestPlanner};
 use pipeopt::model::coarsen::{coarsen, lasts_by_names};
 use pipeopt::model::{Instance, Placement, Platform};
 use pipeopt::units::{parse_bandwidth, parse_bytes, parse_seconds};
@@ -40,12 +40,7 @@ fn best(
     };
     match planner.plan(problem).expect("best runs") {
         Outcome::Found(sol) => {
-            let source = sol
-                .messages
-                .iter()
-                .find_map(|m| m.strip_prefix("best plan from: "))
-                .unwrap_or("?")
-                .to_string();
+            let source = plan_source(&sol.messages).unwrap_or("?").to_string();
             Some((sol.placement, sol.pattern?, source))
         }
         _ => None,

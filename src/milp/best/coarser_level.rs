@@ -2,10 +2,9 @@
 //! "Coarser levels"): `best` on the chain coarsened at its module boundaries
 //! ([`at_module_boundaries`]: its block-level chain) or, for names without module paths, at
 //! its single-tensor cuts ([`at_single_tensor_cuts`]), its plan lifted to the fine chain. A
-//! lifted plan
-//! has the same batch graph as the coarse one, so the same pattern is valid with the same
-//! period; the fine level's search then starts from it and can only improve on it (moving
-//! layers across the coarse boundaries, cutting inside a group). This is the multilevel
+//! lifted plan has the same batch graph as the coarse one, so the same pattern is valid with
+//! the same period; the fine level's search then starts from it and can only improve on it
+//! (moving layers across the coarse boundaries, cutting inside a group). This is the multilevel
 //! scheme of graph partitioning (coarsen, solve, lift, refine) on a chain.
 //!
 //! The coarse chain's bound is not a bound of the fine chain (the fine chain's plans may
@@ -67,10 +66,7 @@ pub fn lifted_plan(
     let (Placement::Stages(allocation), Some(pattern)) = (sol.placement, sol.pattern) else {
         return Ok(None);
     };
-    let source = sol
-        .messages
-        .iter()
-        .find_map(|m| m.strip_prefix("best plan from: "))
+    let source = super::plan_source(&sol.messages)
         .unwrap_or("best")
         .to_string();
     Ok(Some(LiftedPlan {

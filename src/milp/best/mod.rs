@@ -149,6 +149,15 @@ impl Default for BestPlanner {
     }
 }
 
+/// The message of `best`'s report that says where its plan came from, before the source.
+const PLAN_SOURCE: &str = "best plan from: ";
+
+/// Where the plan of a report of `best` came from (a phase, or the coarser level), read
+/// from its messages.
+pub fn plan_source(messages: &[String]) -> Option<&str> {
+    messages.iter().find_map(|m| m.strip_prefix(PLAN_SOURCE))
+}
+
 /// The relative precision to which `best` proves a plan optimal: a plan at most this much
 /// above the global bound is optimal to it.
 pub const PRECISION: f64 = 1e-3;
@@ -378,12 +387,11 @@ struct Portfolio<'a> {
     /// Scheduling MILPs run, and those of them in exact checks.
     schedules: usize,
     proofs: usize,
-    /// The time the coarser level took, not counted in the bound's share.
-    coarse_spent: Duration,
-    /// Whether the coarser level ran: its `best` made MadPipe's plans of the coarse chain,
-    /// so the chain's own MadPipe phase is skipped (its dynamic program, which does not look
-    /// at the clock, takes seconds on chains of hundreds of layers and its plans are longer).
-    coarse_ran: bool,
+    /// The time the coarser level took, not counted in the bound's share; `None` when the
+    /// chain has none. When it ran, its `best` made MadPipe's plans of the coarse chain, so
+    /// the chain's own MadPipe phase is skipped (its dynamic program, which does not look at
+    /// the clock, takes seconds on chains of hundreds of layers and its plans are longer).
+    coarse_spent: Option<Duration>,
     /// Whether MadPipe ran before the bound.
     madpipe_first: bool,
     /// Whether the general MILP on groups is to run again after the local search: it has
@@ -412,8 +420,7 @@ impl<'a> Portfolio<'a> {
             tried: HashSet::new(),
             schedules: 0,
             proofs: 0,
-            coarse_spent: Duration::ZERO,
-            coarse_ran: false,
+            coarse_spent: None,
             madpipe_first: false,
             coarse_open: false,
             stops: Vec::new(),
@@ -601,8 +608,7 @@ impl Portfolio<'_> {
         // A plan proven optimal (to the precision), or within the gap asked for, is a
         // finished answer, whatever limits the phases before the proof met.
         let finished = best.period() <= self.lower * (1.0 + self.stop_gap());
-        self.messages
-            .push(format!("best plan from: {}", best.source));
+        self.messages.push(format!("{PLAN_SOURCE}{}", best.source));
         let mut sol = Solution::new(best.allocation, Some(best.pattern));
         sol.lower_bound = Some(self.lower);
         sol.stopped_at_limit = !finished && self.stops.iter().any(Stop::at_limit);

@@ -144,8 +144,7 @@ impl Portfolio<'_> {
             self.offer(lifted.allocation, lifted.pattern, &source);
         }
         self.lap("coarser level");
-        self.coarse_spent = self.started.elapsed();
-        self.coarse_ran = true;
+        self.coarse_spent = Some(self.started.elapsed());
         Ok(())
     }
 
@@ -196,7 +195,7 @@ impl Portfolio<'_> {
 
     /// MadPipe's two plans (each cut to a few seconds), offered as incumbents.
     fn madpipe(&mut self) {
-        if self.coarse_ran {
+        if self.coarse_spent.is_some() {
             return;
         }
         for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
@@ -225,8 +224,13 @@ impl Portfolio<'_> {
     pub(super) fn bound(&mut self) -> crate::error::Result<GlobalBound> {
         let options = BoundOptions {
             time_limit: Some(
-                (self.planner.time_limit.saturating_sub(self.coarse_spent) * 2 / 3)
-                    .min(self.left()),
+                (self
+                    .planner
+                    .time_limit
+                    .saturating_sub(self.coarse_spent.unwrap_or_default())
+                    * 2
+                    / 3)
+                .min(self.left()),
             ),
             threads: self.planner.milp.threads,
             known_period: self.incumbent.as_ref().map(Incumbent::period),
