@@ -27,9 +27,9 @@ pub struct Coarsening {
     pub coarse: Instance,
 }
 
-/// `crossed_once[c]` for every cut `c` in `1..L` (index `c`; index 0 unused): no
-/// `stash_shared` entry spans it (`first <= c < last`), so the only tensor crossing it that
-/// a later layer keeps is the one layer `c` produces.
+/// For every cut `c` in `1..L` (at index `c`; index 0 unused), whether no `stash_shared`
+/// entry spans it (`first <= c < last`): then the only tensor crossing it that a later layer
+/// keeps is the one layer `c` produces.
 pub fn single_tensor_cuts(instance: &Instance) -> Vec<bool> {
     let n = instance.len();
     let mut spanned = vec![0i64; n + 1];
@@ -48,22 +48,31 @@ pub fn single_tensor_cuts(instance: &Instance) -> Vec<bool> {
     out
 }
 
-/// The module path a layer belongs to, from its name (`id: description`, ids joined by `+`,
-/// a leading `input` id ignored): its first id less the last component (`layer1.0.conv1`
-/// belongs to `layer1.0`, `stem.bn1` to `stem`), or the id itself when it has one component.
-fn module_of(name: &str) -> &str {
+/// The ids of a layer named `id: description`, several ids joined by `+` (a layer that is a
+/// group of ops), the network input's `input` left out.
+fn layer_ids(name: &str) -> impl Iterator<Item = &str> {
     let ids = name.split(": ").next().unwrap_or(name);
-    let id = ids.split('+').find(|id| *id != "input").unwrap_or(ids);
+    ids.split('+').filter(|id| *id != "input")
+}
+
+/// The module path a layer belongs to: its first id less the last component
+/// (`layer1.0.conv1` belongs to `layer1.0`, `stem.bn1` to `stem`), or the id itself when it
+/// has one component.
+fn module_of(name: &str) -> &str {
+    // A layer that is the network input alone is its own module, `input`.
+    let id = layer_ids(name).next().unwrap_or("input");
     id.rsplit_once('.').map_or(id, |(module, _)| module)
 }
 
-/// Whether two module paths are one or nested (`a` equal to `b`, or a dotted prefix of it).
+/// Whether the path `inner` is `outer` or lies within it (`outer` a dotted prefix of it).
+fn within(outer: &str, inner: &str) -> bool {
+    inner
+        .strip_prefix(outer)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// Whether two module paths are one or nested.
 fn nested(a: &str, b: &str) -> bool {
-    let within = |outer: &str, inner: &str| {
-        inner
-            .strip_prefix(outer)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-    };
     within(a, b) || within(b, a)
 }
 
@@ -179,20 +188,14 @@ pub fn coarsen(instance: &Instance, lasts: &[usize]) -> Coarsening {
 /// coarse chain's order (the block-level chain of an op-level one, made by the same tool).
 pub fn lasts_by_names(fine: &Instance, coarse_names: &[&str]) -> Option<Vec<usize>> {
     let owner = |name: &str| -> Option<usize> {
-        let ids = name.split(": ").next().unwrap_or(name);
-        ids.split('+')
-            .filter(|id| *id != "input")
-            .filter_map(|id| {
-                coarse_names
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| {
-                        id == **c || id.strip_prefix(**c).is_some_and(|r| r.starts_with('.'))
-                    })
-                    .max_by_key(|(_, c)| c.len())
-                    .map(|(g, _)| g)
-            })
-            .next()
+        layer_ids(name).find_map(|id| {
+            coarse_names
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| within(c, id))
+                .max_by_key(|(_, c)| c.len())
+                .map(|(g, _)| g)
+        })
     };
     let mut lasts = Vec::with_capacity(coarse_names.len());
     let mut current = None;
