@@ -236,28 +236,40 @@ struct Stats {
     unsettled: usize,
 }
 
+/// A platform of the exhaustive tests: processors, memory as a share of the chain's
+/// one-processor memory, bandwidth, full duplex.
+type Case = (usize, f64, f64, bool);
+
+/// Checks the global bound of `inst` on every platform of `cases` against the exhaustive
+/// optimum ([`check_case`]; `boundaries`: every stage structure, for chains whose layers
+/// share tensors).
+fn check_cases(inst: &Instance, cases: &[Case], boundaries: bool, stats: &mut Stats) {
+    let full = one_processor_memory(inst);
+    for &(processors, share, bandwidth, duplex) in cases {
+        let mut platform = Platform::new(processors, share * full, bandwidth);
+        platform.full_duplex = duplex;
+        check_case(inst, &platform, boundaries, stats);
+    }
+}
+
 /// Chains of 4 and 5 layers on 2 and 3 processors, tight to loose memory, slow and fast
 /// links, half and full duplex.
 fn exhaustive_cases(seeds: std::ops::Range<u64>) {
     let mut stats = Stats::default();
     for seed in seeds {
         let l = 4 + (seed as usize % 2);
-        let inst = random_chain(seed, l);
-        let full = one_processor_memory(&inst);
-        for (processors, share, bandwidth, duplex) in [
+        let cases: Vec<Case> = [
             (2, 0.45, 6.0, false),
             (2, 0.8, 1.0, false),
             (3, 0.35, 6.0, false),
             (3, 0.6, 2.0, true),
             (3, 1.5, 6.0, false),
-        ] {
-            if l == 5 && processors == 3 && share > 1.0 {
-                continue; // the exhaustive search is slow at loose memory
-            }
-            let mut platform = Platform::new(processors, share * full, bandwidth);
-            platform.full_duplex = duplex;
-            check_case(&inst, &platform, false, &mut stats);
-        }
+        ]
+        .into_iter()
+        // The exhaustive search is slow at loose memory on 5 layers and 3 processors.
+        .filter(|&(processors, share, ..)| !(l == 5 && processors == 3 && share > 1.0))
+        .collect();
+        check_cases(&random_chain(seed, l), &cases, false, &mut stats);
     }
     eprintln!("{stats:?}");
     // The tests must exercise both verdicts.
@@ -270,23 +282,31 @@ fn bound_is_below_the_exhaustive_optimum_and_infeasible_is_a_proof() {
     exhaustive_cases(0..1);
 }
 
+/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
+/// (`cargo test -- --ignored`).
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn bound_is_below_the_exhaustive_optimum_on_more_chains() {
+    exhaustive_cases(1..8);
+}
+
 /// The same on chains whose layers may take zero time or keep zero bytes, in every
 /// combination (a stage of zero duration holds its stash at its forward's start).
 fn exhaustive_cases_with_zeros(seeds: std::ops::Range<u64>, layers: usize) {
     let mut stats = Stats::default();
     for seed in seeds {
-        let inst = random_chain_with_zeros(seed, layers);
-        let full = one_processor_memory(&inst);
-        for (processors, share, bandwidth, duplex) in [
+        let cases = [
             (1, 0.7, 6.0, false),
             (2, 0.45, 6.0, false),
             (2, 0.8, 1.0, true),
             (3, 0.35, 2.0, false),
-        ] {
-            let mut platform = Platform::new(processors, share * full, bandwidth);
-            platform.full_duplex = duplex;
-            check_case(&inst, &platform, false, &mut stats);
-        }
+        ];
+        check_cases(
+            &random_chain_with_zeros(seed, layers),
+            &cases,
+            false,
+            &mut stats,
+        );
     }
     eprintln!("{stats:?}");
     assert!(stats.infeasible > 0 && !stats.ratio.is_empty());
@@ -305,14 +325,6 @@ fn bound_is_below_the_exhaustive_optimum_on_more_chains_with_zeros() {
     exhaustive_cases_with_zeros(3..10, 4);
 }
 
-/// The same on more chains (minutes in a debug build). Slow tier: `test.sh` runs it once
-/// (`cargo test -- --ignored`).
-#[test]
-#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
-fn bound_is_below_the_exhaustive_optimum_on_more_chains() {
-    exhaustive_cases(1..8);
-}
-
 #[test]
 fn bound_holds_with_stash_overlaps_over_every_stage_structure() {
     overlap_cases(10..11);
@@ -329,17 +341,13 @@ fn bound_holds_with_stash_overlaps_on_more_chains() {
 /// Chains whose layers share tensors the way op chains do (a residual block's input read by
 /// its first op and by the `Add` of its shortcut; one op's output read by the next three, a
 /// concatenation among them): every stage structure enumerated.
-fn op_chain_cases(seeds: std::ops::Range<u64>, platforms: &[(usize, f64, f64)]) {
+fn op_chain_cases(seeds: std::ops::Range<u64>, cases: &[Case]) {
     let mut stats = Stats::default();
     let mut shared = 0;
     for seed in seeds {
         let inst = random_op_chain(seed, seed as usize);
         shared += inst.stash_shared.len();
-        let full = one_processor_memory(&inst);
-        for &(processors, share, bandwidth) in platforms {
-            let platform = Platform::new(processors, share * full, bandwidth);
-            check_case(&inst, &platform, true, &mut stats);
-        }
+        check_cases(&inst, cases, true, &mut stats);
     }
     eprintln!("{stats:?}");
     assert!(!stats.ratio.is_empty());
@@ -348,7 +356,7 @@ fn op_chain_cases(seeds: std::ops::Range<u64>, platforms: &[(usize, f64, f64)]) 
 
 #[test]
 fn bound_holds_on_chains_that_share_tensors_like_op_chains() {
-    op_chain_cases(0..2, &[(2, 0.5, 4.0), (2, 0.9, 1.0)]);
+    op_chain_cases(0..2, &[(2, 0.5, 4.0, false), (2, 0.9, 1.0, false)]);
 }
 
 /// The same on more chains and three processors (minutes in a debug build). Slow tier:
@@ -358,19 +366,30 @@ fn bound_holds_on_chains_that_share_tensors_like_op_chains() {
 fn bound_holds_on_more_chains_that_share_tensors_like_op_chains() {
     op_chain_cases(
         2..8,
-        &[(2, 0.4, 4.0), (2, 0.9, 1.0), (3, 0.35, 4.0), (3, 1.2, 2.0)],
+        &[
+            (2, 0.4, 4.0, false),
+            (2, 0.9, 1.0, false),
+            (3, 0.35, 4.0, false),
+            (3, 1.2, 2.0, false),
+        ],
     );
 }
 
 fn overlap_cases(seeds: std::ops::Range<u64>) {
     let mut stats = Stats::default();
+    let cases = [
+        (2, 0.5, 4.0, false),
+        (2, 0.9, 4.0, false),
+        (3, 0.4, 4.0, false),
+        (3, 1.2, 4.0, false),
+    ];
     for seed in seeds {
-        let inst = with_overlaps(random_chain(seed, 4));
-        let full = one_processor_memory(&inst);
-        for (processors, share) in [(2, 0.5), (2, 0.9), (3, 0.4), (3, 1.2)] {
-            let platform = Platform::new(processors, share * full, 4.0);
-            check_case(&inst, &platform, true, &mut stats);
-        }
+        check_cases(
+            &with_overlaps(random_chain(seed, 4)),
+            &cases,
+            true,
+            &mut stats,
+        );
     }
     eprintln!("{stats:?}");
     assert!(!stats.ratio.is_empty());

@@ -16,9 +16,10 @@ fn pipeopt() -> Command {
     c
 }
 
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pipeopt"))
-}
+mod support;
+use support::exe;
+#[cfg(unix)]
+use support::run_with_closed_stdout;
 
 fn root() -> &'static str {
     env!("CARGO_MANIFEST_DIR")
@@ -506,23 +507,6 @@ fn messages_name_the_file_and_the_field() {
         ],
         &["s.toml", "case[0].instance", "bad.json"],
     );
-}
-
-/// `args` run with stdout on a pipe whose reader is already gone.
-#[cfg(unix)]
-fn run_with_closed_stdout(args: &[&str]) -> std::process::Output {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let mut fds = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array, which we then own.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    drop(read);
-    std::process::Command::new(exe())
-        .args(args)
-        .stdout(std::process::Stdio::from(write))
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap()
 }
 
 #[cfg(unix)]

@@ -11,9 +11,10 @@ fn pipeopt() -> Command {
     Command::cargo_bin("pipeopt").unwrap()
 }
 
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pipeopt"))
-}
+mod support;
+use support::exe;
+#[cfg(unix)]
+use support::run_with_closed_stdout;
 
 fn toy() -> String {
     format!("{}/instances/toy-chain.json", env!("CARGO_MANIFEST_DIR"))
@@ -221,23 +222,6 @@ fn absurd_durations_and_overflowing_sums_are_input_errors_not_panics() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("fwd").and(predicate::str::contains("overflow")));
-}
-
-/// `args` run with stdout on a pipe whose reader is already gone.
-#[cfg(unix)]
-fn run_with_closed_stdout(args: &[&str]) -> std::process::Output {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let mut fds = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array, which we then own.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    drop(read);
-    std::process::Command::new(exe())
-        .args(args)
-        .stdout(std::process::Stdio::from(write))
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap()
 }
 
 #[cfg(unix)]
