@@ -21,11 +21,11 @@
 //!
 //! A batch holds its stash at the instant its forward starts, whatever its backward does:
 //! at the start of `F_s`, stage `s` counts at least one batch (the peak is evaluated at each
-//! forward start separately, as the scheduling MILP's rows are). This only matters for a window of zero
-//! length (a stage whose forward and backward both take zero time, its backward right after
-//! its forward), which the formula alone would count at no instant; its stash is allocated
-//! all the same, as the scheduling MILP, the global bound and the synchronous simulator
-//! count it (docs/model.md section 6).
+//! forward start separately, as the scheduling MILP's rows are). This only matters for a
+//! window of zero length (a stage whose forward and backward both take zero time, its
+//! backward right after its forward), which the formula alone would count at no instant; its
+//! stash is allocated all the same, as the scheduling MILP, the global bound and the
+//! synchronous simulator count it (docs/model.md section 6).
 
 use serde::Serialize;
 use std::collections::BTreeMap;
