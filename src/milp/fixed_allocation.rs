@@ -124,21 +124,26 @@ pub fn assignment_structures(instance: &Instance, assignment: &[usize]) -> (Allo
     if !instance.stash_shared.is_empty() {
         return (runs_of(assignment), Vec::new());
     }
-    let finest = Allocation::new(
-        (0..n)
-            .map(|l| crate::model::Stage {
-                first: l + 1,
-                last: l + 1,
-                processor: assignment[l],
-            })
-            .collect(),
-    );
+    let finest = finest_stages(assignment);
     let mergeable = (0..n)
         .map(|l| {
             l + 1 < n && assignment[l] == assignment[l + 1] && instance.stash_overlap(l + 1) > 0.0
         })
         .collect();
     (finest, mergeable)
+}
+
+/// One stage per layer, on its processor in `assignment`.
+pub fn finest_stages(assignment: &[usize]) -> Allocation {
+    Allocation::new(
+        (0..assignment.len())
+            .map(|l| crate::model::Stage {
+                first: l + 1,
+                last: l + 1,
+                processor: assignment[l],
+            })
+            .collect(),
+    )
 }
 
 /// One stage per maximal run of consecutive layers on one processor.
@@ -318,6 +323,7 @@ fn search(
         mergeable: mergeable.to_vec(),
         left_out: Vec::new(),
         tail: None,
+        stash_charges: None,
     };
     let time_left = || -> Option<Option<std::time::Duration>> {
         match deadline {

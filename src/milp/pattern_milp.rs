@@ -83,6 +83,13 @@
 //!   stages nest, so the least `C` is the merged stage's live count), and the shared tensor
 //!   is deducted from merged stages. One MILP then decides every one of the `2^k` stage
 //!   structures at once, exactly.
+//! - [`Scope::stash_charges`] charges each stage per layer (its first layer what a stage
+//!   starting there is charged, each other layer its charge inside a stage) instead of its
+//!   stash, and a merge deducts the difference for the later stage's first layer. Where
+//!   tensors are shared further apart than neighbours, a merged stash is no sum of pairwise
+//!   terms; with charges that never exceed what any stage keeps, every pattern of every
+//!   stage structure satisfies the memory rows: a relaxation (the global bound's scheduled
+//!   checks on op-level chains), no longer exact.
 //!
 //! # Margins
 //! Every duration is inflated by `MARGIN T` so that solutions within HiGHS's tolerances
@@ -114,9 +121,14 @@ pub struct Scope {
     /// same layers there and the same cuts crossing shares.
     pub focus: Option<Vec<usize>>,
     /// `mergeable[s]`: stages `s` and `s + 1` (consecutive, on one processor) may be merged
-    /// by the MILP. Empty: none. Not with shared tensors further apart than neighbours
-    /// (`stash_shared`), whose merged stash is not a sum of pairwise terms.
+    /// by the MILP. Empty: none. With shared tensors further apart than neighbours
+    /// (`stash_shared`), whose merged stash is not a sum of pairwise terms, only with
+    /// [`Scope::stash_charges`].
     pub mergeable: Vec<bool>,
+    /// `Some`: each stage charged what [`StashCharges`] says instead of its stash, at most
+    /// what it keeps: a relaxation (module docs, "Scopes"). For chains whose tensors are
+    /// shared further apart than neighbours, where it makes merges possible.
+    pub stash_charges: Option<StashCharges>,
     /// `left_out[s]`: stage `s`, although on a focused processor, is left out of it: only
     /// its own forward and backward share a resource, and the processor's circle and memory
     /// (weights and buffers included) ignore it, as if it lay on another processor with no
@@ -130,6 +142,25 @@ pub struct Scope {
     /// stages up to `t - 1` and at least as much transfer below (docs/bounds.md,
     /// "Generalising a proof"). Only with [`Scope::focus`].
     pub tail: Option<usize>,
+}
+
+/// Per-layer stash charges that never exceed what a stage keeps (0-based, layer `l + 1` at
+/// index `l`): a stage `k..m` is charged `start[k] + sum_{j in k+1..m} within[j]`, which
+/// must be at most `stash(k..m)` for every `k..m`. The global bound's marginals and
+/// stage-start stashes are such charges (docs/bounds.md, "Tensors shared further apart").
+#[derive(Debug, Clone, PartialEq)]
+pub struct StashCharges {
+    /// What a stage starting at the layer is charged for it.
+    pub start: Vec<f64>,
+    /// What the layer is charged inside a stage that started before it.
+    pub within: Vec<f64>,
+}
+
+impl StashCharges {
+    /// The charge of stage `first..=last` (1-based), its first layer starting it.
+    pub fn of_stage(&self, first: usize, last: usize) -> f64 {
+        self.start[first - 1] + self.within[first..last].iter().sum::<f64>()
+    }
 }
 
 impl Scope {
@@ -306,7 +337,7 @@ impl PatternMilp {
                 || a.processor != b.processor
                 || !kept_stage(s)
                 || !kept_stage(s + 1)
-                || !instance.stash_shared.is_empty()
+                || (!instance.stash_shared.is_empty() && scope.stash_charges.is_none())
             {
                 continue;
             }
@@ -343,7 +374,10 @@ impl PatternMilp {
                 .iter()
                 .map(|&s| {
                     let st = &allocation.stages[s];
-                    sums.stash(st.first, st.last) / platform.memory
+                    match &scope.stash_charges {
+                        Some(c) => c.of_stage(st.first, st.last) / platform.memory,
+                        None => sums.stash(st.first, st.last) / platform.memory,
+                    }
                 })
                 .collect();
             if bytes.iter().all(|&b| b <= 0.0) {
@@ -357,6 +391,10 @@ impl PatternMilp {
                         return 0.0;
                     }
                     let (a, b) = (&allocation.stages[s - 1], &allocation.stages[s]);
+                    if let Some(c) = &scope.stash_charges {
+                        let l = b.first - 1;
+                        return ((c.start[l] - c.within[l]) / platform.memory).max(0.0);
+                    }
                     let apart = sums.stash(a.first, a.last) + sums.stash(b.first, b.last);
                     ((apart - sums.stash(a.first, b.last)) / platform.memory).max(0.0)
                 })

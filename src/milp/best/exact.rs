@@ -145,6 +145,7 @@ impl Portfolio<'_> {
             mergeable,
             left_out: Vec::new(),
             tail: None,
+            stash_charges: None,
         };
         let Some(milp) = PatternMilp::new(instance, platform, &finest, question.target, &scope)
         else {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{LEVELS_PER_PERIOD, MAX_SCHEDULED_LAYERS, MAX_TRANSFER_PERIODS, SCHEDULED_CHECK_LIMIT};
+use crate::milp::pattern_milp::StashCharges;
 use crate::model::{Instance, Platform};
 
 /// The instance's quantities the relaxation uses (0-based layer index `l` is layer `l+1`).
@@ -27,8 +28,8 @@ pub struct Relaxation {
     pub(super) weights: Vec<f64>,
     /// `e_j`: a layer's stash less what it shares with the next layer.
     pub(super) stash: Vec<f64>,
-    /// What a stage starting at the layer keeps of it: its whole stash (with stash overlaps
-    /// only; `stash` where tensors are shared further, or where `stash` is zero).
+    /// What a stage starting at the layer is charged for it ([`stage_start_stashes`]): its
+    /// whole stash on chains whose tensors are shared by neighbours only.
     pub(super) own: Vec<f64>,
     /// `SF(i)`, `SB(j)`, `S(j)` (suffix sums from layer `i` to `L`).
     pub(super) suffix_f: Vec<f64>,
@@ -40,8 +41,7 @@ pub struct Relaxation {
     /// Relative slack on capacities and copy counts (docs/bounds.md, "Safety").
     pub(super) slack: f64,
     /// The case, for the scheduled checks (docs/bounds.md, "Scheduled premises"); `None`
-    /// where they do not apply (tensors shared further apart than neighbours) or are
-    /// switched off.
+    /// where they are switched off.
     pub(super) scheduling: Option<Scheduling>,
     /// Whether a probe tries the search over assignments (`search.rs`) before the MILP.
     pub(super) search: bool,
@@ -60,6 +60,10 @@ pub(super) struct Scheduling {
     /// unanswered (a processor's, or the group's): cut short by the time, neither a
     /// pattern nor a proof ([`Relaxation::passed_unanswered`]).
     pub(super) unanswered: Arc<AtomicBool>,
+    /// Where tensors are shared further apart than neighbours (`stash_shared`): the
+    /// relaxation's own per-layer charges, which the checks' scheduling MILP uses instead
+    /// of the stashes (`Scope::stash_charges`); `None` on other chains, checked exactly.
+    pub(super) stash_charges: Option<StashCharges>,
     /// The most layers one check keeps on its processors ([`MAX_SCHEDULED_LAYERS`]; tests
     /// lower it to reach the left-out layers on small chains).
     pub(super) max_layers: usize,
@@ -121,6 +125,11 @@ impl Relaxation {
         }
         let out: Vec<f64> = (1..n).map(|c| instance.a(c)).collect();
         let stash = layer_stashes(instance);
+        let own = stage_start_stashes(instance, &stash);
+        let stash_charges = (!instance.stash_shared.is_empty()).then(|| StashCharges {
+            start: own.clone(),
+            within: stash.clone(),
+        });
         Relaxation {
             layers: n,
             processors: platform.processors,
@@ -130,24 +139,19 @@ impl Relaxation {
             fwd: instance.layers.iter().map(|l| l.fwd).collect(),
             bwd: instance.layers.iter().map(|l| l.bwd).collect(),
             weights: instance.layers.iter().map(|l| l.weights).collect(),
-            stash: stash.clone(),
-            own: if instance.stash_shared.is_empty() && stash.iter().any(|&e| e > 0.0) {
-                (1..=n)
-                    .map(|l| instance.stash(l).max(stash[l - 1]))
-                    .collect()
-            } else {
-                stash
-            },
+            own,
+            stash,
             suffix_f,
             suffix_b,
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
             out,
             slack: 1e-6 * (n as f64 / 100.0).max(1.0),
-            scheduling: instance.stash_shared.is_empty().then(|| Scheduling {
+            scheduling: Some(Scheduling {
                 instance: instance.clone(),
                 platform: platform.clone(),
                 answered: Arc::default(),
                 unanswered: Arc::default(),
+                stash_charges,
                 max_layers: MAX_SCHEDULED_LAYERS,
                 check_limit: SCHEDULED_CHECK_LIMIT,
                 group_limit: SCHEDULED_CHECK_LIMIT,
@@ -161,6 +165,15 @@ impl Relaxation {
     pub fn closed_forms_only(mut self) -> Self {
         self.scheduling = None;
         self
+    }
+
+    /// Whether the scheduled checks charge per-layer charges instead of the stashes
+    /// (`Scheduling::stash_charges`): a relaxation, where tensors are shared further apart
+    /// than neighbours.
+    pub(super) fn charges_stashes(&self) -> bool {
+        self.scheduling
+            .as_ref()
+            .is_some_and(|s| s.stash_charges.is_some())
     }
 
     /// The same relaxation decided by the MILP alone, without the search over assignments
@@ -401,6 +414,37 @@ pub(super) fn layer_stashes(instance: &Instance) -> Vec<f64> {
         }
     }
     e
+}
+
+/// What the relaxation charges a layer `k` that starts a stage, given the marginals `e`
+/// ([`layer_stashes`]) charged to the stage's other layers: the most that keeps
+/// `own_k + sum_{j in k+1..m} e_j <= stash(k..m)` for every stage `k..m`, that is
+/// `min_m (stash(k..m) - sum_{j in k+1..m} e_j)` (docs/bounds.md, "Tensors shared further
+/// apart"). On chains whose tensors are shared by neighbours only, every `m` gives the
+/// layer's own stash, which is taken directly (no quadratic scan); at least `e_k` where the
+/// marginals pass their check, and never below zero.
+pub(super) fn stage_start_stashes(instance: &Instance, e: &[f64]) -> Vec<f64> {
+    let n = instance.len();
+    if instance.stash_shared.is_empty() {
+        if e.iter().all(|&x| x <= 0.0) {
+            return e.to_vec();
+        }
+        return (1..=n).map(|l| instance.stash(l).max(e[l - 1])).collect();
+    }
+    let sums = instance.sums();
+    (1..=n)
+        .map(|k| {
+            let mut rest = 0.0;
+            let mut least = f64::INFINITY;
+            for m in k..=n {
+                if m > k {
+                    rest += e[m - 1];
+                }
+                least = least.min(sums.stash(k, m) - rest);
+            }
+            least.max(0.0)
+        })
+        .collect()
 }
 
 /// `ceil(d / T)` batches held over a stretch of at least `d`, rounded down past `slack`.

@@ -527,7 +527,7 @@ pub(super) fn focused_milp(
     focus: Focus,
     period: f64,
 ) -> Option<crate::milp::pattern_milp::PatternMilp> {
-    use crate::milp::fixed_allocation::assignment_structures;
+    use crate::milp::fixed_allocation::{assignment_structures, finest_stages};
     use crate::milp::pattern_milp::{PatternMilp, Scope};
     let Focus {
         assignment,
@@ -535,9 +535,20 @@ pub(super) fn focused_milp(
         left_out,
         tail,
     } = focus;
-    // Every stage structure of the assignment, merges only on the group (the scheduled
-    // checks run only without `stash_shared`, where these are a stage per layer).
-    let (allocation, mut mergeable) = assignment_structures(&s.instance, assignment);
+    // Every stage structure of the assignment, merges only on the group: a stage per layer,
+    // consecutive layers of one processor free to merge where they share a tensor, or,
+    // with tensors shared further apart, wherever they are consecutive, each layer charged
+    // the relaxation's charges (docs/bounds.md, "Tensors shared further apart").
+    let (allocation, mut mergeable) = match &s.stash_charges {
+        None => assignment_structures(&s.instance, assignment),
+        Some(_) => {
+            let n = assignment.len();
+            let consecutive = (0..n)
+                .map(|l| l + 1 < n && assignment[l] == assignment[l + 1])
+                .collect();
+            (finest_stages(assignment), consecutive)
+        }
+    };
     for (l, m) in mergeable.iter_mut().enumerate() {
         *m &= group.contains(&assignment[l]);
     }
@@ -546,6 +557,7 @@ pub(super) fn focused_milp(
         mergeable,
         left_out: left_out.to_vec(),
         tail,
+        stash_charges: s.stash_charges.clone(),
     };
     PatternMilp::new(&s.instance, &s.platform, &allocation, period, &scope)
 }
