@@ -201,6 +201,30 @@ pub fn judge(
     judge_graph(&graph, platform.memory, pattern)
 }
 
+/// Sends a planner's pattern through the judge; a rejection is an internal error of the
+/// planner named by `what` (never a reason to loosen the judge).
+pub(crate) fn ensure_judged_valid(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    pattern: &Pattern,
+    what: &str,
+) -> crate::error::Result<()> {
+    let j = judge(instance, platform, allocation, pattern);
+    if !j.valid {
+        return Err(crate::Error::internal(format!(
+            "{what}'s pattern at T = {} fails the judge: {}",
+            pattern.period,
+            j.violations
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    Ok(())
+}
+
 /// Judges a pattern against any batch graph: the one judge behind [`judge`], also used by
 /// plans whose operations are not the standard stages (Bi-Partition).
 pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judgement {

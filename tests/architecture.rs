@@ -1,5 +1,5 @@
 //! ARCHITECTURE.md's invariants that a look at the sources can check: which modules know
-//! HiGHS, polars, plotters and libtorch; that the algorithm API is a leaf and only the
+//! HiGHS, polars, plotters and libtorch; that the planner interface is a leaf and only the
 //! registry knows the planners; where `anyhow` is used; that no modules depend on each
 //! other in a cycle.
 
@@ -87,16 +87,16 @@ fn only_their_modules_know_the_heavy_crates() {
 }
 
 #[test]
-fn the_algorithm_api_is_a_leaf_and_only_the_registry_knows_the_planners() {
+fn the_planner_interface_is_a_leaf_and_only_the_registry_knows_the_planners() {
     let api = sources()
         .into_iter()
-        .find(|(p, _)| p == "src/algorithm/api.rs")
+        .find(|(p, _)| p == "src/planner.rs")
         .unwrap()
         .1;
     for line in api.lines().filter(|l| l.starts_with("use ")) {
         assert!(
             line.starts_with("use crate::model") || line.starts_with("use crate::units"),
-            "api.rs imports {line}"
+            "planner.rs imports {line}"
         );
     }
     // Nothing below the registry (the planners, the model, the judge, the sweep) builds

@@ -19,7 +19,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::{AlgorithmOptions, Planner};
+use crate::planner::{AlgorithmOptions, Planner};
 use crate::InputError;
 
 /// What the registry knows of one algorithm: [`Algorithm::descriptor`].
