@@ -9,11 +9,12 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pipeopt::model::Instance;
+use pipeopt::partition::bapipe::balanced_partition;
 use pipeopt::partition::bapipe_intra::intra_layer_partition;
 use pipeopt::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
 use pipeopt::schedule::sync::costs::{interpolated, micro_batch_size};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
-use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
+use pipeopt::schedule::sync::sim::{simulate, SimReport, StageCosts};
 use pipeopt::schedule::sync::{ScheduleKind, ScheduleName};
 use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
@@ -707,7 +708,8 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
     );
     let costs_at = |d: usize, b: usize| {
         bar.inc(1);
-        stage_costs_at(instance, at_b.get(&b), d, b, bandwidth)
+        let starts = balanced_partition(instance, d).ok()?;
+        stage_costs_at(instance, at_b.get(&b), &starts, b, bandwidth)
     };
     let input = HybridInput {
         gpus,

@@ -18,8 +18,8 @@
 //! file's own batch gives the file's layers exactly; so per-sample times fall as B grows
 //! (fixed per-operation overheads: MixPipe's FLOPS(B), its Figure 2(a)). Other instances
 //! are scaled linearly per sample (Zhang et al., DAC 2023, eq. (3)), which gives no
-//! device-utilization effect. The stages are the balanced split (`sim::balanced_partition`)
-//! of the file's own batch, kept at every B.
+//! device-utilization effect. The stages are the balanced split
+//! (`partition::bapipe::balanced_partition`) of the file's own batch, kept at every B.
 //!
 //! Recomputation (the paper's baselines use it when they would not fit): a stage keeps only
 //! its input per live micro-batch and reruns its forward before its backward, so backward
@@ -45,9 +45,10 @@ use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncP
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
+use crate::partition::bapipe::balanced_partition;
 use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::mixpipe::paper_bubbles;
-use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
+use crate::schedule::sync::sim::{simulate, Execution, StageCosts};
 use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
 use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
