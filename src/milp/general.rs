@@ -930,17 +930,7 @@ enum Probe {
 }
 
 /// How the general MILP searches the allocations of the groups (module docs).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IlpSearch {
     /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),
