@@ -31,7 +31,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::model::{Allocation, BatchGraph, Instance, OpId, Pattern, Plan, Platform, Resource};
+use crate::model::{
+    Allocation, BatchGraph, Instance, OpId, Pattern, PatternOp, Plan, Platform, Resource,
+};
 use crate::units::{Bytes, Seconds};
 
 /// Relative tolerance (times the period) on time comparisons.
@@ -201,6 +203,30 @@ pub fn judge(
     judge_graph(&graph, platform.memory, pattern)
 }
 
+/// Sends a planner's pattern through the judge; a rejection is an internal error of the
+/// planner named by `what` (never a reason to loosen the judge).
+pub(crate) fn ensure_judged_valid(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    pattern: &Pattern,
+    what: &str,
+) -> crate::error::Result<()> {
+    let j = judge(instance, platform, allocation, pattern);
+    if !j.valid {
+        return Err(crate::Error::internal(format!(
+            "{what}'s pattern at T = {} fails the judge: {}",
+            pattern.period,
+            j.violations
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    Ok(())
+}
+
 /// Judges a pattern against any batch graph: the one judge behind [`judge`], also used by
 /// plans whose operations are not the standard stages (Bi-Partition).
 pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judgement {
@@ -213,64 +239,24 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
         loads: vec![],
         violations: vec![],
     };
-    let structure = |out: &mut Judgement, message: String| {
-        out.violations.push(Violation::Structure { message });
-    };
     if !(t.is_finite() && t > 0.0) {
-        structure(&mut out, format!("the period {t} is not a positive number"));
+        out.violations.push(Violation::Structure {
+            message: format!("the period {t} is not a positive number"),
+        });
         return out;
     }
-
-    // Structure: exactly one pattern entry per operation, starts in [0, T).
-    let mut entry: Vec<Option<usize>> = vec![None; graph.ops.len()];
-    let index: BTreeMap<OpId, usize> = graph
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.id, i))
-        .collect();
-    for (j, po) in pattern.ops.iter().enumerate() {
-        match index.get(&po.id()) {
-            None => structure(
-                &mut out,
-                format!(
-                    "ops[{j}] is {} but the allocation has no such operation",
-                    po.id()
-                ),
-            ),
-            Some(&i) if entry[i].is_some() => {
-                structure(&mut out, format!("ops[{j}]: {} appears twice", po.id()))
-            }
-            Some(&i) => entry[i] = Some(j),
+    let placed = match placed_operations(graph, pattern) {
+        Ok(placed) => placed,
+        Err(violations) => {
+            out.violations = violations;
+            return out;
         }
-        if !(po.start.is_finite() && po.start >= 0.0 && po.start < t) {
-            structure(
-                &mut out,
-                format!(
-                    "ops[{j}] ({}) starts at {} outside [0, T = {t})",
-                    po.id(),
-                    po.start
-                ),
-            );
-        }
-    }
-    for (i, e) in entry.iter().enumerate() {
-        if e.is_none() {
-            structure(
-                &mut out,
-                format!("{} is missing from the pattern", graph.ops[i].id),
-            );
-        }
-    }
-    if !out.violations.is_empty() {
-        return out;
-    }
-    let at = |i: usize| &pattern.ops[entry[i].expect("checked above")];
+    };
     let eps = TOLERANCE * t;
 
     // 1. Dependencies, for every batch: h_o T + t_o + d_o <= h_o' T + t_o'.
     for &(a, b) in &graph.deps {
-        let (pa, pb) = (at(a), at(b));
+        let (pa, pb) = (placed[a], placed[b]);
         let end = pa.shift as f64 * t + pa.start + graph.ops[a].duration;
         let start = pb.shift as f64 * t + pb.start;
         if end > start + eps {
@@ -286,6 +272,90 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
     }
 
     // 2. No overlap modulo T on any resource.
+    resource_overlaps(graph, pattern, &placed, &mut out);
+
+    // 3. Memory peaks.
+    let (peaks, peak_at) = memory_peaks(graph, t, |i| {
+        let p = placed[i];
+        (p.start, p.shift)
+    });
+    for (p, (&peak, &when)) in peaks.iter().zip(&peak_at).enumerate() {
+        if peak > memory * (1.0 + 1e-12) {
+            out.violations.push(Violation::Memory {
+                processor: p,
+                peak,
+                limit: memory,
+                at: when,
+            });
+        }
+    }
+    out.peak_memory = peaks;
+    out.peak_at = peak_at;
+    out.valid = out.violations.is_empty();
+    out
+}
+
+/// The structure of a pattern at a positive period: exactly one entry per operation of
+/// `graph`, starts in [0, T). Each operation's entry, or every structure violation.
+fn placed_operations<'p>(
+    graph: &BatchGraph,
+    pattern: &'p Pattern,
+) -> Result<Vec<&'p PatternOp>, Vec<Violation>> {
+    let t = pattern.period;
+    let mut violations = Vec::new();
+    let mut structure = |message: String| {
+        violations.push(Violation::Structure { message });
+    };
+    let mut entry: Vec<Option<usize>> = vec![None; graph.ops.len()];
+    let index: BTreeMap<OpId, usize> = graph
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id, i))
+        .collect();
+    for (j, po) in pattern.ops.iter().enumerate() {
+        match index.get(&po.id()) {
+            None => structure(format!(
+                "ops[{j}] is {} but the allocation has no such operation",
+                po.id()
+            )),
+            Some(&i) if entry[i].is_some() => {
+                structure(format!("ops[{j}]: {} appears twice", po.id()))
+            }
+            Some(&i) => entry[i] = Some(j),
+        }
+        if !(po.start.is_finite() && po.start >= 0.0 && po.start < t) {
+            structure(format!(
+                "ops[{j}] ({}) starts at {} outside [0, T = {t})",
+                po.id(),
+                po.start
+            ));
+        }
+    }
+    for (i, e) in entry.iter().enumerate() {
+        if e.is_none() {
+            structure(format!("{} is missing from the pattern", graph.ops[i].id));
+        }
+    }
+    if !violations.is_empty() {
+        return Err(violations);
+    }
+    Ok(entry
+        .iter()
+        .map(|e| &pattern.ops[e.expect("checked above")])
+        .collect())
+}
+
+/// Each resource's load into `out`, and every overlap modulo T on it (an operation longer
+/// than the period overlaps itself).
+fn resource_overlaps(
+    graph: &BatchGraph,
+    pattern: &Pattern,
+    placed: &[&PatternOp],
+    out: &mut Judgement,
+) {
+    let t = pattern.period;
+    let eps = TOLERANCE * t;
     let max_shift = pattern
         .ops
         .iter()
@@ -309,7 +379,7 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
         let mut pieces: Vec<(f64, f64, usize, i64)> = Vec::new();
         for &i in ops {
             let d = graph.ops[i].duration;
-            let s = at(i).start;
+            let s = placed[i].start;
             if d <= 0.0 {
                 continue;
             }
@@ -318,9 +388,9 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
                 out.violations.push(Violation::Overlap {
                     resource: resource.to_string(),
                     first: id.clone(),
-                    first_batch: max_shift - 1 - at(i).shift,
+                    first_batch: max_shift - 1 - placed[i].shift,
                     second: id,
-                    second_batch: max_shift - at(i).shift,
+                    second_batch: max_shift - placed[i].shift,
                     period: max_shift,
                     at: s,
                 });
@@ -342,9 +412,9 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
                     out.violations.push(Violation::Overlap {
                         resource: resource.to_string(),
                         first: graph.ops[j].id.to_string(),
-                        first_batch: k - jago - at(j).shift,
+                        first_batch: k - jago - placed[j].shift,
                         second: graph.ops[i].id.to_string(),
-                        second_batch: k - ago - at(i).shift,
+                        second_batch: k - ago - placed[i].shift,
                         period: k,
                         at: s,
                     });
@@ -355,26 +425,6 @@ pub fn judge_graph(graph: &BatchGraph, memory: Bytes, pattern: &Pattern) -> Judg
             }
         }
     }
-
-    // 3. Memory peaks.
-    let (peaks, peak_at) = memory_peaks(graph, t, |i| {
-        let p = at(i);
-        (p.start, p.shift)
-    });
-    for (p, (&peak, &when)) in peaks.iter().zip(&peak_at).enumerate() {
-        if peak > memory * (1.0 + 1e-12) {
-            out.violations.push(Violation::Memory {
-                processor: p,
-                peak,
-                limit: memory,
-                at: when,
-            });
-        }
-    }
-    out.peak_memory = peaks;
-    out.peak_at = peak_at;
-    out.valid = out.violations.is_empty();
-    out
 }
 
 /// Exact memory peak of every processor for a pattern, and the time in the period where it

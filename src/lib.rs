@@ -13,6 +13,7 @@ pub mod judge;
 pub mod model;
 pub mod nets;
 pub mod partition;
+pub mod planner;
 pub mod plot;
 pub mod schedule;
 pub mod sweep;

@@ -1,7 +1,8 @@
-//! ARCHITECTURE.md's invariants that a look at the sources can check: which modules know
-//! HiGHS, polars, plotters and libtorch; that the algorithm API is a leaf and only the
-//! registry knows the planners; where `anyhow` is used; that no modules depend on each
-//! other in a cycle.
+//! ARCHITECTURE.md's invariants that a look at the sources can check: the layers (no
+//! module imports one of a layer listed above its own, read from ARCHITECTURE.md's list),
+//! no cycle inside a layer, which modules know HiGHS, polars, plotters, libtorch and clap;
+//! that the planner interface is a leaf and only the registry knows the planners; where
+//! `anyhow` is used.
 
 use std::path::{Path, PathBuf};
 
@@ -87,16 +88,16 @@ fn only_their_modules_know_the_heavy_crates() {
 }
 
 #[test]
-fn the_algorithm_api_is_a_leaf_and_only_the_registry_knows_the_planners() {
+fn the_planner_interface_is_a_leaf_and_only_the_registry_knows_the_planners() {
     let api = sources()
         .into_iter()
-        .find(|(p, _)| p == "src/algorithm/api.rs")
+        .find(|(p, _)| p == "src/planner.rs")
         .unwrap()
         .1;
     for line in api.lines().filter(|l| l.starts_with("use ")) {
         assert!(
             line.starts_with("use crate::model") || line.starts_with("use crate::units"),
-            "api.rs imports {line}"
+            "planner.rs imports {line}"
         );
     }
     // Nothing below the registry (the planners, the model, the judge, the sweep) builds
@@ -115,12 +116,14 @@ fn the_algorithm_api_is_a_leaf_and_only_the_registry_knows_the_planners() {
 }
 
 #[test]
-fn anyhow_stays_in_the_binary() {
+fn anyhow_and_clap_stay_in_the_binary() {
     let anyhow = users("anyhow");
     assert!(
         all_under(&anyhow, &["src/main.rs", "src/cli/"]),
         "{anyhow:?}"
     );
+    let clap = users("clap::");
+    assert!(all_under(&clap, &["src/main.rs", "src/cli/"]), "{clap:?}");
 }
 
 /// The module a `::`-path names: its longest prefix that is a module of the crate.
@@ -161,49 +164,139 @@ fn paths_after<'a>(code: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
     out
 }
 
-/// No cycle between the files of the crate: each file's module (its path, `mod.rs` standing
-/// for its directory) depends on the modules its code (tests and comments left out) names
-/// through `crate::` or `super::`, never on its own ancestors; those dependencies form no
-/// cycle, so every layer of ARCHITECTURE.md's code map only looks down.
+/// A file's module: its path, `mod.rs` standing for its directory (`src/cli/sync.rs` is
+/// `cli::sync`, `src/lib.rs` and `src/main.rs` the root, "").
+fn module_name(path: &str) -> String {
+    let rel = path.trim_start_matches("src/").trim_end_matches(".rs");
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    if matches!(parts.last(), Some(&"mod") | Some(&"lib") | Some(&"main")) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// Each file of the crate with the modules its code (tests and comments left out) names
+/// through `crate::` or `super::`, its own ancestors left out.
+fn dependencies() -> Vec<(String, std::collections::BTreeSet<String>)> {
+    use std::collections::BTreeSet;
+    let files = sources();
+    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_name(p)).collect();
+    files
+        .iter()
+        .map(|(path, text)| {
+            let me = module_name(path);
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or("")
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let parent: Vec<&str> = me.split("::").filter(|s| !s.is_empty()).collect();
+            let parent = &parent[..parent.len().saturating_sub(1)];
+            let mut named: Vec<Vec<&str>> = paths_after(&code, "crate::");
+            for p in paths_after(&code, "super::") {
+                named.push(parent.iter().copied().chain(p).collect());
+            }
+            let deps = named
+                .into_iter()
+                .filter_map(|p| module_of(&p, &modules))
+                .filter(|m| !(me == *m || me.starts_with(&format!("{m}::")) || m.is_empty()))
+                .collect();
+            (path.clone(), deps)
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md's layers, top first: each numbered item of its "Layers" section, as the
+/// `src/` files and folders its first line names in backquotes.
+fn layers() -> Vec<Vec<String>> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("Layers"))
+        .expect("ARCHITECTURE.md has a Layers section");
+    section
+        .lines()
+        .filter(|l| {
+            l.split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<usize>().is_ok())
+        })
+        .map(|l| {
+            l.split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|t| t.starts_with("src/"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The index in `layers` (top first) of the layer holding `path`, a file under `src/`.
+fn layer_of(path: &str, layers: &[Vec<String>]) -> Option<usize> {
+    layers.iter().position(|layer| {
+        layer
+            .iter()
+            .any(|p| path == p || (p.ends_with('/') && path.starts_with(p.as_str())))
+    })
+}
+
+/// Every file sits in one of ARCHITECTURE.md's layers and imports only modules of its own
+/// layer or of layers listed below it. The library's root (`src/lib.rs`), which declares
+/// every module, is in none.
+#[test]
+fn modules_import_only_their_layer_and_the_layers_below() {
+    let layers = layers();
+    assert!(layers.len() >= 10, "{layers:?}");
+    let files: Vec<String> = sources().into_iter().map(|(p, _)| p).collect();
+    // A module's layer is its file's (a directory's `mod.rs` for a directory).
+    let file_of = |module: &str| -> Option<&String> {
+        files
+            .iter()
+            .find(|f| module_name(f) == module && f.as_str() != "src/lib.rs")
+    };
+    let mut wrong = Vec::new();
+    for (path, deps) in dependencies() {
+        if path == "src/lib.rs" {
+            continue;
+        }
+        let Some(mine) = layer_of(&path, &layers) else {
+            wrong.push(format!("{path} is in no layer of ARCHITECTURE.md"));
+            continue;
+        };
+        for dep in deps {
+            let theirs = file_of(&dep).and_then(|f| layer_of(f, &layers));
+            if theirs.is_none_or(|t| t < mine) {
+                wrong.push(format!(
+                    "{path} (layer {}) imports {dep} (layer {})",
+                    mine + 1,
+                    theirs.map_or("none".to_string(), |t| (t + 1).to_string())
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The check sees imports: the sweep's runner imports the registry, a layer below.
+    let run = &dependencies()
+        .into_iter()
+        .find(|(p, _)| p == "src/sweep/run.rs")
+        .unwrap()
+        .1;
+    assert!(run.contains("algorithm"), "{run:?}");
+}
+
+/// No cycle between the modules of the crate (inside a layer, where the layer check
+/// allows imports both ways).
 #[test]
 fn modules_depend_on_each_other_without_cycles() {
     use std::collections::{BTreeMap, BTreeSet};
-    let files = sources();
-    let module_name = |path: &str| -> String {
-        let rel = path.trim_start_matches("src/").trim_end_matches(".rs");
-        let mut parts: Vec<&str> = rel.split('/').collect();
-        if matches!(parts.last(), Some(&"mod") | Some(&"lib") | Some(&"main")) {
-            parts.pop();
-        }
-        parts.join("::")
-    };
-    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_name(p)).collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (path, text) in &files {
-        let me = module_name(path);
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap_or("")
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let parent: Vec<&str> = me.split("::").filter(|s| !s.is_empty()).collect();
-        let parent = &parent[..parent.len().saturating_sub(1)];
-        let mut named: Vec<Vec<&str>> = paths_after(&code, "crate::");
-        for p in paths_after(&code, "super::") {
-            named.push(parent.iter().copied().chain(p).collect());
-        }
-        let deps = graph.entry(me.clone()).or_default();
-        for p in named {
-            if let Some(m) = module_of(&p, &modules) {
-                let ancestor = me == m || me.starts_with(&format!("{m}::")) || m.is_empty();
-                if !ancestor {
-                    deps.insert(m);
-                }
-            }
-        }
+    for (path, deps) in dependencies() {
+        graph.entry(module_name(&path)).or_default().extend(deps);
     }
     // Depth-first search for a back edge.
     fn visit(

@@ -6,10 +6,10 @@
 
 use std::time::Instant;
 
-use super::api::{Outcome, Planner, Problem};
 use crate::judge::judge_pattern;
 use crate::model::bounds::period_lower_bound;
 use crate::model::{Placement, Plan, PlanReport, Status};
+use crate::planner::{Outcome, Planner, Problem};
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
 ///

@@ -19,7 +19,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::{AlgorithmOptions, Planner};
+use crate::planner::{AlgorithmOptions, Planner};
 use crate::InputError;
 
 /// What the registry knows of one algorithm: [`Algorithm::descriptor`].
@@ -308,22 +308,6 @@ impl<'de> Deserialize<'de> for Algorithm {
     }
 }
 
-/// `--algorithm NAME`: the names, aliases and help of [`Algorithm::descriptor`].
-impl clap::ValueEnum for Algorithm {
-    fn value_variants<'a>() -> &'a [Self] {
-        Algorithm::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let d = self.descriptor();
-        Some(
-            clap::builder::PossibleValue::new(d.name)
-                .aliases(d.aliases.iter().copied())
-                .help(d.help),
-        )
-    }
-}
-
 /// `{"name": ..., "options": {...}}`, `options` optional; errors as [`Algorithm::configure`].
 impl<'de> Deserialize<'de> for Configured {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -361,8 +345,6 @@ mod tests {
             for alias in a.descriptor().aliases {
                 assert_eq!(Algorithm::parse(alias).unwrap(), a);
             }
-            let v = <Algorithm as clap::ValueEnum>::from_str(a.name(), false).unwrap();
-            assert_eq!(v, a);
             let back: Algorithm = serde_json::from_value(json!(a.name())).unwrap();
             assert_eq!(back, a);
         }

@@ -5,8 +5,10 @@
 
 use std::fmt;
 
+use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::Args;
 use pipeopt::model::{PlacementKind, PlanReport, Platform, MAX_PROCESSORS};
+use pipeopt::sweep::engine::Isolation;
 use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
 
@@ -27,6 +29,24 @@ pub mod sync;
 pub mod sync_sweep;
 pub mod table;
 pub mod validate;
+
+/// `--isolation` of `sweep` and `sync-sweep`: the library's [`Isolation`] by name, with
+/// the help its values show (clap stays in the binary).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IsolationFlag {
+    /// Every job in a child process (`pipeopt sweep-job`): a crash or hang costs one row.
+    Process,
+    /// Every job on a thread of this process: faster to start, no protection from crashes.
+    Thread,
+}
+
+/// The parser of `--isolation`.
+pub fn isolation_parser() -> impl TypedValueParser<Value = Isolation> {
+    EnumValueParser::<IsolationFlag>::new().map(|flag| match flag {
+        IsolationFlag::Process => Isolation::Process,
+        IsolationFlag::Thread => Isolation::Thread,
+    })
+}
 
 /// A built-in network, its image size and its batch size (`instance`, `profile`).
 #[derive(Args)]

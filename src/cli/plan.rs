@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::{EnumValueParser, PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
-use pipeopt::algorithm::{self, Problem};
+use pipeopt::algorithm::{self, Algorithm, Problem};
+use pipeopt::milp::general::IlpSearch;
 use pipeopt::model::{Instance, Status};
 use pipeopt::units::parse_seconds;
 
@@ -19,8 +21,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub platform: PlatformArgs,
     /// The algorithm.
-    #[arg(long, short = 'a', value_enum)]
-    pub algorithm: algorithm::Algorithm,
+    #[arg(long, short = 'a', value_parser = algorithm_parser())]
+    pub algorithm: Algorithm,
     #[command(flatten)]
     pub options: AlgorithmFlags,
     /// Write the plan file here (atomically).
@@ -98,9 +100,44 @@ pub struct AlgorithmFlags {
     /// shortest period found; `monolithic` solves one MILP that places and schedules
     /// together (period by bisection); `auto` (default) enumerates up to 200000 allocations
     /// (8 groups always).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = ilp_search_parser())]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ilp_search: Option<pipeopt::milp::general::IlpSearch>,
+    pub ilp_search: Option<IlpSearch>,
+}
+
+/// The parser of `--algorithm`: the registry's names, aliases and help
+/// ([`Algorithm::descriptor`]).
+fn algorithm_parser() -> impl TypedValueParser<Value = Algorithm> {
+    PossibleValuesParser::new(Algorithm::ALL.iter().map(|a| {
+        let d = a.descriptor();
+        PossibleValue::new(d.name)
+            .aliases(d.aliases.iter().copied())
+            .help(d.help)
+    }))
+    .map(|name| Algorithm::parse(&name).expect("a name the registry listed"))
+}
+
+/// `--ilp-search`: the library's [`IlpSearch`] by name, with the help its values show.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IlpSearchFlag {
+    /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),
+    /// handing over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`); `monolithic`
+    /// otherwise.
+    Auto,
+    /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
+    /// of bound.
+    Enumerate,
+    /// One MILP placing the groups and scheduling them together, the period by bisection.
+    Monolithic,
+}
+
+/// The parser of `--ilp-search`.
+fn ilp_search_parser() -> impl TypedValueParser<Value = IlpSearch> {
+    EnumValueParser::<IlpSearchFlag>::new().map(|flag| match flag {
+        IlpSearchFlag::Auto => IlpSearch::Auto,
+        IlpSearchFlag::Enumerate => IlpSearch::Enumerate,
+        IlpSearchFlag::Monolithic => IlpSearch::Monolithic,
+    })
 }
 
 /// A relative gap such as 0.05 (5%), checked as `best` checks it (a NaN would otherwise

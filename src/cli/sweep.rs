@@ -19,7 +19,7 @@ pub struct SweepArgs {
     #[arg(long, short = 'j')]
     pub workers: Option<usize>,
     /// How jobs are isolated.
-    #[arg(long, value_enum, default_value = "process")]
+    #[arg(long, value_parser = super::isolation_parser(), default_value = "process")]
     pub isolation: pipeopt::sweep::run::Isolation,
     /// Print a JSON summary instead of a line for people.
     #[arg(long)]

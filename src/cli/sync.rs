@@ -9,11 +9,13 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pipeopt::model::Instance;
+use pipeopt::partition::bapipe::balanced_partition;
 use pipeopt::partition::bapipe_intra::intra_layer_partition;
 use pipeopt::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
 use pipeopt::schedule::sync::costs::{interpolated, micro_batch_size};
+use pipeopt::schedule::sync::hybrid::{HybridInput, HybridRow};
 use pipeopt::schedule::sync::mixpipe::{search, BatchPoint, SearchInput};
-use pipeopt::schedule::sync::sim::{balanced_partition, simulate, SimReport, StageCosts};
+use pipeopt::schedule::sync::sim::{simulate, SimReport, StageCosts};
 use pipeopt::schedule::sync::{ScheduleKind, ScheduleName};
 use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 use pipeopt::InputError;
@@ -624,8 +626,51 @@ fn run_optimal(
 
 /// `sync --hybrid`: MixPipe's W x D choice (eq. (6)), see `schedule::sync::hybrid`.
 fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> {
-    use pipeopt::schedule::sync::hybrid::{search as hybrid_search, stage_costs_at, HybridInput};
+    use pipeopt::schedule::sync::hybrid::{search as hybrid_search, stage_costs_at};
     use pipeopt::sweep::sync::analytic_rebuild;
+    let input = hybrid_input(args, instance)?;
+    let bandwidth = args.bandwidth.unwrap_or(f64::INFINITY);
+    // Costs at micro-batch size b: the network rebuilt at b when the instance is an
+    // analytic pipeopt one, else scaled linearly per sample (eq. (3)).
+    let mut at_b: std::collections::HashMap<usize, Instance> = Default::default();
+    for &b in &args.micro_batch_sizes {
+        if let Some(i) = analytic_rebuild(instance, &args.instance, b)? {
+            at_b.insert(b, i);
+        }
+    }
+    let bar = hybrid_progress(&input);
+    let costs_at = |d: usize, b: usize| {
+        bar.inc(1);
+        let starts = balanced_partition(instance, d).ok()?;
+        stage_costs_at(instance, at_b.get(&b), &starts, b, bandwidth)
+    };
+    let rows = hybrid_search(&input, &costs_at)?;
+    bar.finish_and_clear();
+    let best = rows
+        .iter()
+        .filter(|r| r.samples_per_second.is_some())
+        .max_by(|a, b| {
+            a.samples_per_second
+                .unwrap_or(0.0)
+                .total_cmp(&b.samples_per_second.unwrap_or(0.0))
+        })
+        .cloned();
+    if args.json {
+        println!(
+            "{}",
+            json!({"command": "sync", "mode": "hybrid", "instance": instance.name,
+                   "approach": args.schedule, "gpus": input.gpus, "mini_batch": input.mini_batch,
+                   "costs_from": if at_b.is_empty() { "linear" } else { "analytic" },
+                   "best": best, "candidates": rows})
+        );
+    } else {
+        print_hybrid(&rows, best.as_ref());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hybrid search's cluster and mini-batch from `sync --hybrid`'s flags, checked.
+fn hybrid_input<'a>(args: &'a SyncArgs, instance: &Instance) -> anyhow::Result<HybridInput<'a>> {
     let gpus = args.gpus.filter(|&p| p >= 1).ok_or_else(|| {
         bad(
             "--gpus",
@@ -671,24 +716,29 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
             ))
         }
     };
-    let memory = args.memory.unwrap_or(f64::INFINITY);
-    let bandwidth = args.bandwidth.unwrap_or(f64::INFINITY);
-    // Costs at micro-batch size b: the network rebuilt at b when the instance is an
-    // analytic pipeopt one, else scaled linearly per sample (eq. (3)).
-    let mut at_b: std::collections::HashMap<usize, Instance> = Default::default();
-    for &b in &args.micro_batch_sizes {
-        if let Some(i) = analytic_rebuild(instance, &args.instance, b)? {
-            at_b.insert(b, i);
-        }
-    }
-    // The search can take minutes (every D, micro-batch size and schedule simulated):
-    // a bar on stderr, one step per (D, micro-batch size) pair.
-    let max_stages = args.stages.unwrap_or(usize::MAX).min(instance.len());
-    let pairs = (1..=gpus.min(max_stages))
+    Ok(HybridInput {
+        gpus,
+        mini_batch,
+        micro_batch_sizes: &args.micro_batch_sizes,
+        memory_budget_bytes: args.memory.unwrap_or(f64::INFINITY),
+        allreduce_bytes_per_second: allreduce,
+        server_gpus,
+        inter_server_bytes_per_second: inter,
+        approach,
+        max_stages: args.stages.unwrap_or(usize::MAX).min(instance.len()),
+    })
+}
+
+/// A bar on stderr for the hybrid search, which can take minutes (every D, micro-batch
+/// size and schedule simulated): one step per (D, micro-batch size) pair.
+fn hybrid_progress(input: &HybridInput) -> indicatif::ProgressBar {
+    let (gpus, mini_batch) = (input.gpus, input.mini_batch);
+    let pairs = (1..=gpus.min(input.max_stages))
         .filter(|d| gpus % d == 0 && mini_batch % (gpus / d) == 0)
         .map(|d| {
             let s = mini_batch / (gpus / d);
-            args.micro_batch_sizes
+            input
+                .micro_batch_sizes
                 .iter()
                 .filter(|&&b| b > 0 && s % b == 0)
                 .count() as u64
@@ -705,89 +755,57 @@ fn run_hybrid(args: &SyncArgs, instance: &Instance) -> anyhow::Result<ExitCode> 
         .expect("a valid template")
         .progress_chars("=> "),
     );
-    let costs_at = |d: usize, b: usize| {
-        bar.inc(1);
-        stage_costs_at(instance, at_b.get(&b), d, b, bandwidth)
-    };
-    let input = HybridInput {
-        gpus,
-        mini_batch,
-        micro_batch_sizes: &args.micro_batch_sizes,
-        memory_budget_bytes: memory,
-        allreduce_bytes_per_second: allreduce,
-        server_gpus,
-        inter_server_bytes_per_second: inter,
-        approach,
-        max_stages,
-    };
-    let rows = hybrid_search(&input, &costs_at)?;
-    bar.finish_and_clear();
-    let best = rows
-        .iter()
-        .filter(|r| r.samples_per_second.is_some())
-        .max_by(|a, b| {
-            a.samples_per_second
-                .unwrap_or(0.0)
-                .total_cmp(&b.samples_per_second.unwrap_or(0.0))
-        })
-        .cloned();
-    if args.json {
-        println!(
-            "{}",
-            json!({"command": "sync", "mode": "hybrid", "instance": instance.name,
-                   "approach": args.schedule, "gpus": gpus, "mini_batch": mini_batch,
-                   "costs_from": if at_b.is_empty() { "linear" } else { "analytic" },
-                   "best": best, "candidates": rows})
-        );
-    } else {
-        let lines = rows.iter().map(|r| {
-            vec![
-                r.stages.to_string(),
-                r.replicas.to_string(),
-                r.samples_per_pipeline.to_string(),
-                r.schedule
-                    .as_deref()
-                    .unwrap_or("(nothing fits)")
-                    .to_string(),
-                r.micro_batch_size
-                    .map(|x| x.to_string())
-                    .unwrap_or_default(),
-                r.micro_batches.map(|x| x.to_string()).unwrap_or_default(),
-                yes_no(r.recompute).to_string(),
-                r.iteration_seconds
-                    .map(|x| ShowSeconds(x).to_string())
-                    .unwrap_or_default(),
-                r.allreduce_seconds
-                    .map(|x| ShowSeconds(x).to_string())
-                    .unwrap_or_default(),
-                r.samples_per_second
-                    .map(|x| format!("{x:.2}"))
-                    .unwrap_or_default(),
-            ]
-        });
-        let header = [
-            "D",
-            "W",
-            "S",
-            "best schedule",
-            "B",
-            "N",
-            "rc",
-            "iteration",
-            "all-reduce",
-            "samples/s",
-        ];
-        println!("{}", table(&header, &[0, 1, 2, 4, 5, 7, 8, 9], lines));
-        match &best {
-            Some(b) => println!(
-                "best: D = {}, W = {}, {} (eq. (6): {:.2} samples/s)",
-                b.stages,
-                b.replicas,
-                b.schedule.as_deref().unwrap_or(""),
-                b.samples_per_second.unwrap_or(0.0)
-            ),
-            None => println!("best: nothing fits"),
-        }
+    bar
+}
+
+/// The hybrid search's candidates as a table for people, and the best one.
+fn print_hybrid(rows: &[HybridRow], best: Option<&HybridRow>) {
+    let lines = rows.iter().map(|r| {
+        vec![
+            r.stages.to_string(),
+            r.replicas.to_string(),
+            r.samples_per_pipeline.to_string(),
+            r.schedule
+                .as_deref()
+                .unwrap_or("(nothing fits)")
+                .to_string(),
+            r.micro_batch_size
+                .map(|x| x.to_string())
+                .unwrap_or_default(),
+            r.micro_batches.map(|x| x.to_string()).unwrap_or_default(),
+            yes_no(r.recompute).to_string(),
+            r.iteration_seconds
+                .map(|x| ShowSeconds(x).to_string())
+                .unwrap_or_default(),
+            r.allreduce_seconds
+                .map(|x| ShowSeconds(x).to_string())
+                .unwrap_or_default(),
+            r.samples_per_second
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_default(),
+        ]
+    });
+    let header = [
+        "D",
+        "W",
+        "S",
+        "best schedule",
+        "B",
+        "N",
+        "rc",
+        "iteration",
+        "all-reduce",
+        "samples/s",
+    ];
+    println!("{}", table(&header, &[0, 1, 2, 4, 5, 7, 8, 9], lines));
+    match best {
+        Some(b) => println!(
+            "best: D = {}, W = {}, {} (eq. (6): {:.2} samples/s)",
+            b.stages,
+            b.replicas,
+            b.schedule.as_deref().unwrap_or(""),
+            b.samples_per_second.unwrap_or(0.0)
+        ),
+        None => println!("best: nothing fits"),
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,7 @@ pub struct SyncSweepArgs {
     shard: Option<pipeopt::sweep::engine::Shard>,
     /// How jobs are isolated: each configuration in a child process by default (its optimum
     /// MILPs are HiGHS solves, not safe to run concurrently in one process).
-    #[arg(long, value_enum, default_value = "process")]
+    #[arg(long, value_parser = super::isolation_parser(), default_value = "process")]
     isolation: pipeopt::sweep::engine::Isolation,
     /// Print one JSON object (runs, wall time, files, the best table).
     #[arg(long)]

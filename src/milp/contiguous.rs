@@ -46,9 +46,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::model::{Allocation, ChainSums, Instance, Pattern, Platform};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::schedule::one_f_one_b_star::{
     candidate_periods, elements, min_period_fitting, one_f_one_b_star,
 };

@@ -46,13 +46,13 @@
 
 use std::time::Instant;
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
+use crate::judge::ensure_judged_valid;
 use crate::judge::{judge, static_memory};
-use crate::milp::ensure_judged_valid;
 use crate::milp::pattern_milp::{PatternMilp, Scope, MARGIN};
 use crate::milp::solver::{MilpOptions, SolveStatus};
 use crate::model::bounds::{allocation_lower_bound, resource_load_bound};
 use crate::model::{Allocation, BatchGraph, Instance, Pattern, PatternOp, Plan, Platform};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::schedule::one_f_one_b_star;
 use crate::units::Seconds;
 

@@ -118,10 +118,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
+use crate::judge::ensure_judged_valid;
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
-use crate::milp::ensure_judged_valid;
 use crate::milp::fixed_allocation::schedule_allocation_below;
 use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
 use crate::model::bounds::{allocation_lower_bound, period_lower_bound};
@@ -129,6 +128,7 @@ use crate::model::{
     Allocation, BatchGraph, Instance, Layer, OpKind, Pattern, PatternOp, Platform, SolverSummary,
     Stage,
 };
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::Seconds;
 
 /// Relative inflation of durations in the model (as in `fixed_allocation`).
@@ -930,17 +930,7 @@ enum Probe {
 }
 
 /// How the general MILP searches the allocations of the groups (module docs).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IlpSearch {
     /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),

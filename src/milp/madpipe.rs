@@ -17,12 +17,12 @@
 //! allocation's pattern. Its period is never worse than the fixed allocation's, and it may
 //! fit where the first phase's allocation does not.
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem};
 use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
 use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
 use crate::model::{Allocation, Stage};
 use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem};
 use crate::units::Seconds;
 
 /// The `madpipe` algorithm: first phase + scheduling MILP.

@@ -17,27 +17,3 @@ pub use fixed_allocation::{schedule_allocation, schedule_plan, MilpOutcome, Milp
 pub use general::{general_optimum, GeneralMilpPlanner, GeneralOutcome};
 pub use madpipe::MadPipePlanner;
 pub use solver::{MilpOptions, SolveStatus};
-
-/// Sends a MILP's pattern through the judge; a rejection is an internal error of the
-/// formulation named by `what` (never a reason to loosen the judge).
-pub(crate) fn ensure_judged_valid(
-    instance: &crate::model::Instance,
-    platform: &crate::model::Platform,
-    allocation: &crate::model::Allocation,
-    pattern: &crate::model::Pattern,
-    what: &str,
-) -> crate::error::Result<()> {
-    let j = crate::judge::judge(instance, platform, allocation, pattern);
-    if !j.valid {
-        return Err(crate::Error::internal(format!(
-            "{what}'s pattern at T = {} fails the judge: {}",
-            pattern.period,
-            j.violations
-                .iter()
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
-    }
-    Ok(())
-}

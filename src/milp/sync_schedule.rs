@@ -295,31 +295,8 @@ pub fn optimal_schedule(
 ) -> crate::error::Result<SyncOptimum> {
     let started = Instant::now();
     let costs = problem.costs;
-    let d = costs.stages();
-    let n = problem.micro_batches;
-    let placement = problem.placement;
-    if d == 0 || n == 0 {
-        return Err(bad(format!(
-            "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
-        )));
-    }
-    if placement != Placement::OneDirection && n % 2 != 0 {
-        return Err(bad(format!(
-            "the {} placement needs an even number of micro-batches (half per pipeline), got N = {n}",
-            placement.name()
-        )));
-    }
-    let mut caps = problem.live_cap.clone();
-    if let Some(c) = &caps {
-        if c.len() != d || c.contains(&0) {
-            return Err(bad(format!(
-                "the live-micro-batch cap needs one positive entry per worker ({d})"
-            )));
-        }
-    }
-    if placement == Placement::Gems {
-        caps = Some(vec![1; d]);
-    }
+    let (d, n, placement) = (costs.stages(), problem.micro_batches, problem.placement);
+    let caps = checked_live_caps(problem)?;
     let mut out = SyncOptimum {
         schedule: None,
         makespan: None,
@@ -333,34 +310,7 @@ pub fn optimal_schedule(
         start: None,
         seconds: 0.0,
     };
-
-    // The operations and their workers.
-    let mut ops: Vec<Op> = Vec::new();
-    for (pipeline, range) in placement.pipelines(n) {
-        for micro_batch in range {
-            for stage in 0..d {
-                let worker = worker_of(placement, pipeline, stage, d);
-                ops.push(Op {
-                    instr: Instr::Forward {
-                        stage,
-                        micro_batch,
-                        pipeline,
-                    },
-                    worker,
-                    dur: costs.forward_seconds[stage],
-                });
-                ops.push(Op {
-                    instr: Instr::Backward {
-                        stage,
-                        micro_batch,
-                        pipeline,
-                    },
-                    worker,
-                    dur: costs.backward_seconds[stage],
-                });
-            }
-        }
-    }
+    let ops = operations(costs, placement, n);
     let index: HashMap<Instr, usize> = ops.iter().enumerate().map(|(i, o)| (o.instr, i)).collect();
     let unit = ops.iter().map(|o| o.dur).fold(0.0, f64::max);
     if !(unit > 0.0 && unit.is_finite()) {
@@ -381,126 +331,36 @@ pub fn optimal_schedule(
         .iter()
         .map(|m| m.weight_bytes + m.buffer_bytes)
         .collect();
-
-    // The incumbent: the best fitting proposal, or the sequential streams.
-    let mut best: (String, Schedule, SimReport) = ("sequential".into(), sequential, seq);
-    for (name, s) in proposals {
-        let same_ops = s.len() == d
-            && s.iter().map(Vec::len).sum::<usize>() == ops.len()
-            && s.iter().enumerate().all(|(w, st)| {
-                st.iter()
-                    .all(|i| index.get(i).is_some_and(|&k| ops[k].worker == w))
-            });
-        if !same_ops {
-            continue;
-        }
-        if let Ok(r) = simulate(s, costs, Execution::Serial) {
-            if fits(problem, &caps, &r) && r.makespan_seconds < best.2.makespan_seconds {
-                best = (name.clone(), s.clone(), r);
-            }
-        }
-    }
+    let mut best = best_proposal(
+        ("sequential".into(), sequential, seq),
+        proposals,
+        &ops,
+        &index,
+        |s| {
+            simulate(s, costs, Execution::Serial)
+                .ok()
+                .filter(|r| fits(problem, &caps, r))
+        },
+    );
     let ub = best.2.makespan_seconds / unit;
-
-    // Dependencies (input, lag) in units.
-    let lag = |from: Instr, to: Instr| -> f64 {
-        let (a, b) = (ops[index[&from]].worker, ops[index[&to]].worker);
-        if a == b {
-            0.0
-        } else {
-            let cut = if to.is_forward() {
-                from.stage()
-            } else {
-                to.stage()
-            };
-            costs.transfer_seconds[cut] / unit
-        }
-    };
-    // Symmetry: the previous micro-batch of the same replica and kind.
-    let previous = |i: Instr| -> Option<Instr> {
-        let (p, lo) = placement
-            .pipelines(n)
-            .into_iter()
-            .find(|(p, r)| *p == i.pipeline() && r.contains(&i.micro_batch()))
-            .map(|(p, r)| (p, r.start))?;
-        if i.micro_batch() == lo {
-            return None;
-        }
-        let (stage, micro_batch) = (i.stage(), i.micro_batch() - 1);
-        Some(if i.is_forward() {
-            Instr::Forward {
-                stage,
-                micro_batch,
-                pipeline: p,
-            }
-        } else {
-            Instr::Backward {
-                stage,
-                micro_batch,
-                pipeline: p,
-            }
-        })
-    };
-    let mut preds: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ops.len()];
-    for (k, o) in ops.iter().enumerate() {
-        if let Some(i) = o.instr.input(d) {
-            preds[k].push((index[&i], lag(i, o.instr)));
-        }
-        if let Some(p) = previous(o.instr) {
-            preds[k].push((index[&p], 0.0));
-        }
-    }
+    let preds = precedences(&ops, &index, placement, n, costs, unit);
     let dur: Vec<f64> = ops.iter().map(|o| o.dur / unit).collect();
-    // Heads and tails over the precedence DAG (topological order by longest-path relaxation).
-    let topo = topological(&preds);
-    let mut head = vec![0.0f64; ops.len()];
-    for &k in &topo {
-        for &(p, l) in &preds[k] {
-            head[k] = head[k].max(head[p] + dur[p] + l);
-        }
-    }
-    let mut tail = vec![0.0f64; ops.len()];
-    for &k in topo.iter().rev() {
-        for &(p, l) in &preds[k] {
-            tail[p] = tail[p].max(dur[k] + l + tail[k]);
-        }
-    }
-    let slack = 1e-9 * ub.max(1.0);
-    let latest: Vec<f64> = (0..ops.len()).map(|k| ub - dur[k] - tail[k]).collect();
-
-    let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); d];
-    for (k, o) in ops.iter().enumerate() {
-        by_worker[o.worker].push(k);
-    }
-    let mut lb0 = (0..ops.len())
-        .map(|k| head[k] + dur[k] + tail[k])
-        .fold(0.0, f64::max);
-    let rmin: Vec<f64> = by_worker
-        .iter()
-        .map(|ks| ks.iter().map(|&k| head[k]).fold(f64::INFINITY, f64::min))
-        .collect();
-    let qmin: Vec<f64> = by_worker
-        .iter()
-        .map(|ks| ks.iter().map(|&k| tail[k]).fold(f64::INFINITY, f64::min))
-        .collect();
-    for (w, ks) in by_worker.iter().enumerate() {
-        lb0 = lb0.max(rmin[w] + ks.iter().map(|&k| dur[k]).sum::<f64>() + qmin[w]);
-    }
-    out.lower_bound = lb0 * unit;
+    let windows = Windows::new(&ops, &preds, &dur, d, ub);
+    out.lower_bound = windows.lb0 * unit;
 
     let ctx = Ctx {
         ops: &ops,
         preds: &preds,
         dur: &dur,
-        head: &head,
-        tail: &tail,
-        latest: &latest,
-        by_worker: &by_worker,
-        rmin: &rmin,
-        qmin: &qmin,
-        lb0,
+        head: &windows.head,
+        tail: &windows.tail,
+        latest: &windows.latest,
+        by_worker: &windows.by_worker,
+        rmin: &windows.rmin,
+        qmin: &windows.qmin,
+        lb0: windows.lb0,
         ub,
-        slack,
+        slack: 1e-9 * ub.max(1.0),
         base: &base,
         memory: problem.memory,
         caps: &caps,
@@ -515,22 +375,7 @@ pub fn optimal_schedule(
             .map(|&(s, _, op)| (index[&op], s / unit))
             .collect(),
     };
-    let grid = match problem.formulation {
-        Formulation::Disjunctive => None,
-        Formulation::TimeIndexed | Formulation::Auto => {
-            let lags = preds.iter().flatten().map(|&(_, l)| l);
-            let g = common_grid(dur.iter().copied().chain(lags));
-            let slots = g.map(|g| (ub / g).round());
-            match (problem.formulation, g, slots) {
-                (Formulation::TimeIndexed, None, _) => return Err(bad(
-                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)".into()
-                )),
-                (Formulation::TimeIndexed, Some(g), _) => Some(g),
-                (_, Some(g), Some(t)) if t * ops.len() as f64 <= AUTO_TIME_INDEXED_CELLS => Some(g),
-                _ => None,
-            }
-        }
-    };
+    let grid = time_grid(problem.formulation, &dur, &preds, ub)?;
     out.formulation = Some(if grid.is_some() {
         Formulation::TimeIndexed
     } else {
@@ -582,6 +427,251 @@ pub fn optimal_schedule(
     Ok(out)
 }
 
+/// The problem's sizes checked (at least one stage and one micro-batch, an even N for the
+/// two-pipeline placements, a positive cap per worker), and the live-micro-batch caps the
+/// model keeps: the problem's, or one per worker under GEMS's rule.
+fn checked_live_caps(problem: &SyncProblem) -> crate::error::Result<Option<Vec<usize>>> {
+    let (d, n, placement) = (
+        problem.costs.stages(),
+        problem.micro_batches,
+        problem.placement,
+    );
+    if d == 0 || n == 0 {
+        return Err(bad(format!(
+            "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
+        )));
+    }
+    if placement != Placement::OneDirection && n % 2 != 0 {
+        return Err(bad(format!(
+            "the {} placement needs an even number of micro-batches (half per pipeline), got N = {n}",
+            placement.name()
+        )));
+    }
+    if let Some(c) = &problem.live_cap {
+        if c.len() != d || c.contains(&0) {
+            return Err(bad(format!(
+                "the live-micro-batch cap needs one positive entry per worker ({d})"
+            )));
+        }
+    }
+    if placement == Placement::Gems {
+        return Ok(Some(vec![1; d]));
+    }
+    Ok(problem.live_cap.clone())
+}
+
+/// Every forward and backward of the iteration with its worker and duration, micro-batch
+/// by micro-batch of each pipeline.
+fn operations(costs: &StageCosts, placement: Placement, n: usize) -> Vec<Op> {
+    let d = costs.stages();
+    let mut ops: Vec<Op> = Vec::new();
+    for (pipeline, range) in placement.pipelines(n) {
+        for micro_batch in range {
+            for stage in 0..d {
+                let worker = worker_of(placement, pipeline, stage, d);
+                ops.push(Op {
+                    instr: Instr::Forward {
+                        stage,
+                        micro_batch,
+                        pipeline,
+                    },
+                    worker,
+                    dur: costs.forward_seconds[stage],
+                });
+                ops.push(Op {
+                    instr: Instr::Backward {
+                        stage,
+                        micro_batch,
+                        pipeline,
+                    },
+                    worker,
+                    dur: costs.backward_seconds[stage],
+                });
+            }
+        }
+    }
+    ops
+}
+
+/// The incumbent handed to HiGHS: the fastest of `sequential` and the proposals that run
+/// exactly the operations `ops` on their workers and that `simulated` accepts (it returns
+/// the simulation of streams that fit).
+fn best_proposal(
+    sequential: (String, Schedule, SimReport),
+    proposals: &[(String, Schedule)],
+    ops: &[Op],
+    index: &HashMap<Instr, usize>,
+    simulated: impl Fn(&Schedule) -> Option<SimReport>,
+) -> (String, Schedule, SimReport) {
+    let d = sequential.1.len();
+    let mut best = sequential;
+    for (name, s) in proposals {
+        let same_ops = s.len() == d
+            && s.iter().map(Vec::len).sum::<usize>() == ops.len()
+            && s.iter().enumerate().all(|(w, st)| {
+                st.iter()
+                    .all(|i| index.get(i).is_some_and(|&k| ops[k].worker == w))
+            });
+        if !same_ops {
+            continue;
+        }
+        if let Some(r) = simulated(s) {
+            if r.makespan_seconds < best.2.makespan_seconds {
+                best = (name.clone(), s.clone(), r);
+            }
+        }
+    }
+    best
+}
+
+/// Each operation's predecessors with the lag after their end, in units: its input (the
+/// transfer's time when it comes from another worker) and, by symmetry, the previous
+/// micro-batch of the same pipeline and kind.
+fn precedences(
+    ops: &[Op],
+    index: &HashMap<Instr, usize>,
+    placement: Placement,
+    n: usize,
+    costs: &StageCosts,
+    unit: f64,
+) -> Vec<Vec<(usize, f64)>> {
+    let d = costs.stages();
+    let lag = |from: Instr, to: Instr| -> f64 {
+        let (a, b) = (ops[index[&from]].worker, ops[index[&to]].worker);
+        if a == b {
+            0.0
+        } else {
+            let cut = if to.is_forward() {
+                from.stage()
+            } else {
+                to.stage()
+            };
+            costs.transfer_seconds[cut] / unit
+        }
+    };
+    let previous = |i: Instr| -> Option<Instr> {
+        let (p, lo) = placement
+            .pipelines(n)
+            .into_iter()
+            .find(|(p, r)| *p == i.pipeline() && r.contains(&i.micro_batch()))
+            .map(|(p, r)| (p, r.start))?;
+        if i.micro_batch() == lo {
+            return None;
+        }
+        let (stage, micro_batch) = (i.stage(), i.micro_batch() - 1);
+        Some(if i.is_forward() {
+            Instr::Forward {
+                stage,
+                micro_batch,
+                pipeline: p,
+            }
+        } else {
+            Instr::Backward {
+                stage,
+                micro_batch,
+                pipeline: p,
+            }
+        })
+    };
+    let mut preds: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ops.len()];
+    for (k, o) in ops.iter().enumerate() {
+        if let Some(i) = o.instr.input(d) {
+            preds[k].push((index[&i], lag(i, o.instr)));
+        }
+        if let Some(p) = previous(o.instr) {
+            preds[k].push((index[&p], 0.0));
+        }
+    }
+    preds
+}
+
+/// Each operation's window and the lower bound they give, in units: heads and tails over
+/// the precedence DAG, the latest start within the incumbent's makespan `ub`, and each
+/// worker's smallest head and tail around its total work.
+struct Windows {
+    head: Vec<f64>,
+    tail: Vec<f64>,
+    latest: Vec<f64>,
+    by_worker: Vec<Vec<usize>>,
+    rmin: Vec<f64>,
+    qmin: Vec<f64>,
+    lb0: f64,
+}
+
+impl Windows {
+    fn new(ops: &[Op], preds: &[Vec<(usize, f64)>], dur: &[f64], d: usize, ub: f64) -> Windows {
+        // Heads and tails over the precedence DAG (topological order by longest-path
+        // relaxation).
+        let topo = topological(preds);
+        let mut head = vec![0.0f64; ops.len()];
+        for &k in &topo {
+            for &(p, l) in &preds[k] {
+                head[k] = head[k].max(head[p] + dur[p] + l);
+            }
+        }
+        let mut tail = vec![0.0f64; ops.len()];
+        for &k in topo.iter().rev() {
+            for &(p, l) in &preds[k] {
+                tail[p] = tail[p].max(dur[k] + l + tail[k]);
+            }
+        }
+        let latest: Vec<f64> = (0..ops.len()).map(|k| ub - dur[k] - tail[k]).collect();
+        let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); d];
+        for (k, o) in ops.iter().enumerate() {
+            by_worker[o.worker].push(k);
+        }
+        let mut lb0 = (0..ops.len())
+            .map(|k| head[k] + dur[k] + tail[k])
+            .fold(0.0, f64::max);
+        let rmin: Vec<f64> = by_worker
+            .iter()
+            .map(|ks| ks.iter().map(|&k| head[k]).fold(f64::INFINITY, f64::min))
+            .collect();
+        let qmin: Vec<f64> = by_worker
+            .iter()
+            .map(|ks| ks.iter().map(|&k| tail[k]).fold(f64::INFINITY, f64::min))
+            .collect();
+        for (w, ks) in by_worker.iter().enumerate() {
+            lb0 = lb0.max(rmin[w] + ks.iter().map(|&k| dur[k]).sum::<f64>() + qmin[w]);
+        }
+        Windows {
+            head,
+            tail,
+            latest,
+            by_worker,
+            rmin,
+            qmin,
+            lb0,
+        }
+    }
+}
+
+/// The time-indexed formulation's grid (in units), `None` for the disjunctive one:
+/// `formulation` decides, `Auto` by the grid's existence and the model's size.
+fn time_grid(
+    formulation: Formulation,
+    dur: &[f64],
+    preds: &[Vec<(usize, f64)>],
+    ub: f64,
+) -> crate::error::Result<Option<f64>> {
+    Ok(match formulation {
+        Formulation::Disjunctive => None,
+        Formulation::TimeIndexed | Formulation::Auto => {
+            let lags = preds.iter().flatten().map(|&(_, l)| l);
+            let g = common_grid(dur.iter().copied().chain(lags));
+            let slots = g.map(|g| (ub / g).round());
+            match (formulation, g, slots) {
+                (Formulation::TimeIndexed, None, _) => return Err(bad(
+                    "the time-indexed formulation needs durations and transfers on a common grid (integer multiples of one step)".into()
+                )),
+                (Formulation::TimeIndexed, Some(g), _) => Some(g),
+                (_, Some(g), Some(t)) if t * dur.len() as f64 <= AUTO_TIME_INDEXED_CELLS => Some(g),
+                _ => None,
+            }
+        }
+    })
+}
+
 /// Everything both formulations share (times in units of the longest operation).
 struct Ctx<'a> {
     ops: &'a [Op],
@@ -611,91 +701,38 @@ type Solved = (SolveResult, Option<Vec<Vec<usize>>>, usize);
 
 /// The disjunctive formulation (module docs).
 fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved> {
-    let (ops, preds, dur, head, tail, latest) =
-        (ctx.ops, ctx.preds, ctx.dur, ctx.head, ctx.tail, ctx.latest);
-    let (by_worker, rmin, qmin, base) = (ctx.by_worker, ctx.rmin, ctx.qmin, ctx.base);
-    let (lb0, ub, slack) = (ctx.lb0, ctx.ub, ctx.slack);
     let mut model = Model::new();
-    let c = model.continuous(1.0, (lb0 - slack).min(ub), ub + slack);
-    let start: Vec<Var> = (0..ops.len())
-        .map(|k| model.continuous(0.0, head[k] - slack, latest[k] + slack))
-        .collect();
-    let forced = |a: Instr, b: Instr| -> Option<bool> {
-        // Some(true): a before b for every schedule of the reduced space.
-        if a.pipeline() != b.pipeline() || a.stage() != b.stage() {
-            return None;
-        }
-        let (i, j) = (a.micro_batch(), b.micro_batch());
-        match (a.is_forward(), b.is_forward()) {
-            (true, true) | (false, false) => Some(i < j),
-            (true, false) => (j >= i).then_some(true),
-            (false, true) => (i >= j).then_some(false),
-        }
-    };
-    let mut before: HashMap<(usize, usize), Before> = HashMap::new();
-    let mut binaries = 0usize;
-    let mut x_of: Vec<(usize, usize, Var)> = Vec::new();
-    for ks in by_worker {
-        for (ia, &a) in ks.iter().enumerate() {
-            for &b in &ks[ia + 1..] {
-                let mut rel = forced(ops[a].instr, ops[b].instr);
-                // Windows: b cannot finish before a's earliest start + ... and vice versa.
-                if rel.is_none() && head[a] + dur[a] > latest[b] + slack {
-                    rel = Some(false);
-                }
-                if rel.is_none() && head[b] + dur[b] > latest[a] + slack {
-                    rel = Some(true);
-                }
-                let r = match rel {
-                    Some(true) => Before::Always,
-                    Some(false) => Before::Never,
-                    None => {
-                        let x = model.binary(0.0);
-                        binaries += 1;
-                        x_of.push((a, b, x));
-                        Before::Var(x, true)
-                    }
-                };
-                before.insert((a, b), r);
-                before.insert(
-                    (b, a),
-                    match r {
-                        Before::Always => Before::Never,
-                        Before::Never => Before::Always,
-                        Before::Var(x, s) => Before::Var(x, !s),
-                    },
-                );
-            }
-        }
+    let m = Disjunctive::new(ctx, &mut model);
+    m.precedence_and_order_rows(&mut model);
+    m.makespan_rows(&mut model);
+    m.memory_rows(&mut model);
+    m.set_incumbent(&mut model);
+    let solved = model.solve(options, None)?;
+    let orders = solved
+        .status
+        .has_solution()
+        .then(|| m.orders(&solved.values));
+    Ok((solved, orders, m.free.len()))
+}
+
+/// Whether `a` runs before `b` in every schedule of the reduced space (`Some(true)`), after
+/// it (`Some(false)`), or either: on one stage of one pipeline, micro-batches of one kind
+/// run in order, and a micro-batch's forward before its backward.
+fn forced_order(a: Instr, b: Instr) -> Option<bool> {
+    if a.pipeline() != b.pipeline() || a.stage() != b.stage() {
+        return None;
     }
-    // Precedences.
-    for (k, ps) in preds.iter().enumerate() {
-        for &(p, l) in ps {
-            model.ge(&[(start[k], 1.0), (start[p], -1.0)], dur[p] + l);
-        }
+    let (i, j) = (a.micro_batch(), b.micro_batch());
+    match (a.is_forward(), b.is_forward()) {
+        (true, true) | (false, false) => Some(i < j),
+        (true, false) => (j >= i).then_some(true),
+        (false, true) => (i >= j).then_some(false),
     }
-    // Order: forced pairs as precedences, free ones as disjunctions.
-    for &(a, b, x) in &x_of {
-        let m1 = dur[a] + latest[a] - head[b] + slack;
-        let m2 = dur[b] + latest[b] - head[a] + slack;
-        // x = 1: s_b >= s_a + d_a; x = 0: s_a >= s_b + d_b.
-        model.ge(&[(start[b], 1.0), (start[a], -1.0), (x, -m1)], dur[a] - m1);
-        model.ge(&[(start[a], 1.0), (start[b], -1.0), (x, m2)], dur[b]);
-    }
-    for ks in by_worker {
-        for (ia, &a) in ks.iter().enumerate() {
-            for &b in &ks[ia + 1..] {
-                match before[&(a, b)] {
-                    Before::Always => model.ge(&[(start[b], 1.0), (start[a], -1.0)], dur[a]),
-                    Before::Never => model.ge(&[(start[a], 1.0), (start[b], -1.0)], dur[b]),
-                    Before::Var(..) => {}
-                }
-            }
-        }
-    }
-    // Linear form of sum coef * [o before t] as terms plus a constant.
-    let expand = |terms: &mut Vec<(Var, f64)>, constant: &mut f64, rel: Before, coef: f64| match rel
-    {
+}
+
+/// Adds `coef * [o before t]` (`rel`) to a linear form: terms plus a constant.
+fn add_before(terms: &mut Vec<(Var, f64)>, constant: &mut f64, rel: Before, coef: f64) {
+    match rel {
         Before::Always => *constant += coef,
         Before::Never => {}
         Before::Var(x, true) => terms.push((x, coef)),
@@ -703,96 +740,208 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved>
             *constant += coef;
             terms.push((x, -coef));
         }
-    };
-    // Makespan rows: tails, and the work ordered after (before) each operation.
-    for (w, ks) in by_worker.iter().enumerate() {
-        for &a in ks {
-            model.ge(&[(c, 1.0), (start[a], -1.0)], dur[a] + tail[a]);
-            let (mut after, mut k_after) = (vec![(c, 1.0), (start[a], -1.0)], 0.0);
-            let (mut prior, mut k_prior) = (vec![(start[a], 1.0)], 0.0);
-            for &b in ks {
-                if b == a {
-                    continue;
-                }
-                // C - s_a - sum d_b [a before b] >= d_a + qmin.
-                expand(&mut after, &mut k_after, before[&(a, b)], -dur[b]);
-                // s_a - sum d_b [b before a] >= rmin.
-                expand(&mut prior, &mut k_prior, before[&(b, a)], -dur[b]);
-            }
-            model.ge(&after, dur[a] + qmin[w] - k_after);
-            model.ge(&prior, rmin[w] - k_prior);
-        }
     }
-    // Memory and live caps, at every forward start.
-    for (w, ks) in by_worker.iter().enumerate() {
-        for &t in ks.iter().filter(|&&k| ops[k].instr.is_forward()) {
-            let stash = |k: usize| ctx.stash[ops[k].instr.stage()];
-            let mut rows: Vec<(Vec<f64>, f64)> = Vec::new();
-            if let Some(m) = ctx.memory {
-                let scale = m.max(1.0);
-                rows.push((
-                    ks.iter().map(|&k| stash(k) / scale).collect(),
-                    (m - base[w]) / scale,
-                ));
-            }
-            if let Some(cap) = ctx.caps {
-                rows.push((vec![1.0; ks.len()], cap[w] as f64));
-            }
-            for (weights, budget) in rows {
-                let (mut terms, mut constant) = (
-                    Vec::new(),
-                    weights[ks.iter().position(|&k| k == t).unwrap()],
-                );
-                for (i, &o) in ks.iter().enumerate() {
-                    if o == t || weights[i] == 0.0 {
-                        continue;
+}
+
+/// The disjunctive model's variables: the makespan, a start per operation, and whether
+/// each pair on a worker runs in order (a constant where precedence or the windows decide,
+/// a binary otherwise).
+struct Disjunctive<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    makespan: Var,
+    start: Vec<Var>,
+    before: HashMap<(usize, usize), Before>,
+    /// The pairs `(a, b)` left free, with their binary (1: `a` before `b`).
+    free: Vec<(usize, usize, Var)>,
+}
+
+impl<'c, 'a> Disjunctive<'c, 'a> {
+    /// The variables: the makespan, the starts in their windows, a binary per free pair.
+    fn new(ctx: &'c Ctx<'a>, model: &mut Model) -> Self {
+        let (ops, dur, head, latest) = (ctx.ops, ctx.dur, ctx.head, ctx.latest);
+        let (ub, slack) = (ctx.ub, ctx.slack);
+        let makespan = model.continuous(1.0, (ctx.lb0 - slack).min(ub), ub + slack);
+        let start: Vec<Var> = (0..ops.len())
+            .map(|k| model.continuous(0.0, head[k] - slack, latest[k] + slack))
+            .collect();
+        let mut before: HashMap<(usize, usize), Before> = HashMap::new();
+        let mut free: Vec<(usize, usize, Var)> = Vec::new();
+        for ks in ctx.by_worker {
+            for (ia, &a) in ks.iter().enumerate() {
+                for &b in &ks[ia + 1..] {
+                    let mut rel = forced_order(ops[a].instr, ops[b].instr);
+                    // Windows: b cannot finish before a's earliest start + ... and vice versa.
+                    if rel.is_none() && head[a] + dur[a] > latest[b] + slack {
+                        rel = Some(false);
                     }
-                    let sign = if ops[o].instr.is_forward() { 1.0 } else { -1.0 };
-                    expand(
-                        &mut terms,
-                        &mut constant,
-                        before[&(o, t)],
-                        sign * weights[i],
+                    if rel.is_none() && head[b] + dur[b] > latest[a] + slack {
+                        rel = Some(true);
+                    }
+                    let r = match rel {
+                        Some(true) => Before::Always,
+                        Some(false) => Before::Never,
+                        None => {
+                            let x = model.binary(0.0);
+                            free.push((a, b, x));
+                            Before::Var(x, true)
+                        }
+                    };
+                    before.insert((a, b), r);
+                    before.insert(
+                        (b, a),
+                        match r {
+                            Before::Always => Before::Never,
+                            Before::Never => Before::Always,
+                            Before::Var(x, s) => Before::Var(x, !s),
+                        },
                     );
                 }
-                model.le(&terms, budget - constant + 1e-9);
+            }
+        }
+        Disjunctive {
+            ctx,
+            makespan,
+            start,
+            before,
+            free,
+        }
+    }
+
+    /// Precedences; forced pairs as precedences, free ones as disjunctions.
+    fn precedence_and_order_rows(&self, model: &mut Model) {
+        let (ctx, start) = (self.ctx, &self.start);
+        let (dur, head, latest, slack) = (ctx.dur, ctx.head, ctx.latest, ctx.slack);
+        for (k, ps) in ctx.preds.iter().enumerate() {
+            for &(p, l) in ps {
+                model.ge(&[(start[k], 1.0), (start[p], -1.0)], dur[p] + l);
+            }
+        }
+        for &(a, b, x) in &self.free {
+            let m1 = dur[a] + latest[a] - head[b] + slack;
+            let m2 = dur[b] + latest[b] - head[a] + slack;
+            // x = 1: s_b >= s_a + d_a; x = 0: s_a >= s_b + d_b.
+            model.ge(&[(start[b], 1.0), (start[a], -1.0), (x, -m1)], dur[a] - m1);
+            model.ge(&[(start[a], 1.0), (start[b], -1.0), (x, m2)], dur[b]);
+        }
+        for ks in ctx.by_worker {
+            for (ia, &a) in ks.iter().enumerate() {
+                for &b in &ks[ia + 1..] {
+                    match self.before[&(a, b)] {
+                        Before::Always => model.ge(&[(start[b], 1.0), (start[a], -1.0)], dur[a]),
+                        Before::Never => model.ge(&[(start[a], 1.0), (start[b], -1.0)], dur[b]),
+                        Before::Var(..) => {}
+                    }
+                }
             }
         }
     }
-    // The MIP start: the incumbent's simulated starts and orders.
-    let mut values = vec![0.0; model.num_vars()];
-    values[c.0] = ub;
-    let mut position: HashMap<Instr, usize> = HashMap::new();
-    for stream in ctx.incumbent {
-        for (i, op) in stream.iter().enumerate() {
-            position.insert(*op, i);
+
+    /// Makespan rows: tails, and the work ordered after (before) each operation.
+    fn makespan_rows(&self, model: &mut Model) {
+        let (ctx, start, c) = (self.ctx, &self.start, self.makespan);
+        let dur = ctx.dur;
+        for (w, ks) in ctx.by_worker.iter().enumerate() {
+            for &a in ks {
+                model.ge(&[(c, 1.0), (start[a], -1.0)], dur[a] + ctx.tail[a]);
+                let (mut after, mut k_after) = (vec![(c, 1.0), (start[a], -1.0)], 0.0);
+                let (mut prior, mut k_prior) = (vec![(start[a], 1.0)], 0.0);
+                for &b in ks {
+                    if b == a {
+                        continue;
+                    }
+                    // C - s_a - sum d_b [a before b] >= d_a + qmin.
+                    add_before(&mut after, &mut k_after, self.before[&(a, b)], -dur[b]);
+                    // s_a - sum d_b [b before a] >= rmin.
+                    add_before(&mut prior, &mut k_prior, self.before[&(b, a)], -dur[b]);
+                }
+                model.ge(&after, dur[a] + ctx.qmin[w] - k_after);
+                model.ge(&prior, ctx.rmin[w] - k_prior);
+            }
         }
     }
-    for &(k, s) in &ctx.incumbent_starts {
-        values[start[k].0] = s;
+
+    /// Memory and live caps, at every forward start.
+    fn memory_rows(&self, model: &mut Model) {
+        let ctx = self.ctx;
+        let ops = ctx.ops;
+        for (w, ks) in ctx.by_worker.iter().enumerate() {
+            for &t in ks.iter().filter(|&&k| ops[k].instr.is_forward()) {
+                let stash = |k: usize| ctx.stash[ops[k].instr.stage()];
+                let mut rows: Vec<(Vec<f64>, f64)> = Vec::new();
+                if let Some(m) = ctx.memory {
+                    let scale = m.max(1.0);
+                    rows.push((
+                        ks.iter().map(|&k| stash(k) / scale).collect(),
+                        (m - ctx.base[w]) / scale,
+                    ));
+                }
+                if let Some(cap) = ctx.caps {
+                    rows.push((vec![1.0; ks.len()], cap[w] as f64));
+                }
+                for (weights, budget) in rows {
+                    let (mut terms, mut constant) = (
+                        Vec::new(),
+                        weights[ks.iter().position(|&k| k == t).unwrap()],
+                    );
+                    for (i, &o) in ks.iter().enumerate() {
+                        if o == t || weights[i] == 0.0 {
+                            continue;
+                        }
+                        let sign = if ops[o].instr.is_forward() { 1.0 } else { -1.0 };
+                        add_before(
+                            &mut terms,
+                            &mut constant,
+                            self.before[&(o, t)],
+                            sign * weights[i],
+                        );
+                    }
+                    model.le(&terms, budget - constant + 1e-9);
+                }
+            }
+        }
     }
-    for &(a, b, x) in &x_of {
-        values[x.0] = if position[&ops[a].instr] < position[&ops[b].instr] {
-            1.0
-        } else {
-            0.0
-        };
+
+    /// The MIP start: the incumbent's simulated starts and orders.
+    fn set_incumbent(&self, model: &mut Model) {
+        let ctx = self.ctx;
+        let mut values = vec![0.0; model.num_vars()];
+        values[self.makespan.0] = ctx.ub;
+        let mut position: HashMap<Instr, usize> = HashMap::new();
+        for stream in ctx.incumbent {
+            for (i, op) in stream.iter().enumerate() {
+                position.insert(*op, i);
+            }
+        }
+        for &(k, s) in &ctx.incumbent_starts {
+            values[self.start[k].0] = s;
+        }
+        for &(a, b, x) in &self.free {
+            values[x.0] = if position[&ctx.ops[a].instr] < position[&ctx.ops[b].instr] {
+                1.0
+            } else {
+                0.0
+            };
+        }
+        model.set_start(values);
     }
-    model.set_start(values);
-    let solved = model.solve(options, None)?;
-    let orders = solved.status.has_solution().then(|| {
-        by_worker
+
+    /// Each worker's operations in the order of a solution's starts (ties by its order
+    /// binaries).
+    fn orders(&self, values: &[f64]) -> Vec<Vec<usize>> {
+        let start = &self.start;
+        self.ctx
+            .by_worker
             .iter()
             .map(|ks| {
                 let mut order = ks.clone();
                 order.sort_by(|&a, &b| {
-                    solved.values[start[a].0]
-                        .total_cmp(&solved.values[start[b].0])
-                        .then_with(|| match before[&(a, b)] {
+                    values[start[a].0]
+                        .total_cmp(&values[start[b].0])
+                        .then_with(|| match self.before[&(a, b)] {
                             Before::Always => std::cmp::Ordering::Less,
                             Before::Never => std::cmp::Ordering::Greater,
                             Before::Var(x, s) => {
-                                if (solved.values[x.0] > 0.5) == s {
+                                if (values[x.0] > 0.5) == s {
                                     std::cmp::Ordering::Less
                                 } else {
                                     std::cmp::Ordering::Greater
@@ -803,8 +952,7 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved>
                 order
             })
             .collect()
-    });
-    Ok((solved, orders, binaries))
+    }
 }
 
 /// The time-indexed formulation on a grid of `g` units (module docs).

@@ -147,6 +147,16 @@ fn checked_elems(node: &Node, dims: &[usize]) -> Result<usize, OnnxError> {
         .ok_or_else(|| unsupported(node, format!("weight of dims {dims:?} is out of range")))
 }
 
+/// A node's `i`-th input, when it names one (an empty name is an absent optional input).
+fn input<'a>(node: &Node<'a>, i: usize) -> Option<&'a str> {
+    node.input.get(i).copied().filter(|s| !s.is_empty())
+}
+
+/// A node's first input: the activation most ops read.
+fn first_input<'a>(node: &Node<'a>) -> Result<&'a str, OnnxError> {
+    input(node, 0).ok_or_else(|| unsupported(node, "no input"))
+}
+
 fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
     OnnxError::Unsupported {
         op: node.op_type.as_str().to_string(),
@@ -327,311 +337,370 @@ impl<'a> Importer<'_, 'a> {
         Ok(p)
     }
 
+    /// One node of the graph, in the file's order: its op added to the network (or its
+    /// constant kept), its output's shape by the builders' rules.
     fn node(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let at = Attrs { node };
-        let input = |i: usize| node.input.get(i).copied().filter(|s| !s.is_empty());
-        let first = input(0).ok_or_else(|| unsupported(node, "no input"));
         match &node.op_type {
-            OpType::Constant => {
-                let t = at
-                    .get("value")
-                    .and_then(|a| a.t.clone())
-                    .ok_or_else(|| unsupported(node, "only tensor constants (`value`)"))?;
-                if let Some(out) = node.output.first() {
-                    self.constants.insert(out, t);
-                }
-            }
-            OpType::Identity => {
-                let x = self.activation(node, first?)?;
-                if let Some(out) = node.output.first() {
-                    self.producer.insert(out, x);
-                }
-            }
-            OpType::Conv => {
-                let x = self.activation(node, first?)?;
-                let w = self.weight_dims(node, input(1).unwrap_or(""))?;
-                if w.len() != 4 {
-                    return Err(unsupported(
-                        node,
-                        format!("weight dims {w:?} (only 2-d convolutions)"),
-                    ));
-                }
-                let groups = usize_of(at.int("group", 1), node, "group")?;
-                let cin = self.b.shape(x)[0];
-                let cout = usize_of(w[0], node, "weight dim 0")?;
-                let kernel = (
-                    usize_of(w[2], node, "kernel")?,
-                    usize_of(w[3], node, "kernel")?,
-                );
-                let per_group = usize_of(w[1], node, "weight dim 1")?;
-                if groups == 0 || per_group.checked_mul(groups) != Some(cin) {
-                    return Err(unsupported(
-                        node,
-                        format!("weight dims {w:?} with group {groups} do not match {cin} input channels"),
-                    ));
-                }
-                if let Some(k) = at.ints("kernel_shape") {
-                    if k != [w[2], w[3]] {
-                        return Err(unsupported(
-                            node,
-                            format!("kernel_shape {k:?} differs from the weight's {w:?}"),
-                        ));
-                    }
-                }
-                let bias = self.bias(node, input(2), cout)?;
-                let Window {
-                    out: (h, wd),
-                    stride,
-                    padding,
-                } = self.window(node, x, kernel, false)?;
-                let kind = OpKind::Conv2d {
-                    cin,
-                    cout,
-                    kernel,
-                    stride,
-                    padding,
-                    groups,
-                    bias,
-                };
-                self.push(node, kind, &[x], vec![cout, h, wd])?;
-            }
-            OpType::BatchNormalization => {
-                let x = self.activation(node, first?)?;
-                let shape = self.b.shape(x).clone();
-                if shape.len() != 3 {
-                    return Err(unsupported(node, "only 2-d batch normalization (NCHW)"));
-                }
-                for i in 1..=2 {
-                    let d = self.weight_dims(node, input(i).unwrap_or(""))?;
-                    if d != [shape[0] as i64] {
-                        return Err(unsupported(
-                            node,
-                            format!("scale or bias dims {d:?} for {} channels", shape[0]),
-                        ));
-                    }
-                }
-                let kind = OpKind::BatchNorm2d {
-                    channels: shape[0],
-                    eps: at.float("epsilon", 1e-5),
-                };
-                self.push(node, kind, &[x], shape)?;
-            }
-            OpType::Relu => {
-                let x = self.activation(node, first?)?;
-                let shape = self.b.shape(x).clone();
-                self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
-            }
-            OpType::Clip => {
-                // A clip from 0 (ReLU6, torchvision's `ReLU6(inplace=True)`) keeps its
-                // output for the backward and moves the bytes of a ReLU: it is costed as
-                // one. Bounds are inputs from opset 11, attributes before.
-                let x = self.activation(node, first?)?;
-                let bound = |i: usize, attr: &str| -> Option<f64> {
-                    match input(i) {
-                        Some(c) => self.constants.get(c).and_then(|t| {
-                            t.as_f32()
-                                .and_then(|v| v.first().map(|&f| f as f64))
-                                .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
-                        }),
-                        None => at.get(attr).map(|a| a.f as f64),
-                    }
-                };
-                let min = bound(1, "min");
-                if min != Some(0.0) {
-                    return Err(unsupported(
-                        node,
-                        format!("minimum {min:?} (only a clip from 0: ReLU6)"),
-                    ));
-                }
-                let shape = self.b.shape(x).clone();
-                self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
-            }
-            OpType::MaxPool | OpType::AveragePool => {
-                let x = self.activation(node, first?)?;
-                if node.output.len() > 1 && !node.output[1].is_empty() {
-                    return Err(unsupported(node, "the Indices output"));
-                }
-                let k = self.square_kernel(node)?;
-                let ceil_mode = at.int("ceil_mode", 0) != 0;
-                let Window {
-                    out: (h, w),
-                    stride: s,
-                    padding: p,
-                } = self.window(node, x, (k, k), ceil_mode)?;
-                if s.0 != s.1 || p.0 != p.1 {
-                    return Err(unsupported(
-                        node,
-                        "only equal strides and pads in both dimensions",
-                    ));
-                }
-                let (stride, padding) = (s.0, p.0);
-                let kind = if node.op_type == OpType::MaxPool {
-                    OpKind::MaxPool2d {
-                        kernel: k,
-                        stride,
-                        padding,
-                        ceil_mode,
-                    }
-                } else {
-                    OpKind::AvgPool2d {
-                        kernel: k,
-                        stride,
-                        padding,
-                        ceil_mode,
-                    }
-                };
-                let c = self.b.shape(x)[0];
-                self.push(node, kind, &[x], vec![c, h, w])?;
-            }
-            OpType::GlobalAveragePool | OpType::ReduceMean => {
-                let x = self.activation(node, first?)?;
-                if self.b.shape(x).len() != 3 {
-                    return Err(unsupported(node, "the input is not an NCHW feature map"));
-                }
-                // A mean over the spatial axes is a global average pool; `keepdims = 0`
-                // adds a flatten (a view).
-                let mut flat = false;
-                if node.op_type == OpType::ReduceMean {
-                    let axes = match input(1) {
-                        Some(a) => self
-                            .constants
-                            .get(a)
-                            .and_then(|t| t.as_i64().map(|v| v.into_owned())),
-                        None => at.ints("axes"),
-                    };
-                    let mut axes = axes.unwrap_or_default();
-                    axes.sort_unstable();
-                    if axes != [2, 3] && axes != [-2, -1] {
-                        return Err(unsupported(
-                            node,
-                            format!("axes {axes:?} (only the spatial mean, [2, 3])"),
-                        ));
-                    }
-                    flat = at.int("keepdims", 1) == 0;
-                }
-                let c = self.b.shape(x)[0];
-                let kind = OpKind::AdaptiveAvgPool2d { out: (1, 1) };
-                if flat {
-                    let name = node_name(node);
-                    let pool = self
-                        .b
-                        .op(&format!("{name}/pool"), kind, &[x], vec![c, 1, 1])
-                        .map_err(|_| OnnxError::Empty { node: name })?;
-                    self.push(node, OpKind::Flatten, &[pool], vec![c])?;
-                } else {
-                    self.push(node, kind, &[x], vec![c, 1, 1])?;
-                }
-            }
-            OpType::Flatten | OpType::Reshape => {
-                let x = self.activation(node, first?)?;
-                let n = self
-                    .b
-                    .shape(x)
-                    .iter()
-                    .try_fold(1usize, |a, &d| a.checked_mul(d))
-                    .filter(|&n| n <= LIMIT * LIMIT)
-                    .ok_or_else(|| unsupported(node, "the flattened size is out of range"))?;
-                if node.op_type == OpType::Flatten {
-                    let axis = at.int("axis", 1);
-                    if axis != 1 {
-                        return Err(unsupported(
-                            node,
-                            format!("axis {axis} (only 1: keep the batch)"),
-                        ));
-                    }
-                } else {
-                    let target = input(1)
-                        .and_then(|s| self.constants.get(s))
-                        .and_then(|t| t.as_i64().map(|v| v.into_owned()))
-                        .ok_or_else(|| unsupported(node, "the target shape is not a constant"))?;
-                    let flat = target.len() == 2
-                        && (target[1] == -1 || target[1] == n as i64)
-                        && target[0] != -1;
-                    if !flat {
-                        return Err(unsupported(
-                            node,
-                            format!("target shape {target:?} (only a flatten to [batch, -1])"),
-                        ));
-                    }
-                }
-                self.push(node, OpKind::Flatten, &[x], vec![n])?;
-            }
-            OpType::Gemm => {
-                let x = self.activation(node, first?)?;
-                if at.int("transA", 0) != 0 {
-                    return Err(unsupported(node, "transA = 1 (the activation must be A)"));
-                }
-                let w = self.weight_dims(node, input(1).unwrap_or(""))?;
-                if w.len() != 2 {
-                    return Err(unsupported(node, format!("weight dims {w:?}")));
-                }
-                let (fout, fin) = if at.int("transB", 0) != 0 {
-                    (w[0], w[1])
-                } else {
-                    (w[1], w[0])
-                };
-                let (fin, fout) = (usize_of(fin, node, "fin")?, usize_of(fout, node, "fout")?);
-                checked_elems(node, &[fin, fout])?;
-                let shape = self.b.shape(x).clone();
-                if shape != [fin] {
-                    return Err(unsupported(
-                        node,
-                        format!("input shape {shape:?} for a weight of {fin} inputs"),
-                    ));
-                }
-                let bias = self.bias(node, input(2), fout)?;
-                self.push(node, OpKind::Linear { fin, fout, bias }, &[x], vec![fout])?;
-            }
-            OpType::Dropout => {
-                let x = self.activation(node, first?)?;
-                let p = self.dropout_ratio(node, input(1))?;
-                let shape = self.b.shape(x).clone();
-                self.push(node, OpKind::Dropout { p }, &[x], shape)?;
-            }
-            OpType::Add => {
-                let xs = (0..node.input.len())
-                    .map(|i| self.activation(node, node.input[i]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if xs.len() != 2 {
-                    return Err(unsupported(node, "only the sum of two activations"));
-                }
-                let shape = self.b.shape(xs[0]).clone();
-                if xs.len() != 2 || xs.iter().any(|&x| *self.b.shape(x) != shape) {
-                    return Err(unsupported(
-                        node,
-                        "only the sum of two activations of one shape",
-                    ));
-                }
-                self.push(node, OpKind::Add, &xs, shape)?;
-            }
-            OpType::Concat => {
-                let xs = (0..node.input.len())
-                    .map(|i| self.activation(node, node.input[i]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let axis = at.int("axis", 1);
-                let Some(&x0) = xs.first() else {
-                    return Err(unsupported(node, "no inputs"));
-                };
-                let mut shape = self.b.shape(x0).clone();
-                if axis != 1 || shape.len() != 3 {
-                    return Err(unsupported(
-                        node,
-                        format!("axis {axis} (only channels of NCHW)"),
-                    ));
-                }
-                if xs.iter().any(|&x| self.b.shape(x)[1..] != shape[1..]) {
-                    return Err(unsupported(node, "inputs of different spatial sizes"));
-                }
-                shape[0] = xs.iter().map(|&x| self.b.shape(x)[0]).sum();
-                self.push(node, OpKind::Cat, &xs, shape)?;
-            }
-            other => {
-                return Err(OnnxError::UnsupportedOp {
-                    op: other.as_str().to_string(),
-                    node: node_name(node),
-                })
+            OpType::Constant => self.constant(node),
+            OpType::Identity => self.identity(node),
+            OpType::Conv => self.conv(node),
+            OpType::BatchNormalization => self.batch_norm(node),
+            OpType::Relu => self.relu(node),
+            OpType::Clip => self.clip(node),
+            OpType::MaxPool | OpType::AveragePool => self.pool(node),
+            OpType::GlobalAveragePool | OpType::ReduceMean => self.global_pool(node),
+            OpType::Flatten | OpType::Reshape => self.flatten(node),
+            OpType::Gemm => self.gemm(node),
+            OpType::Dropout => self.dropout(node),
+            OpType::Add => self.add(node),
+            OpType::Concat => self.concat(node),
+            other => Err(OnnxError::UnsupportedOp {
+                op: other.as_str().to_string(),
+                node: node_name(node),
+            }),
+        }
+    }
+
+    /// A `Constant`: its tensor, kept for the nodes that read it as a value (a reshape
+    /// target, a dropout ratio, a clip bound, reduction axes).
+    fn constant(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let t = at
+            .get("value")
+            .and_then(|a| a.t.clone())
+            .ok_or_else(|| unsupported(node, "only tensor constants (`value`)"))?;
+        if let Some(out) = node.output.first() {
+            self.constants.insert(out, t);
+        }
+        Ok(())
+    }
+
+    /// An `Identity`: its output names its input's producer.
+    fn identity(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let x = self.activation(node, first_input(node)?)?;
+        if let Some(out) = node.output.first() {
+            self.producer.insert(out, x);
+        }
+        Ok(())
+    }
+
+    /// A `Conv`: a 2-d convolution, its weight's dims checked against the input channels,
+    /// the groups and the kernel.
+    fn conv(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        let w = self.weight_dims(node, input(node, 1).unwrap_or(""))?;
+        if w.len() != 4 {
+            return Err(unsupported(
+                node,
+                format!("weight dims {w:?} (only 2-d convolutions)"),
+            ));
+        }
+        let groups = usize_of(at.int("group", 1), node, "group")?;
+        let cin = self.b.shape(x)[0];
+        let cout = usize_of(w[0], node, "weight dim 0")?;
+        let kernel = (
+            usize_of(w[2], node, "kernel")?,
+            usize_of(w[3], node, "kernel")?,
+        );
+        let per_group = usize_of(w[1], node, "weight dim 1")?;
+        if groups == 0 || per_group.checked_mul(groups) != Some(cin) {
+            return Err(unsupported(
+                node,
+                format!("weight dims {w:?} with group {groups} do not match {cin} input channels"),
+            ));
+        }
+        if let Some(k) = at.ints("kernel_shape") {
+            if k != [w[2], w[3]] {
+                return Err(unsupported(
+                    node,
+                    format!("kernel_shape {k:?} differs from the weight's {w:?}"),
+                ));
             }
         }
+        let bias = self.bias(node, input(node, 2), cout)?;
+        let Window {
+            out: (h, wd),
+            stride,
+            padding,
+        } = self.window(node, x, kernel, false)?;
+        let kind = OpKind::Conv2d {
+            cin,
+            cout,
+            kernel,
+            stride,
+            padding,
+            groups,
+            bias,
+        };
+        self.push(node, kind, &[x], vec![cout, h, wd])?;
+        Ok(())
+    }
+
+    /// A `BatchNormalization` of an NCHW map, its scale and bias one per channel.
+    fn batch_norm(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        let shape = self.b.shape(x).clone();
+        if shape.len() != 3 {
+            return Err(unsupported(node, "only 2-d batch normalization (NCHW)"));
+        }
+        for i in 1..=2 {
+            let d = self.weight_dims(node, input(node, i).unwrap_or(""))?;
+            if d != [shape[0] as i64] {
+                return Err(unsupported(
+                    node,
+                    format!("scale or bias dims {d:?} for {} channels", shape[0]),
+                ));
+            }
+        }
+        let kind = OpKind::BatchNorm2d {
+            channels: shape[0],
+            eps: at.float("epsilon", 1e-5),
+        };
+        self.push(node, kind, &[x], shape)?;
+        Ok(())
+    }
+
+    /// A `Relu`.
+    fn relu(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let x = self.activation(node, first_input(node)?)?;
+        let shape = self.b.shape(x).clone();
+        self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
+        Ok(())
+    }
+
+    /// A `Clip` from 0 (ReLU6).
+    fn clip(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        // A clip from 0 (ReLU6, torchvision's `ReLU6(inplace=True)`) keeps its
+        // output for the backward and moves the bytes of a ReLU: it is costed as
+        // one. Bounds are inputs from opset 11, attributes before.
+        let x = self.activation(node, first_input(node)?)?;
+        let bound = |i: usize, attr: &str| -> Option<f64> {
+            match input(node, i) {
+                Some(c) => self.constants.get(c).and_then(|t| {
+                    t.as_f32()
+                        .and_then(|v| v.first().map(|&f| f as f64))
+                        .or_else(|| t.as_f64().and_then(|v| v.first().copied()))
+                }),
+                None => at.get(attr).map(|a| a.f as f64),
+            }
+        };
+        let min = bound(1, "min");
+        if min != Some(0.0) {
+            return Err(unsupported(
+                node,
+                format!("minimum {min:?} (only a clip from 0: ReLU6)"),
+            ));
+        }
+        let shape = self.b.shape(x).clone();
+        self.push(node, OpKind::Relu { inplace: true }, &[x], shape)?;
+        Ok(())
+    }
+
+    /// A `MaxPool` or an `AveragePool`: a square window, equal strides and pads.
+    fn pool(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        if node.output.len() > 1 && !node.output[1].is_empty() {
+            return Err(unsupported(node, "the Indices output"));
+        }
+        let k = self.square_kernel(node)?;
+        let ceil_mode = at.int("ceil_mode", 0) != 0;
+        let Window {
+            out: (h, w),
+            stride: s,
+            padding: p,
+        } = self.window(node, x, (k, k), ceil_mode)?;
+        if s.0 != s.1 || p.0 != p.1 {
+            return Err(unsupported(
+                node,
+                "only equal strides and pads in both dimensions",
+            ));
+        }
+        let (stride, padding) = (s.0, p.0);
+        let kind = if node.op_type == OpType::MaxPool {
+            OpKind::MaxPool2d {
+                kernel: k,
+                stride,
+                padding,
+                ceil_mode,
+            }
+        } else {
+            OpKind::AvgPool2d {
+                kernel: k,
+                stride,
+                padding,
+                ceil_mode,
+            }
+        };
+        let c = self.b.shape(x)[0];
+        self.push(node, kind, &[x], vec![c, h, w])?;
+        Ok(())
+    }
+
+    /// A `GlobalAveragePool`, or a `ReduceMean` over the spatial axes (the same pool,
+    /// flattened when it drops the axes).
+    fn global_pool(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        if self.b.shape(x).len() != 3 {
+            return Err(unsupported(node, "the input is not an NCHW feature map"));
+        }
+        // A mean over the spatial axes is a global average pool; `keepdims = 0`
+        // adds a flatten (a view).
+        let mut flat = false;
+        if node.op_type == OpType::ReduceMean {
+            let axes = match input(node, 1) {
+                Some(a) => self
+                    .constants
+                    .get(a)
+                    .and_then(|t| t.as_i64().map(|v| v.into_owned())),
+                None => at.ints("axes"),
+            };
+            let mut axes = axes.unwrap_or_default();
+            axes.sort_unstable();
+            if axes != [2, 3] && axes != [-2, -1] {
+                return Err(unsupported(
+                    node,
+                    format!("axes {axes:?} (only the spatial mean, [2, 3])"),
+                ));
+            }
+            flat = at.int("keepdims", 1) == 0;
+        }
+        let c = self.b.shape(x)[0];
+        let kind = OpKind::AdaptiveAvgPool2d { out: (1, 1) };
+        if flat {
+            let name = node_name(node);
+            let pool = self
+                .b
+                .op(&format!("{name}/pool"), kind, &[x], vec![c, 1, 1])
+                .map_err(|_| OnnxError::Empty { node: name })?;
+            self.push(node, OpKind::Flatten, &[pool], vec![c])?;
+        } else {
+            self.push(node, kind, &[x], vec![c, 1, 1])?;
+        }
+        Ok(())
+    }
+
+    /// A `Flatten` after the batch axis, or a `Reshape` to `[batch, -1]`.
+    fn flatten(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        let n = self
+            .b
+            .shape(x)
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= LIMIT * LIMIT)
+            .ok_or_else(|| unsupported(node, "the flattened size is out of range"))?;
+        if node.op_type == OpType::Flatten {
+            let axis = at.int("axis", 1);
+            if axis != 1 {
+                return Err(unsupported(
+                    node,
+                    format!("axis {axis} (only 1: keep the batch)"),
+                ));
+            }
+        } else {
+            let target = input(node, 1)
+                .and_then(|s| self.constants.get(s))
+                .and_then(|t| t.as_i64().map(|v| v.into_owned()))
+                .ok_or_else(|| unsupported(node, "the target shape is not a constant"))?;
+            let flat =
+                target.len() == 2 && (target[1] == -1 || target[1] == n as i64) && target[0] != -1;
+            if !flat {
+                return Err(unsupported(
+                    node,
+                    format!("target shape {target:?} (only a flatten to [batch, -1])"),
+                ));
+            }
+        }
+        self.push(node, OpKind::Flatten, &[x], vec![n])?;
+        Ok(())
+    }
+
+    /// A `Gemm` whose `A` is the activation: a linear layer.
+    fn gemm(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let x = self.activation(node, first_input(node)?)?;
+        if at.int("transA", 0) != 0 {
+            return Err(unsupported(node, "transA = 1 (the activation must be A)"));
+        }
+        let w = self.weight_dims(node, input(node, 1).unwrap_or(""))?;
+        if w.len() != 2 {
+            return Err(unsupported(node, format!("weight dims {w:?}")));
+        }
+        let (fout, fin) = if at.int("transB", 0) != 0 {
+            (w[0], w[1])
+        } else {
+            (w[1], w[0])
+        };
+        let (fin, fout) = (usize_of(fin, node, "fin")?, usize_of(fout, node, "fout")?);
+        checked_elems(node, &[fin, fout])?;
+        let shape = self.b.shape(x).clone();
+        if shape != [fin] {
+            return Err(unsupported(
+                node,
+                format!("input shape {shape:?} for a weight of {fin} inputs"),
+            ));
+        }
+        let bias = self.bias(node, input(node, 2), fout)?;
+        self.push(node, OpKind::Linear { fin, fout, bias }, &[x], vec![fout])?;
+        Ok(())
+    }
+
+    /// A `Dropout`.
+    fn dropout(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let x = self.activation(node, first_input(node)?)?;
+        let p = self.dropout_ratio(node, input(node, 1))?;
+        let shape = self.b.shape(x).clone();
+        self.push(node, OpKind::Dropout { p }, &[x], shape)?;
+        Ok(())
+    }
+
+    /// An `Add` of two activations of one shape.
+    fn add(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let xs = (0..node.input.len())
+            .map(|i| self.activation(node, node.input[i]))
+            .collect::<Result<Vec<_>, _>>()?;
+        if xs.len() != 2 {
+            return Err(unsupported(node, "only the sum of two activations"));
+        }
+        let shape = self.b.shape(xs[0]).clone();
+        if xs.len() != 2 || xs.iter().any(|&x| *self.b.shape(x) != shape) {
+            return Err(unsupported(
+                node,
+                "only the sum of two activations of one shape",
+            ));
+        }
+        self.push(node, OpKind::Add, &xs, shape)?;
+        Ok(())
+    }
+
+    /// A `Concat` of activations along the channels of NCHW maps.
+    fn concat(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let xs = (0..node.input.len())
+            .map(|i| self.activation(node, node.input[i]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let axis = at.int("axis", 1);
+        let Some(&x0) = xs.first() else {
+            return Err(unsupported(node, "no inputs"));
+        };
+        let mut shape = self.b.shape(x0).clone();
+        if axis != 1 || shape.len() != 3 {
+            return Err(unsupported(
+                node,
+                format!("axis {axis} (only channels of NCHW)"),
+            ));
+        }
+        if xs.iter().any(|&x| self.b.shape(x)[1..] != shape[1..]) {
+            return Err(unsupported(node, "inputs of different spatial sizes"));
+        }
+        shape[0] = xs.iter().map(|&x| self.b.shape(x)[0]).sum();
+        self.push(node, OpKind::Cat, &xs, shape)?;
         Ok(())
     }
 }

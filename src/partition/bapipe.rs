@@ -19,11 +19,14 @@
 //! the memory rule
 //! is the 1F1B one (processor n keeps D - n stashes; `live` gives them). `optimal_heterogeneous`
 //! is the exact contiguous min-max (a DP over (processor, layer)), so the heuristic's loss
-//! is visible; it ignores communication and memory, like step 1.
+//! is visible; it ignores communication and memory, like step 1. At equal speeds it is
+//! `balanced_partition`, the split of the synchronous pipelines (`sync --stages`, the
+//! synchronous sweep, MixPipe's hybrid).
 
 use serde::Serialize;
 
 use crate::model::{ChainSums, Instance};
+use crate::schedule::sync::sim::PartitionError;
 
 /// A contiguous partition over processors in chain order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -109,6 +112,15 @@ pub fn optimal_heterogeneous(
         j = cut[n][j];
     }
     Ok(finish(&sums, factors, starts))
+}
+
+/// The contiguous split of the chain into `d` stages on equal processors that minimises the
+/// largest stage's forward + backward time ([`optimal_heterogeneous`] at unit factors), as
+/// stage starts: the split the synchronous pipelines run on when no partition is given.
+pub fn balanced_partition(instance: &Instance, d: usize) -> Result<Vec<usize>, PartitionError> {
+    optimal_heterogeneous(instance, &vec![1.0; d])
+        .map(|p| p.starts)
+        .map_err(|e| PartitionError::Invalid(e.to_string()))
 }
 
 /// Platform inputs of the heuristic's later steps.

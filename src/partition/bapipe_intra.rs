@@ -30,7 +30,9 @@
 
 use serde::Serialize;
 
-use super::bapipe::{balanced_heterogeneous, BapipePartitionError, HeteroPlatform};
+use super::bapipe::{
+    balanced_heterogeneous, BapipePartitionError, HeteroPartition, HeteroPlatform,
+};
 use crate::model::{ChainSums, Instance, Layer, SharedStash};
 
 /// One layer of the split chain: a whole layer (fraction 1) or a slice of one.
@@ -106,157 +108,34 @@ pub fn intra_layer_partition(
             "the chain has no work to balance (every forward and backward time is 0)".into(),
         ));
     }
-    let t = 1.0 / factors.iter().map(|f| 1.0 / (f * total)).sum::<f64>();
     // Cumulative work (profiled seconds) before layer j+1, j = 0..=L.
     let mut prefix = vec![0.0; l + 1];
     for j in 1..=l {
         prefix[j] = prefix[j - 1] + instance.layers[j - 1].fwd + instance.layers[j - 1].bwd;
     }
-    // Step 2: each cut at its processor's exact share, inside a layer when it falls there,
-    // unless the transfer of a cut inside that layer would exceed T.
-    let mut cuts: Vec<f64> = Vec::with_capacity(p.saturating_sub(1));
-    let mut kept = Vec::new();
-    let mut share = 0.0;
-    for n in 0..p.saturating_sub(1) {
-        share += t / factors[n];
-        let target = share.min(total);
-        // The layer containing `target` strictly inside, if any.
-        let inside = (1..=l).find(|&j| prefix[j - 1] < target && target < prefix[j]);
-        let position = match inside {
-            None => target,
-            Some(j) => {
-                let x = (target - prefix[j - 1]) / (prefix[j] - prefix[j - 1]);
-                let bytes = instance.a(j - 1) + x * instance.a(j);
-                if 2.0 * bytes / bandwidth_bytes_per_second > t {
-                    let Some(inter) = &inter else {
-                        return Err(BapipePartitionError::Invalid(format!(
-                            "cut {} must split layer {j} (fewer layers than processors) but its \
-                             transfer, {:.3e} s, exceeds the stage time {t:.3e} s",
-                            n + 1,
-                            2.0 * bytes / bandwidth_bytes_per_second
-                        )));
-                    };
-                    kept.push(n + 1);
-                    prefix[inter.starts[n + 1]]
-                } else {
-                    target
-                }
-            }
-        };
-        cuts.push(position);
-    }
-    // Cuts must leave every stage some work, in chain order.
-    let mut last = 0.0;
-    for (n, c) in cuts.iter().enumerate() {
-        if *c <= last || *c >= total {
-            return Err(BapipePartitionError::Invalid(format!(
-                "cut {} falls at {c} s of work, not after the previous cut ({last} s) and before \
-                 the end ({total} s): mixed inter- and intra-layer cuts do not fit in order",
-                n + 1
-            )));
-        }
-        last = *c;
-    }
-    // Step 3: the chain of pieces.
-    let tol = 1e-12 * total;
-    let mut layers: Vec<Layer> = Vec::new();
-    let mut pieces: Vec<LayerPiece> = Vec::new();
-    let mut starts = vec![0usize];
-    let mut split_layers = Vec::new();
-    let mut first_piece = vec![0usize; l + 1];
-    let mut last_piece = vec![0usize; l + 1];
-    let mut next_cut = 0usize;
-    for j in 1..=l {
-        let layer = &instance.layers[j - 1];
-        let (lo, hi) = (prefix[j - 1], prefix[j]);
-        // A cut at the layer's start (a boundary cut) begins a stage here.
-        while next_cut < cuts.len() && (cuts[next_cut] - lo).abs() <= tol {
-            starts.push(layers.len());
-            next_cut += 1;
-        }
-        let mut bounds = vec![lo];
-        let mut inner = 0;
-        while next_cut + inner < cuts.len() && cuts[next_cut + inner] < hi - tol {
-            bounds.push(cuts[next_cut + inner]);
-            inner += 1;
-        }
-        bounds.push(hi);
-        first_piece[j] = layers.len();
-        if inner == 0 {
-            layers.push(layer.clone());
-            pieces.push(LayerPiece {
-                layer: j,
-                fraction: 1.0,
-            });
-        } else {
-            split_layers.push(j);
-            let input = instance.a(j - 1);
-            let stash = layer.stash.unwrap_or(input);
-            let kept_input = input.min(stash);
-            let mut done = 0.0;
-            let m = bounds.len() - 1;
-            for k in 0..m {
-                let x = (bounds[k + 1] - bounds[k]) / (hi - lo);
-                done += x;
-                let is_last = k + 1 == m;
-                if k > 0 {
-                    starts.push(layers.len());
-                    next_cut += 1;
-                }
-                layers.push(Layer {
-                    name: format!("{}[{}/{}]", layer.name, k + 1, m),
-                    fwd: x * layer.fwd,
-                    bwd: x * layer.bwd,
-                    weights: x * layer.weights,
-                    out: if is_last {
-                        layer.out
-                    } else {
-                        input + done * layer.out
-                    },
-                    stash: Some(kept_input + x * (stash - kept_input)),
-                    stash_overlap: if is_last {
-                        layer.stash_overlap
-                    } else {
-                        Some(kept_input)
-                    },
-                });
-                pieces.push(LayerPiece {
-                    layer: j,
-                    fraction: x,
-                });
-            }
-        }
-        last_piece[j] = layers.len() - 1;
-    }
+    let work = Work {
+        instance,
+        prefix,
+        total,
+        t: 1.0 / factors.iter().map(|f| 1.0 / (f * total)).sum::<f64>(),
+    };
+    let (cuts, kept) = work.cuts(factors, bandwidth_bytes_per_second, inter.as_ref())?;
+    let chain = work.pieces(&cuts);
     // Cuts at the very end of the last layers (none: checked above) would leave stages empty.
-    if starts.len() != p {
+    if chain.starts.len() != p {
         return Err(BapipePartitionError::Invalid(format!(
             "built {} stages for {p} processors (a cut fell on a zero-time layer boundary twice)",
-            starts.len()
+            chain.starts.len()
         )));
-    }
-    let mut shared = Vec::new();
-    for e in &instance.stash_shared {
-        if split_layers.contains(&e.first) || split_layers.contains(&e.last) {
-            return Err(BapipePartitionError::Invalid(format!(
-                "layer {} or {} shares a stashed tensor (stash_shared) and would be split: the \
-                 intra-layer partition cannot divide that entry",
-                e.first, e.last
-            )));
-        }
-        shared.push(SharedStash {
-            first: first_piece[e.first] + 1,
-            last: last_piece[e.last] + 1,
-            bytes: e.bytes,
-        });
     }
     let mut split = instance.clone();
     split.name = format!("{}-intra{p}", instance.name);
-    split.layers = layers;
-    split.stash_shared = shared;
+    split.stash_shared = chain.shared_stashes(instance)?;
+    split.layers = chain.layers;
     split
         .check()
         .map_err(|e| BapipePartitionError::Invalid(format!("the split chain is invalid: {e}")))?;
+    let starts = chain.starts;
     let split_sums = ChainSums::new(&split);
     let stage_seconds: Vec<f64> = (0..p)
         .map(|n| {
@@ -267,7 +146,7 @@ pub fn intra_layer_partition(
     let bottleneck_seconds = stage_seconds.iter().cloned().fold(0.0, f64::max);
     Ok(IntraLayerPartition {
         instance: split,
-        pieces,
+        pieces: chain.pieces,
         starts,
         stage_seconds,
         bottleneck_seconds,
@@ -275,7 +154,208 @@ pub fn intra_layer_partition(
             .as_ref()
             .map_or(f64::INFINITY, |i| i.bottleneck_seconds),
         inter_layer_starts: inter.map(|i| i.starts).unwrap_or_default(),
-        split_layers,
+        split_layers: chain.split_layers,
         cuts_kept_for_communication: kept,
     })
+}
+
+/// The chain's work as a line of profiled seconds, on which the cuts are placed.
+struct Work<'a> {
+    instance: &'a Instance,
+    /// Cumulative work before layer j+1, j = 0..=L.
+    prefix: Vec<f64>,
+    total: f64,
+    /// The balanced stage time T = 1 / sum(1 / T_n) (eq. (1)).
+    t: f64,
+}
+
+/// The chain of pieces and where its stages start.
+struct Pieces {
+    layers: Vec<Layer>,
+    pieces: Vec<LayerPiece>,
+    starts: Vec<usize>,
+    split_layers: Vec<usize>,
+    /// The first and last piece (0-based) of each original layer (1-based).
+    first_piece: Vec<usize>,
+    last_piece: Vec<usize>,
+}
+
+impl Work<'_> {
+    /// Step 2: each cut (in seconds of work) at its processor's exact share, inside a layer
+    /// when it falls there, unless the transfer of a cut inside that layer would exceed T
+    /// (then at `inter`'s cut: the cuts so kept are returned too, 1 = between stages 0 and
+    /// 1); the cuts checked to leave every stage some work, in chain order.
+    fn cuts(
+        &self,
+        factors: &[f64],
+        bandwidth_bytes_per_second: f64,
+        inter: Option<&HeteroPartition>,
+    ) -> Result<(Vec<f64>, Vec<usize>), BapipePartitionError> {
+        let (instance, prefix, total, t) = (self.instance, &self.prefix, self.total, self.t);
+        let (l, p) = (instance.len(), factors.len());
+        let mut cuts: Vec<f64> = Vec::with_capacity(p.saturating_sub(1));
+        let mut kept = Vec::new();
+        let mut share = 0.0;
+        for n in 0..p.saturating_sub(1) {
+            share += t / factors[n];
+            let target = share.min(total);
+            // The layer containing `target` strictly inside, if any.
+            let inside = (1..=l).find(|&j| prefix[j - 1] < target && target < prefix[j]);
+            let position = match inside {
+                None => target,
+                Some(j) => {
+                    let x = (target - prefix[j - 1]) / (prefix[j] - prefix[j - 1]);
+                    let bytes = instance.a(j - 1) + x * instance.a(j);
+                    if 2.0 * bytes / bandwidth_bytes_per_second > t {
+                        let Some(inter) = inter else {
+                            return Err(BapipePartitionError::Invalid(format!(
+                                "cut {} must split layer {j} (fewer layers than processors) but \
+                                 its transfer, {:.3e} s, exceeds the stage time {t:.3e} s",
+                                n + 1,
+                                2.0 * bytes / bandwidth_bytes_per_second
+                            )));
+                        };
+                        kept.push(n + 1);
+                        prefix[inter.starts[n + 1]]
+                    } else {
+                        target
+                    }
+                }
+            };
+            cuts.push(position);
+        }
+        let mut last = 0.0;
+        for (n, c) in cuts.iter().enumerate() {
+            if *c <= last || *c >= total {
+                return Err(BapipePartitionError::Invalid(format!(
+                    "cut {} falls at {c} s of work, not after the previous cut ({last} s) and \
+                     before the end ({total} s): mixed inter- and intra-layer cuts do not fit in \
+                     order",
+                    n + 1
+                )));
+            }
+            last = *c;
+        }
+        Ok((cuts, kept))
+    }
+
+    /// Step 3: the chain of pieces, a layer whole where no cut falls inside it, else a
+    /// slice per stage it spans ([`slices`]); a stage starts at each cut.
+    fn pieces(&self, cuts: &[f64]) -> Pieces {
+        let (instance, prefix) = (self.instance, &self.prefix);
+        let l = instance.len();
+        let tol = 1e-12 * self.total;
+        let mut out = Pieces {
+            layers: Vec::new(),
+            pieces: Vec::new(),
+            starts: vec![0usize],
+            split_layers: Vec::new(),
+            first_piece: vec![0usize; l + 1],
+            last_piece: vec![0usize; l + 1],
+        };
+        let mut next_cut = 0usize;
+        for j in 1..=l {
+            let layer = &instance.layers[j - 1];
+            let (lo, hi) = (prefix[j - 1], prefix[j]);
+            // A cut at the layer's start (a boundary cut) begins a stage here.
+            while next_cut < cuts.len() && (cuts[next_cut] - lo).abs() <= tol {
+                out.starts.push(out.layers.len());
+                next_cut += 1;
+            }
+            let mut bounds = vec![lo];
+            let mut inner = 0;
+            while next_cut + inner < cuts.len() && cuts[next_cut + inner] < hi - tol {
+                bounds.push(cuts[next_cut + inner]);
+                inner += 1;
+            }
+            bounds.push(hi);
+            out.first_piece[j] = out.layers.len();
+            if inner == 0 {
+                out.layers.push(layer.clone());
+                out.pieces.push(LayerPiece {
+                    layer: j,
+                    fraction: 1.0,
+                });
+            } else {
+                out.split_layers.push(j);
+                for (k, (slice, x)) in slices(layer, instance.a(j - 1), &bounds)
+                    .into_iter()
+                    .enumerate()
+                {
+                    if k > 0 {
+                        out.starts.push(out.layers.len());
+                        next_cut += 1;
+                    }
+                    out.layers.push(slice);
+                    out.pieces.push(LayerPiece {
+                        layer: j,
+                        fraction: x,
+                    });
+                }
+            }
+            out.last_piece[j] = out.layers.len() - 1;
+        }
+        out
+    }
+}
+
+/// The slices of `layer` (whose input is `input` bytes) between consecutive `bounds` (in
+/// seconds of work), each with its fraction of the layer (module docs).
+fn slices(layer: &Layer, input: f64, bounds: &[f64]) -> Vec<(Layer, f64)> {
+    let (lo, hi) = (bounds[0], bounds[bounds.len() - 1]);
+    let stash = layer.stash.unwrap_or(input);
+    let kept_input = input.min(stash);
+    let mut done = 0.0;
+    let m = bounds.len() - 1;
+    (0..m)
+        .map(|k| {
+            let x = (bounds[k + 1] - bounds[k]) / (hi - lo);
+            done += x;
+            let is_last = k + 1 == m;
+            let slice = Layer {
+                name: format!("{}[{}/{}]", layer.name, k + 1, m),
+                fwd: x * layer.fwd,
+                bwd: x * layer.bwd,
+                weights: x * layer.weights,
+                out: if is_last {
+                    layer.out
+                } else {
+                    input + done * layer.out
+                },
+                stash: Some(kept_input + x * (stash - kept_input)),
+                stash_overlap: if is_last {
+                    layer.stash_overlap
+                } else {
+                    Some(kept_input)
+                },
+            };
+            (slice, x)
+        })
+        .collect()
+}
+
+impl Pieces {
+    /// `instance`'s `stash_shared` entries on the pieces; an entry that begins or ends at a
+    /// split layer is refused (it would have to be divided between pieces).
+    fn shared_stashes(
+        &self,
+        instance: &Instance,
+    ) -> Result<Vec<SharedStash>, BapipePartitionError> {
+        let mut shared = Vec::new();
+        for e in &instance.stash_shared {
+            if self.split_layers.contains(&e.first) || self.split_layers.contains(&e.last) {
+                return Err(BapipePartitionError::Invalid(format!(
+                    "layer {} or {} shares a stashed tensor (stash_shared) and would be split: the \
+                     intra-layer partition cannot divide that entry",
+                    e.first, e.last
+                )));
+            }
+            shared.push(SharedStash {
+                first: self.first_piece[e.first] + 1,
+                last: self.last_piece[e.last] + 1,
+                bytes: e.bytes,
+            });
+        }
+        Ok(shared)
+    }
 }

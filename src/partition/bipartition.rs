@@ -29,10 +29,10 @@
 // Index-heavy dynamic programs read better with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::{judge_graph, Judgement, Violation, TOLERANCE};
 use crate::model::bipartition::{batch_graph, BiStage};
 use crate::model::{BatchGraph, Instance, Pattern, PatternOp, Platform};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::Seconds;
 
 /// A bi-partition as ranges, before processors are assigned; with its bottleneck.

@@ -71,8 +71,8 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::model::{Allocation, ChainSums, Instance, Platform, Stage};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::{Bytes, Seconds};
 
 /// The discretization of section 5.1 and Algorithm 1's iteration count.

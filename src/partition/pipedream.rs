@@ -59,12 +59,12 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::algorithm::api::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::error::InputError;
 use crate::io::pipedream::{
     ideal_has, linearize_graph_in, order_through, with_provenance, Graph, Ideal, Linearization,
 };
 use crate::model::{Allocation, ChainSums, Instance, Stage};
+use crate::planner::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::schedule::one_f_one_b_star;
 use crate::units::{Bytes, BytesPerSecond, Seconds};
 

@@ -204,11 +204,5 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), crate::
         .map_err(draw)?;
         root.present().map_err(draw)?;
     }
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-    {
-        return super::write_png(path, &svg);
-    }
-    crate::error::write_atomic(path, svg.as_bytes())
+    super::write_drawing(path, &svg)
 }

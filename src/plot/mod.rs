@@ -29,6 +29,18 @@ fn fonts() -> std::sync::Arc<resvg::usvg::fontdb::Database> {
     .clone()
 }
 
+/// Writes a drawing at `path`, atomically: rasterised to PNG when the path ends in `.png`,
+/// the SVG itself otherwise.
+pub fn write_drawing(path: &std::path::Path, svg: &str) -> Result<(), crate::Error> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
+    {
+        return write_png(path, svg);
+    }
+    crate::error::write_atomic(path, svg.as_bytes())
+}
+
 /// Writes `svg` rasterised to PNG at `path` (atomically); a failure names the file.
 pub fn write_png(path: &std::path::Path, svg: &str) -> Result<(), crate::Error> {
     let png = svg_to_png(svg).map_err(|e| {

@@ -7,7 +7,7 @@
 //! dashed), so no line style goes unexplained. A figure is written as SVG and as PNG (the
 //! SVG rasterised by [`super::svg_to_png`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
@@ -293,4 +293,39 @@ pub fn draw_panels(
     }
     crate::error::write_atomic(path, svg.as_bytes())?;
     super::write_png(&path.with_extension("png"), &svg)
+}
+
+/// The figures of one directory, drawn in turn: each written as SVG and PNG by
+/// [`draw_panels`], the SVGs' paths kept in order for the caller's report.
+pub struct FigureWriter<'a> {
+    dir: &'a Path,
+    written: Vec<PathBuf>,
+}
+
+impl<'a> FigureWriter<'a> {
+    pub fn new(dir: &'a Path) -> Self {
+        FigureWriter {
+            dir,
+            written: Vec::new(),
+        }
+    }
+
+    /// Draws `panels` under `title` with `layout` as `file` in the directory.
+    pub fn write(
+        &mut self,
+        file: &str,
+        title: &str,
+        panels: &[Panel],
+        layout: &Layout,
+    ) -> Result<(), crate::Error> {
+        let path = self.dir.join(file);
+        draw_panels(&path, title, panels, layout)?;
+        self.written.push(path);
+        Ok(())
+    }
+
+    /// The SVG files written, in order.
+    pub fn written(self) -> Vec<PathBuf> {
+        self.written
+    }
 }

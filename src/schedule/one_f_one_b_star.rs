@@ -20,9 +20,9 @@
 //! exactly: the groups (hence the memory) only change at periods equal to the load of a
 //! contiguous run of elements, so the answer is one of those `O(P^2)` values.
 
-use crate::algorithm::api::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::static_memory;
 use crate::model::{Allocation, Instance, OpKind, Pattern, PatternOp, Platform};
+use crate::planner::{check_period, AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::{Bytes, Seconds};
 
 /// Why 1F1B* cannot produce a pattern.

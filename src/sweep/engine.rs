@@ -63,7 +63,7 @@ pub struct RunContext {
 }
 
 /// How jobs are isolated from each other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
     /// Every job in a child process (`pipeopt sweep-job`): a crash or hang costs one row.
     Process,

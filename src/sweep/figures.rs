@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel};
+use crate::plot::style::{FigureWriter, Layout, Legend, Line, Panel};
 use crate::sweep::row::Row;
 
 const GIB: f64 = 1073741824.0;
@@ -103,117 +103,120 @@ fn geomean_by_memory<'a>(
         .collect()
 }
 
-/// Writes every figure of a results table into `dir`; returns the files written.
-pub fn write_figures(
-    rows: &[Row],
-    dir: &Path,
-    reference: Option<&str>,
-) -> Result<Vec<PathBuf>, crate::Error> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
-    let algorithms: Vec<String> = {
+/// A results table as the figures read it: its rows, its algorithms in order of first
+/// appearance (each one's colour is its index) and its instances.
+struct Table<'r> {
+    rows: &'r [Row],
+    algorithms: Vec<String>,
+    instances: BTreeSet<&'r str>,
+}
+
+/// A case of the grid: processors, memory, bandwidth (as `key`s) and repetition.
+type Case = (usize, i64, i64, usize);
+
+fn case(r: &Row) -> Case {
+    (r.processors, key(r.memory), key(r.bandwidth), r.repetition)
+}
+
+impl<'r> Table<'r> {
+    fn new(rows: &'r [Row]) -> Self {
         let mut seen = BTreeSet::new();
-        rows.iter()
+        let algorithms = rows
+            .iter()
             .filter(|r| seen.insert(r.algorithm.clone()))
             .map(|r| r.algorithm.clone())
-            .collect()
-    };
-    let colour_of = |a: &str| algorithms.iter().position(|x| x == a).unwrap_or(0);
-    let instances: BTreeSet<&str> = rows.iter().map(|r| r.instance.as_str()).collect();
-    let mut written = Vec::new();
-
-    // Figure 6: period against memory, per (instance, bandwidth), one panel per P.
-    for inst in &instances {
-        let bws: BTreeSet<i64> = rows
-            .iter()
-            .filter(|r| r.instance == *inst)
-            .map(|r| key(r.bandwidth / 1e9))
             .collect();
-        for bw in bws {
-            let sel: Vec<&Row> = rows
-                .iter()
-                .filter(|r| r.instance == *inst && key(r.bandwidth / 1e9) == bw)
-                .collect();
-            let ps: BTreeSet<usize> = sel.iter().map(|r| r.processors).collect();
-            let mut panels = Vec::new();
-            for p in ps {
-                let mut lines = Vec::new();
-                for a in &algorithms {
-                    let mut solid: Series = Vec::new();
-                    let mut dashed: Series = Vec::new();
-                    for r in sel
-                        .iter()
-                        .filter(|r| r.processors == p && &r.algorithm == a)
-                    {
-                        if let Some(t) = r.period {
-                            solid.push((r.memory / GIB, t));
-                        }
-                        if let Some(t) = r.planned_period {
-                            dashed.push((r.memory / GIB, t));
-                        }
-                    }
-                    solid.sort_by(|x, y| x.0.total_cmp(&y.0));
-                    dashed.sort_by(|x, y| x.0.total_cmp(&y.0));
-                    if !solid.is_empty() {
-                        lines.push(line(a.clone(), colour_of(a), false, solid));
-                    }
-                    if !dashed.is_empty() {
-                        lines.push(line(format!("{a} (planned)"), colour_of(a), true, dashed));
-                    }
-                }
-                panels.push(panel(
-                    format!("P = {p}"),
-                    "memory M (GiB)",
-                    "period (s)".into(),
-                    lines,
-                ));
-            }
-            let path = dir.join(format!(
-                "periods-{}-{}GBps.svg",
-                safe(inst),
-                bw as f64 / 1e3
-            ));
-            draw_panels(
-                &path,
-                &format!(
-                    "{inst}, beta = {} GB/s: period (solid: validated, dashed: planned)",
-                    bw as f64 / 1e3
-                ),
-                &panels,
-                &LAYOUT,
-            )?;
-            written.push(path);
+        Table {
+            rows,
+            algorithms,
+            instances: rows.iter().map(|r| r.instance.as_str()).collect(),
         }
     }
 
-    // Figure 7: geometric mean ratio to the reference, per instance, against memory.
-    if let Some(reference) = reference.filter(|r| algorithms.iter().any(|a| a == r)) {
+    fn colour_of(&self, a: &str) -> usize {
+        self.algorithms.iter().position(|x| x == a).unwrap_or(0)
+    }
+
+    /// The rows of instance `inst`.
+    fn of(&self, inst: &str) -> Vec<&'r Row> {
+        self.rows.iter().filter(|r| r.instance == inst).collect()
+    }
+
+    /// Figure 6's panels for `inst` at bandwidth `bw` (a `key` of GB/s): period against
+    /// memory, a panel per processor count, solid validated and dashed planned periods.
+    fn period_panels(&self, inst: &str, bw: i64) -> Vec<Panel> {
+        let sel: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.instance == inst && key(r.bandwidth / 1e9) == bw)
+            .collect();
+        let ps: BTreeSet<usize> = sel.iter().map(|r| r.processors).collect();
         let mut panels = Vec::new();
-        for inst in &instances {
-            let mut by_case: BTreeMap<(usize, i64, i64, usize), f64> = BTreeMap::new();
-            for r in rows
+        for p in ps {
+            let mut lines = Vec::new();
+            for a in &self.algorithms {
+                let mut solid: Series = Vec::new();
+                let mut dashed: Series = Vec::new();
+                for r in sel
+                    .iter()
+                    .filter(|r| r.processors == p && &r.algorithm == a)
+                {
+                    if let Some(t) = r.period {
+                        solid.push((r.memory / GIB, t));
+                    }
+                    if let Some(t) = r.planned_period {
+                        dashed.push((r.memory / GIB, t));
+                    }
+                }
+                solid.sort_by(|x, y| x.0.total_cmp(&y.0));
+                dashed.sort_by(|x, y| x.0.total_cmp(&y.0));
+                if !solid.is_empty() {
+                    lines.push(line(a.clone(), self.colour_of(a), false, solid));
+                }
+                if !dashed.is_empty() {
+                    lines.push(line(
+                        format!("{a} (planned)"),
+                        self.colour_of(a),
+                        true,
+                        dashed,
+                    ));
+                }
+            }
+            panels.push(panel(
+                format!("P = {p}"),
+                "memory M (GiB)",
+                "period (s)".into(),
+                lines,
+            ));
+        }
+        panels
+    }
+
+    /// Figure 7's panels: per instance, each algorithm's geometric mean ratio to
+    /// `reference`'s period on the same case, against memory.
+    fn ratio_panels(&self, reference: &str) -> Vec<Panel> {
+        let mut panels = Vec::new();
+        for inst in &self.instances {
+            let mut by_case: BTreeMap<Case, f64> = BTreeMap::new();
+            for r in self
+                .rows
                 .iter()
                 .filter(|r| r.instance == *inst && r.algorithm == reference)
             {
                 if let Some(t) = r.period {
-                    by_case.insert(
-                        (r.processors, key(r.memory), key(r.bandwidth), r.repetition),
-                        t,
-                    );
+                    by_case.insert(case(r), t);
                 }
             }
             let mut lines = Vec::new();
-            for a in algorithms.iter().filter(|a| a.as_str() != reference) {
+            for a in self.algorithms.iter().filter(|a| a.as_str() != reference) {
                 let series = geomean_by_memory(
-                    rows.iter()
+                    self.rows
+                        .iter()
                         .filter(|r| r.instance == *inst && &r.algorithm == a),
-                    |r| {
-                        by_case
-                            .get(&(r.processors, key(r.memory), key(r.bandwidth), r.repetition))
-                            .copied()
-                    },
+                    |r| by_case.get(&case(r)).copied(),
                 );
                 if !series.is_empty() {
-                    lines.push(line(a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), self.colour_of(a), false, series));
                 }
             }
             panels.push(panel(
@@ -223,24 +226,15 @@ pub fn write_figures(
                 lines,
             ));
         }
-        let path = dir.join(format!("ratio-to-{}.svg", safe(reference)));
-        draw_panels(
-            &path,
-            &format!("Geometric mean over P and beta of period / period of {reference}"),
-            &panels,
-            &LAYOUT,
-        )?;
-        written.push(path);
+        panels
     }
 
-    // Not in the papers: validated period over the best proven lower bound, against memory.
-    {
-        type Case = (usize, i64, i64, usize);
-        let case =
-            |r: &Row| -> Case { (r.processors, key(r.memory), key(r.bandwidth), r.repetition) };
+    /// The panels of `over-bound.svg` (not in the papers): per instance, each algorithm's
+    /// geometric mean of validated period over the best proven lower bound of the case.
+    fn over_bound_panels(&self) -> Vec<Panel> {
         let mut panels = Vec::new();
-        for inst in &instances {
-            let sel: Vec<&Row> = rows.iter().filter(|r| r.instance == *inst).collect();
+        for inst in &self.instances {
+            let sel = self.of(inst);
             let mut bound: BTreeMap<Case, f64> = BTreeMap::new();
             for r in &sel {
                 let mut b = r.sequential / r.processors as f64; // U(1,L) / P
@@ -255,13 +249,13 @@ pub fn write_figures(
                 *e = e.max(b);
             }
             let mut lines = Vec::new();
-            for a in &algorithms {
+            for a in &self.algorithms {
                 let series =
                     geomean_by_memory(sel.iter().copied().filter(|r| &r.algorithm == a), |r| {
                         bound.get(&case(r)).copied().filter(|&b| b > 0.0)
                     });
                 if !series.is_empty() {
-                    lines.push(line(a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), self.colour_of(a), false, series));
                 }
             }
             panels.push(panel(
@@ -271,24 +265,17 @@ pub fn write_figures(
                 lines,
             ));
         }
-        let path = dir.join("over-bound.svg");
-        draw_panels(
-            &path,
-            "Geometric mean over P and beta of validated period / global lower bound of the case",
-            &panels,
-            &LAYOUT,
-        )?;
-        written.push(path);
+        panels
     }
 
-    // Figure 8: speedup against P, per instance, one panel per memory.
-    for inst in &instances {
-        let sel: Vec<&Row> = rows.iter().filter(|r| r.instance == *inst).collect();
+    /// Figure 8's panels for `inst`: speedup against P, a panel per memory limit.
+    fn speedup_panels(&self, inst: &str) -> Vec<Panel> {
+        let sel = self.of(inst);
         let mems: BTreeSet<i64> = sel.iter().map(|r| key(r.memory)).collect();
         let mut panels = Vec::new();
         for m in mems {
             let mut lines = Vec::new();
-            for a in &algorithms {
+            for a in &self.algorithms {
                 // Best over bandwidths would hide the effect; average over them instead.
                 let mut acc: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
                 for r in sel
@@ -306,7 +293,7 @@ pub fn write_figures(
                     .map(|(p, (s, n))| (p as f64, s / n as f64))
                     .collect();
                 if !series.is_empty() {
-                    lines.push(line(a.clone(), colour_of(a), false, series));
+                    lines.push(line(a.clone(), self.colour_of(a), false, series));
                 }
             }
             panels.push(panel(
@@ -316,17 +303,67 @@ pub fn write_figures(
                 lines,
             ));
         }
-        let path = dir.join(format!("speedup-{}.svg", safe(inst)));
-        draw_panels(
-            &path,
+        panels
+    }
+}
+
+/// Writes every figure of a results table into `dir`; returns the files written.
+pub fn write_figures(
+    rows: &[Row],
+    dir: &Path,
+    reference: Option<&str>,
+) -> Result<Vec<PathBuf>, crate::Error> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    let table = Table::new(rows);
+    let mut out = FigureWriter::new(dir);
+
+    // Figure 6: period against memory, per (instance, bandwidth), one panel per P.
+    for inst in &table.instances {
+        let bws: BTreeSet<i64> = table
+            .of(inst)
+            .iter()
+            .map(|r| key(r.bandwidth / 1e9))
+            .collect();
+        for bw in bws {
+            let gbps = bw as f64 / 1e3;
+            out.write(
+                &format!("periods-{}-{gbps}GBps.svg", safe(inst)),
+                &format!("{inst}, beta = {gbps} GB/s: period (solid: validated, dashed: planned)"),
+                &table.period_panels(inst, bw),
+                &LAYOUT,
+            )?;
+        }
+    }
+
+    // Figure 7: geometric mean ratio to the reference, per instance, against memory.
+    if let Some(reference) = reference.filter(|r| table.algorithms.iter().any(|a| a == r)) {
+        out.write(
+            &format!("ratio-to-{}.svg", safe(reference)),
+            &format!("Geometric mean over P and beta of period / period of {reference}"),
+            &table.ratio_panels(reference),
+            &LAYOUT,
+        )?;
+    }
+
+    // Not in the papers: validated period over the best proven lower bound, against memory.
+    out.write(
+        "over-bound.svg",
+        "Geometric mean over P and beta of validated period / global lower bound of the case",
+        &table.over_bound_panels(),
+        &LAYOUT,
+    )?;
+
+    // Figure 8: speedup against P, per instance, one panel per memory.
+    for inst in &table.instances {
+        out.write(
+            &format!("speedup-{}.svg", safe(inst)),
             &format!("{inst}: speedup U(1,L)/period (mean over bandwidths)"),
-            &panels,
+            &table.speedup_panels(inst),
             &Layout {
                 integer_x: true,
                 ..LAYOUT
             },
         )?;
-        written.push(path);
     }
-    Ok(written)
+    Ok(out.written())
 }

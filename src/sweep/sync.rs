@@ -18,8 +18,8 @@
 //! file's own batch gives the file's layers exactly; so per-sample times fall as B grows
 //! (fixed per-operation overheads: MixPipe's FLOPS(B), its Figure 2(a)). Other instances
 //! are scaled linearly per sample (Zhang et al., DAC 2023, eq. (3)), which gives no
-//! device-utilization effect. The stages are the balanced split (`sim::balanced_partition`)
-//! of the file's own batch, kept at every B.
+//! device-utilization effect. The stages are the balanced split
+//! (`partition::bapipe::balanced_partition`) of the file's own batch, kept at every B.
 //!
 //! Recomputation (the paper's baselines use it when they would not fit): a stage keeps only
 //! its input per live micro-batch and reruns its forward before its backward, so backward
@@ -45,9 +45,10 @@ use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncP
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::{self, DType, DeviceModel};
+use crate::partition::bapipe::balanced_partition;
 use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::mixpipe::paper_bubbles;
-use crate::schedule::sync::sim::{balanced_partition, simulate, Execution, StageCosts};
+use crate::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
 use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
 use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
@@ -823,38 +824,19 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
         .collect())
 }
 
+/// A schedule generated for a configuration: its name, its kind and its streams (`None`
+/// when the kind has none at this D and N).
+type Generated = (String, ScheduleKind, Option<Schedule>);
+
 /// Simulates every schedule of one configuration, then solves its optimum per placement.
 fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
-    let (d, b, n) = (job.stages, job.micro_batch_size, job.micro_batches);
-    let path = &job.instance_path;
-    let inst = Instance::load(path)?;
-    let bandwidth = job.bandwidth.unwrap_or(f64::INFINITY);
-    let own_batch = inst
-        .meta
-        .get("batch")
-        .and_then(|v| v.as_f64())
-        .filter(|b| *b > 0.0)
-        .unwrap_or(1.0);
-    let starts = balanced_partition(&inst, d).map_err(|e| InputError::file(path, e))?;
-    let costs_of = |inst: &Instance| {
-        StageCosts::from_instance(inst, &starts, bandwidth).map_err(|e| InputError::file(path, e))
-    };
-    let (plain, from) = match analytic_rebuild(&inst, path, b)? {
-        Some(at_b) => (costs_of(&at_b)?, "analytic"),
-        None => (
-            crate::schedule::sync::costs::scaled_by(&costs_of(&inst)?, b as f64 / own_batch),
-            "linear",
-        ),
-    };
-    let (costs, transient) = if job.recompute {
-        (with_recompute(&plain), plain.stash_bytes.clone())
-    } else {
-        (plain.clone(), vec![0.0; d])
-    };
+    let (d, n) = (job.stages, job.micro_batches);
+    let inst = Instance::load(&job.instance_path)?;
+    let (costs, transient, from) = configuration_costs(job, &inst)?;
     let mut rows = Vec::new();
     let mut skipped = 0;
     // The generated schedules of this (D, N), by name, in the order first met.
-    let mut generated: Vec<(String, ScheduleKind, Option<Schedule>)> = Vec::new();
+    let mut generated: Vec<Generated> = Vec::new();
     for approach in &job.approaches {
         for kind in approach_kinds(approach, d, n) {
             let name = kind.name();
@@ -872,23 +854,103 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
                 skipped += job.uses.len();
                 continue;
             };
-            let peaks: Vec<f64> = (0..d)
-                .map(|w| {
-                    let extra = schedule[w]
-                        .iter()
-                        .map(|op| transient[op.stage()])
-                        .fold(0.0, f64::max);
-                    r.memory[w].peak_bytes + extra
-                })
-                .collect();
-            let (k, gamma) = match kind {
-                ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
-                ScheduleKind::MixpipeKMax => (Some(2 * (d - 1)), None),
-                _ => (None, None),
+            let run = Run {
+                approach,
+                kind,
+                name: &name,
+                costs_from: from,
             };
-            for u in &job.uses {
+            rows.extend(run.rows(job, &inst, schedule, &r, &transient));
+        }
+    }
+    let optimum = match job.optimum.filter(|o| n <= o.max_micro_batches) {
+        Some(settings) => optimum_rows(job, &inst, &generated, &costs, &settings, &mut rows),
+        None => Vec::new(),
+    };
+    Ok(SyncRecord {
+        key: job.key.clone(),
+        rows,
+        optimum,
+        skipped,
+        error: None,
+        wall_seconds: 0.0,
+    })
+}
+
+/// A configuration's stage costs (at its micro-batch size: the network rebuilt there, else
+/// scaled linearly from the file's own batch; with recomputation's when it recomputes), the
+/// stash each stage rematerializes per worker (recomputation's, else none), and where the
+/// costs came from (`analytic` or `linear`).
+fn configuration_costs(
+    job: &SyncJob,
+    inst: &Instance,
+) -> Result<(StageCosts, Vec<f64>, &'static str), InputError> {
+    let (d, b) = (job.stages, job.micro_batch_size);
+    let path = &job.instance_path;
+    let bandwidth = job.bandwidth.unwrap_or(f64::INFINITY);
+    let own_batch = inst
+        .meta
+        .get("batch")
+        .and_then(|v| v.as_f64())
+        .filter(|b| *b > 0.0)
+        .unwrap_or(1.0);
+    let starts = balanced_partition(inst, d).map_err(|e| InputError::file(path, e))?;
+    let costs_of = |inst: &Instance| {
+        StageCosts::from_instance(inst, &starts, bandwidth).map_err(|e| InputError::file(path, e))
+    };
+    let (plain, from) = match analytic_rebuild(inst, path, b)? {
+        Some(at_b) => (costs_of(&at_b)?, "analytic"),
+        None => (
+            crate::schedule::sync::costs::scaled_by(&costs_of(inst)?, b as f64 / own_batch),
+            "linear",
+        ),
+    };
+    Ok(if job.recompute {
+        (with_recompute(&plain), plain.stash_bytes.clone(), from)
+    } else {
+        (plain.clone(), vec![0.0; d], from)
+    })
+}
+
+/// One schedule of an approach, simulated on a configuration.
+struct Run<'a> {
+    approach: &'a String,
+    kind: ScheduleKind,
+    name: &'a String,
+    costs_from: &'static str,
+}
+
+impl Run<'_> {
+    /// The run's row for each use of the configuration: `r` is its simulation, `transient`
+    /// the stash a worker rematerializes per stage.
+    fn rows(
+        &self,
+        job: &SyncJob,
+        inst: &Instance,
+        schedule: &Schedule,
+        r: &SimReport,
+        transient: &[f64],
+    ) -> Vec<SyncRow> {
+        let (d, b, n) = (job.stages, job.micro_batch_size, job.micro_batches);
+        let peaks: Vec<f64> = (0..d)
+            .map(|w| {
+                let extra = schedule[w]
+                    .iter()
+                    .map(|op| transient[op.stage()])
+                    .fold(0.0, f64::max);
+                r.memory[w].peak_bytes + extra
+            })
+            .collect();
+        let (k, gamma) = match self.kind {
+            ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
+            ScheduleKind::MixpipeKMax => (Some(2 * (d - 1)), None),
+            _ => (None, None),
+        };
+        job.uses
+            .iter()
+            .map(|u| {
                 let sps = u.samples as f64 / r.makespan_seconds;
-                rows.push(SyncRow {
+                SyncRow {
                     instance: inst.name.clone(),
                     study: u.study.clone(),
                     stages: d,
@@ -897,14 +959,14 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
                     micro_batch_size: b,
                     micro_batches: n,
                     recompute: job.recompute,
-                    approach: approach.clone(),
-                    schedule: name.clone(),
+                    approach: self.approach.clone(),
+                    schedule: self.name.clone(),
                     k,
                     gamma,
-                    costs_from: from.to_string(),
+                    costs_from: self.costs_from.to_string(),
                     makespan_seconds: r.makespan_seconds,
                     bubble_ratio: r.bubble_ratio,
-                    paper_bubble_ratio: paper_bubble_ratio(kind, d, n),
+                    paper_bubble_ratio: paper_bubble_ratio(self.kind, d, n),
                     samples_per_second: sps,
                     samples_per_second_per_gpu: sps / d as f64,
                     peak_memory_max: peaks.iter().cloned().fold(0.0, f64::max),
@@ -916,77 +978,79 @@ fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
                     optimum_seconds: None,
                     ratio_to_optimum: None,
                     optimum_bubble_ratio: None,
-                });
-            }
-        }
+                }
+            })
+            .collect()
     }
-    // The optimum: once per placement, started from that placement's generated schedules.
+}
+
+/// The optimum of a configuration, once per placement, started from that placement's
+/// generated schedules; each row of `rows` gets its placement's optimum and its ratio to it.
+fn optimum_rows(
+    job: &SyncJob,
+    inst: &Instance,
+    generated: &[Generated],
+    costs: &StageCosts,
+    settings: &OptimumSettings,
+    rows: &mut [SyncRow],
+) -> Vec<OptimumRow> {
+    let mut by_placement: BTreeMap<&'static str, OptimumJob> = BTreeMap::new();
+    for (name, kind, schedule) in generated {
+        let (Some(placement), Some(schedule)) = (placement_of(*kind), schedule) else {
+            continue;
+        };
+        by_placement
+            .entry(placement.name())
+            .or_insert_with(|| OptimumJob {
+                instance: inst.name.clone(),
+                d: job.stages,
+                b: job.micro_batch_size,
+                n: job.micro_batches,
+                recompute: job.recompute,
+                placement,
+                proposals: Vec::new(),
+            })
+            .proposals
+            .push((name.clone(), schedule.clone()));
+    }
     let mut optimum = Vec::new();
-    if let Some(settings) = job.optimum.filter(|o| n <= o.max_micro_batches) {
-        let mut by_placement: BTreeMap<&'static str, OptimumJob> = BTreeMap::new();
-        for (name, kind, schedule) in &generated {
-            let (Some(placement), Some(schedule)) = (placement_of(*kind), schedule) else {
-                continue;
-            };
-            by_placement
-                .entry(placement.name())
-                .or_insert_with(|| OptimumJob {
-                    instance: inst.name.clone(),
-                    d,
-                    b,
-                    n,
-                    recompute: job.recompute,
-                    placement,
-                    proposals: Vec::new(),
-                })
-                .proposals
-                .push((name.clone(), schedule.clone()));
-        }
-        for o in by_placement.values() {
-            let row = solve_optimum(o, &costs, &settings);
-            eprintln!(
-                "optimum: {} D={} N={} B={}{} {}: {} in {:.1} s",
-                row.instance,
-                row.stages,
-                row.micro_batches,
-                row.micro_batch_size,
-                if row.recompute { " recompute" } else { "" },
-                row.placement,
-                row.status,
-                row.solve_seconds
-            );
-            optimum.push(row);
-        }
-        for r in &mut rows {
-            // The row's schedule was generated above, under its name.
-            let kind = generated
-                .iter()
-                .find(|(g, _, _)| *g == r.schedule)
-                .map(|g| g.1);
-            let Some(placement) = kind.and_then(placement_of) else {
-                continue;
-            };
-            let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
-                continue;
-            };
-            r.optimum_placement = Some(o.placement.clone());
-            r.optimum_status = Some(o.status.clone());
-            r.optimum_seconds = o.optimum_seconds;
-            if let Some(opt) = o.optimum_seconds {
-                r.ratio_to_optimum = Some(r.makespan_seconds / opt);
-                let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
-                r.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
-            }
+    for o in by_placement.values() {
+        let row = solve_optimum(o, costs, settings);
+        eprintln!(
+            "optimum: {} D={} N={} B={}{} {}: {} in {:.1} s",
+            row.instance,
+            row.stages,
+            row.micro_batches,
+            row.micro_batch_size,
+            if row.recompute { " recompute" } else { "" },
+            row.placement,
+            row.status,
+            row.solve_seconds
+        );
+        optimum.push(row);
+    }
+    for r in rows {
+        // The row's schedule was generated above, under its name.
+        let kind = generated
+            .iter()
+            .find(|(g, _, _)| *g == r.schedule)
+            .map(|g| g.1);
+        let Some(placement) = kind.and_then(placement_of) else {
+            continue;
+        };
+        let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
+            continue;
+        };
+        r.optimum_placement = Some(o.placement.clone());
+        r.optimum_status = Some(o.status.clone());
+        r.optimum_seconds = o.optimum_seconds;
+        if let Some(opt) = o.optimum_seconds {
+            r.ratio_to_optimum = Some(r.makespan_seconds / opt);
+            let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
+            r.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
         }
     }
-    Ok(SyncRecord {
-        key: job.key.clone(),
-        rows,
-        optimum,
-        skipped,
-        error: None,
-        wall_seconds: 0.0,
-    })
+    optimum
 }
 
 /// The rows of every record, in the tables' order.

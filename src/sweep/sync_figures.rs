@@ -19,8 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::sync::{BestRow, OptimumRow, SyncExperiment, SyncRow};
-use crate::plot::style::{draw_panels, Layout, Legend, Line, Panel, BLACK};
+use super::sync::{BestRow, OptimumRow, RawMemoryFigure, SyncExperiment, SyncRow};
+use crate::plot::style::{FigureWriter, Layout, Legend, Line, Panel, BLACK};
 use crate::schedule::sync::ScheduleName;
 
 const GIB: f64 = 1073741824.0;
@@ -28,22 +28,15 @@ const GIB: f64 = 1073741824.0;
 /// `Line::colour` for black (the optimum).
 pub const BLACK_LINE: usize = BLACK;
 
-/// Draws panels of line charts, two a row, each with its own legend right of it (panels
-/// differ in their lines: the optimum's label names the D it could not prove).
-fn draw(path: &Path, title: &str, panels: &[Panel]) -> Result<(), crate::Error> {
-    draw_panels(
-        path,
-        title,
-        panels,
-        &Layout {
-            columns: 2,
-            panel: (450, 400),
-            legend: Legend::PerPanel,
-            y_from_zero: true,
-            integer_x: true,
-        },
-    )
-}
+/// The layout of every figure: two panels a row, each with its own legend right of it
+/// (panels differ in their lines: the optimum's label names the D it could not prove).
+const LAYOUT: Layout = Layout {
+    columns: 2,
+    panel: (450, 400),
+    legend: Legend::PerPanel,
+    y_from_zero: true,
+    integer_x: true,
+};
 
 /// K = D/2 rounded down to an even number (at least 2).
 fn half(d: usize) -> usize {
@@ -169,21 +162,67 @@ pub fn write_figures(
     optimum: &[OptimumRow],
     dir: &Path,
 ) -> Result<Vec<PathBuf>, crate::Error> {
-    let mut files = Vec::new();
+    let mut out = FigureWriter::new(dir);
     let insts = instances(rows);
     if !optimum.is_empty() {
-        let path = dir.join("bubble-ratio-optimum.svg");
-        draw(
-            &path,
+        out.write(
+            "bubble-ratio-optimum.svg",
             "Bubble ratio at N = D: each schedule (simulated) against the exact optimum of its placement (MILP)",
             &optimum_panels(rows, optimum, &insts),
+            &LAYOUT,
         )?;
-        files.push(path);
+    }
+    out.write(
+        "bubble-ratio.svg",
+        "Bubble ratio: simulated on the instances vs the papers' closed forms (dashed)",
+        &bubble_panels(rows, &insts),
+        &LAYOUT,
+    )?;
+    if let Some(mf) = &exp.memory_figure {
+        out.write(
+            "memory.svg",
+            "Per-worker peak memory, no recomputation (MixPipe, DAC 2023, Figure 7)",
+            &memory_panels(exp, mf, rows, &insts),
+            &LAYOUT,
+        )?;
     }
 
-    // Bubble ratio against D at N = D.
+    // Throughput: best fitting run per approach.
+    let budget = exp.memory.first().copied().unwrap_or(f64::INFINITY);
+    let mut studies: Vec<String> = best.iter().map(|r| r.study.clone()).collect();
+    studies.sort();
+    studies.dedup();
+    for study in &studies {
+        let study = study.as_str();
+        let what = match study {
+            "weak" => "Weak scaling, any N (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
+            "weak-nd" => "Weak scaling with N = D (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
+            "large" => "Large mini-batches (MixPipe, DAC 2023, Figure 10)".to_string(),
+            other => format!("Study {other}"),
+        };
+        let panels = throughput_panels(exp, best, &insts, study, budget);
+        if panels.is_empty() {
+            continue;
+        }
+        out.write(
+            &format!("throughput-{study}.svg"),
+            &format!(
+                "{what}: best throughput under {:.0} GiB per GPU",
+                budget / GIB
+            ),
+            &panels,
+            &LAYOUT,
+        )?;
+    }
+    Ok(out.written())
+}
+
+/// The panels of `bubble-ratio.svg`: per instance, the bubble ratio against D at N = D
+/// (no recomputation) of each schedule of `series`, simulated (solid) and by the papers'
+/// closed forms (dashed).
+fn bubble_panels(rows: &[SyncRow], insts: &[String]) -> Vec<Panel> {
     let mut panels = Vec::new();
-    for inst in &insts {
+    for inst in insts {
         let at = |name_of: &dyn Fn(usize) -> Option<String>| {
             let mut pts: Vec<(f64, f64, Option<f64>)> = rows
                 .iter()
@@ -230,175 +269,152 @@ pub fn write_figures(
             lines,
         });
     }
-    let path = dir.join("bubble-ratio.svg");
-    draw(
-        &path,
-        "Bubble ratio: simulated on the instances vs the papers' closed forms (dashed)",
-        &panels,
-    )?;
-    files.push(path);
+    panels
+}
 
-    // Figure 7: per-worker memory.
-    if let Some(mf) = &exp.memory_figure {
-        let d = mf.stages;
-        let mut panels = Vec::new();
-        for inst in &insts {
-            for &n in &mf.micro_batches {
-                let mut lines = Vec::new();
-                let mut b = None;
-                for (i, (lab, name_of)) in series().into_iter().enumerate() {
-                    let name = name_of(d);
-                    if i == 5 && half(d) == 2 {
-                        continue;
-                    }
-                    let Some(r) = rows.iter().find(|r| {
-                        &r.instance == inst
-                            && r.study == "weak"
-                            && !r.recompute
-                            && r.stages == d
-                            && r.micro_batches == n
-                            && r.schedule == name
-                    }) else {
-                        continue;
-                    };
-                    b = Some(r.micro_batch_size);
-                    lines.push(Line {
-                        label: lab.to_string(),
-                        colour: i,
-                        dashed: false,
-                        points: r
-                            .peak_memory
-                            .iter()
-                            .enumerate()
-                            .map(|(w, m)| (w as f64, m / GIB))
-                            .collect(),
-                    });
-                }
-                if lines.is_empty() {
-                    continue;
-                }
-                for (j, &m) in exp.memory.iter().enumerate() {
-                    lines.push(Line {
-                        label: format!("budget {:.0} GiB", m / GIB),
-                        colour: 6 + j,
-                        dashed: true,
-                        points: vec![(0.0, m / GIB), ((d - 1) as f64, m / GIB)],
-                    });
-                }
-                panels.push(Panel {
-                    title: format!(
-                        "{inst}: D = {d}, N = {n}, B = {}",
-                        b.map(|b| b.to_string()).unwrap_or_default()
-                    ),
-                    x: "worker (GPU index in the pipeline)".into(),
-                    y: "peak memory (GiB)".into(),
-                    lines,
-                });
-            }
-        }
-        let path = dir.join("memory.svg");
-        draw(
-            &path,
-            "Per-worker peak memory, no recomputation (MixPipe, DAC 2023, Figure 7)",
-            &panels,
-        )?;
-        files.push(path);
-    }
-
-    // Throughput: best fitting run per approach.
-    let budget = exp.memory.first().copied().unwrap_or(f64::INFINITY);
-    let mut studies: Vec<String> = best.iter().map(|r| r.study.clone()).collect();
-    studies.sort();
-    studies.dedup();
-    for study in &studies {
-        let study = study.as_str();
-        let file = format!("throughput-{study}.svg");
-        let what = match study {
-            "weak" => "Weak scaling, any N (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
-            "weak-nd" => "Weak scaling with N = D (MixPipe, DAC 2023, Figures 8, 9)".to_string(),
-            "large" => "Large mini-batches (MixPipe, DAC 2023, Figure 10)".to_string(),
-            other => format!("Study {other}"),
-        };
-        let mut panels = Vec::new();
-        for inst in &insts {
+/// The panels of `memory.svg` (MixPipe's Figure 7): per instance and micro-batch count of
+/// `mf`, each worker's peak memory under each schedule of `series`, the budgets dashed.
+fn memory_panels(
+    exp: &SyncExperiment,
+    mf: &RawMemoryFigure,
+    rows: &[SyncRow],
+    insts: &[String],
+) -> Vec<Panel> {
+    let d = mf.stages;
+    let mut panels = Vec::new();
+    for inst in insts {
+        for &n in &mf.micro_batches {
             let mut lines = Vec::new();
-            let mut ds: Vec<usize> = best
-                .iter()
-                .filter(|r| &r.instance == inst && r.study == study)
-                .map(|r| r.stages)
-                .collect();
-            ds.sort();
-            ds.dedup();
-            // Against D when the study varies D (weak scaling), else against the mini-batch.
-            let by_depth = ds.len() > 1;
-            let xlab = if by_depth {
-                "pipeline depth D (GPUs per pipeline)"
-            } else {
-                "mini-batch W x S (samples per iteration over the cluster)"
-            };
-            for (i, approach) in exp.schedules.iter().enumerate() {
-                let mut pts: Vec<(f64, f64)> = best
-                    .iter()
-                    .filter(|r| {
-                        &r.instance == inst
-                            && r.study == study
-                            && &r.approach == approach
-                            && r.memory_budget == budget
-                    })
-                    .filter_map(|r| {
-                        let x = if by_depth {
-                            r.stages as f64
-                        } else {
-                            r.mini_batch.unwrap_or(r.samples) as f64
-                        };
-                        r.samples_per_second_per_gpu.map(|y| (x, y))
-                    })
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                if pts.is_empty() {
+            let mut b = None;
+            for (i, (lab, name_of)) in series().into_iter().enumerate() {
+                let name = name_of(d);
+                if i == 5 && half(d) == 2 {
                     continue;
                 }
+                let Some(r) = rows.iter().find(|r| {
+                    &r.instance == inst
+                        && r.study == "weak"
+                        && !r.recompute
+                        && r.stages == d
+                        && r.micro_batches == n
+                        && r.schedule == name
+                }) else {
+                    continue;
+                };
+                b = Some(r.micro_batch_size);
                 lines.push(Line {
-                    label: label(approach).to_string(),
+                    label: lab.to_string(),
                     colour: i,
                     dashed: false,
-                    points: pts,
+                    points: r
+                        .peak_memory
+                        .iter()
+                        .enumerate()
+                        .map(|(w, m)| (w as f64, m / GIB))
+                        .collect(),
                 });
             }
             if lines.is_empty() {
                 continue;
             }
-            let title = if !by_depth {
-                format!(
-                    "{inst}: D = {}, best fitting config per point",
-                    ds.iter()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                )
-            } else {
-                format!("{inst}: best fitting config per point")
-            };
+            for (j, &m) in exp.memory.iter().enumerate() {
+                lines.push(Line {
+                    label: format!("budget {:.0} GiB", m / GIB),
+                    colour: 6 + j,
+                    dashed: true,
+                    points: vec![(0.0, m / GIB), ((d - 1) as f64, m / GIB)],
+                });
+            }
             panels.push(Panel {
-                title,
-                x: xlab.into(),
-                y: "throughput (samples/s per GPU)".into(),
+                title: format!(
+                    "{inst}: D = {d}, N = {n}, B = {}",
+                    b.map(|b| b.to_string()).unwrap_or_default()
+                ),
+                x: "worker (GPU index in the pipeline)".into(),
+                y: "peak memory (GiB)".into(),
                 lines,
             });
         }
-        if panels.is_empty() {
+    }
+    panels
+}
+
+/// The panels of `throughput-<study>.svg`: per instance, each approach's best fitting
+/// throughput under `budget` against D when the study varies D, else against the
+/// mini-batch.
+fn throughput_panels(
+    exp: &SyncExperiment,
+    best: &[BestRow],
+    insts: &[String],
+    study: &str,
+    budget: f64,
+) -> Vec<Panel> {
+    let mut panels = Vec::new();
+    for inst in insts {
+        let mut lines = Vec::new();
+        let mut ds: Vec<usize> = best
+            .iter()
+            .filter(|r| &r.instance == inst && r.study == study)
+            .map(|r| r.stages)
+            .collect();
+        ds.sort();
+        ds.dedup();
+        // Against D when the study varies D (weak scaling), else against the mini-batch.
+        let by_depth = ds.len() > 1;
+        let xlab = if by_depth {
+            "pipeline depth D (GPUs per pipeline)"
+        } else {
+            "mini-batch W x S (samples per iteration over the cluster)"
+        };
+        for (i, approach) in exp.schedules.iter().enumerate() {
+            let mut pts: Vec<(f64, f64)> = best
+                .iter()
+                .filter(|r| {
+                    &r.instance == inst
+                        && r.study == study
+                        && &r.approach == approach
+                        && r.memory_budget == budget
+                })
+                .filter_map(|r| {
+                    let x = if by_depth {
+                        r.stages as f64
+                    } else {
+                        r.mini_batch.unwrap_or(r.samples) as f64
+                    };
+                    r.samples_per_second_per_gpu.map(|y| (x, y))
+                })
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if pts.is_empty() {
+                continue;
+            }
+            lines.push(Line {
+                label: label(approach).to_string(),
+                colour: i,
+                dashed: false,
+                points: pts,
+            });
+        }
+        if lines.is_empty() {
             continue;
         }
-        let path = dir.join(&file);
-        draw(
-            &path,
-            &format!(
-                "{what}: best throughput under {:.0} GiB per GPU",
-                budget / GIB
-            ),
-            &panels,
-        )?;
-        files.push(path);
+        let title = if !by_depth {
+            format!(
+                "{inst}: D = {}, best fitting config per point",
+                ds.iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        } else {
+            format!("{inst}: best fitting config per point")
+        };
+        panels.push(Panel {
+            title,
+            x: xlab.into(),
+            y: "throughput (samples/s per GPU)".into(),
+            lines,
+        });
     }
-    Ok(files)
+    panels
 }

@@ -13,9 +13,9 @@
 use std::time::Duration;
 
 use super::BestPlanner;
-use crate::algorithm::api::{Outcome, Planner, Problem};
 use crate::model::coarsen::{at_module_boundaries, at_single_tensor_cuts, Coarsening};
 use crate::model::{Allocation, Pattern, Placement};
+use crate::planner::{Outcome, Planner, Problem};
 
 /// The share of `best`'s time limit that the coarser level may take: most of it, since the
 /// coarse chain's search finds the plans (the block-level grid closes most of its cases) and

@@ -89,7 +89,6 @@ mod phases;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::algorithm::api::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::judge::judge;
 use crate::milp::fixed_allocation::{
     runs_of, schedule_allocation_below, schedule_assignment_below,
@@ -97,6 +96,7 @@ use crate::milp::fixed_allocation::{
 use crate::milp::global_bound::{GlobalBound, Learnt, Relaxation};
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::{Allocation, Instance, Pattern, Platform};
+use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::Seconds;
 use assignments::{assignment_lower_bound, refined_runs, Structures, FINEST_SEARCH_LAYERS};
 

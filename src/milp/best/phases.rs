@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use super::assignments::{assignment_of, neighbours, Structures, FINEST_SEARCH_LAYERS};
 use super::coarser_level;
 use super::{Attempt, Incumbent, Portfolio, Stop, PRECISION};
-use crate::algorithm::api::{Outcome, Planner};
 use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::general::general_optimum;
 use crate::milp::global_bound::anneal::{anneal_assignments, canonical, AnnealOptions};
@@ -18,6 +17,7 @@ use crate::milp::madpipe::MadPipePlanner;
 use crate::milp::SolveStatus;
 use crate::model::Placement;
 use crate::partition::madpipe::MadPipeConfig;
+use crate::planner::{Outcome, Planner};
 
 /// The seed of the general MILP: this many groups of layers ([`general_optimum`]), at most
 /// `COARSE_FIRST_LIMIT` before the seeds and, when that did not decide it, at most

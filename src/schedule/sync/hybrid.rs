@@ -31,22 +31,21 @@ use serde::Serialize;
 use super::sim::{simulate, SimError, StageCosts};
 use super::{Schedule, ScheduleName};
 
-/// The costs of D = `d` stages (a balanced partition, [`super::sim::balanced_partition`])
-/// at micro-batch size `b`: from `rebuilt`, the network rebuilt at `b`, when there is one;
-/// else from `instance` scaled from its own micro-batch size by eq. (3)
-/// ([`super::costs`]). `None` when the partition or the costs cannot be built.
+/// The costs of the stages that start at `starts` (the caller's partition: the balanced one
+/// for each D) at micro-batch size `b`: from `rebuilt`, the network rebuilt at `b`, when
+/// there is one; else from `instance` scaled from its own micro-batch size by eq. (3)
+/// ([`super::costs`]). `None` when the costs cannot be built.
 pub fn stage_costs_at(
     instance: &crate::model::Instance,
     rebuilt: Option<&crate::model::Instance>,
-    d: usize,
+    starts: &[usize],
     b: usize,
     bandwidth: f64,
 ) -> Option<StageCosts> {
-    let starts = super::sim::balanced_partition(instance, d).ok()?;
     match rebuilt {
-        Some(i) => StageCosts::from_instance(i, &starts, bandwidth).ok(),
+        Some(i) => StageCosts::from_instance(i, starts, bandwidth).ok(),
         None => {
-            let c = StageCosts::from_instance(instance, &starts, bandwidth).ok()?;
+            let c = StageCosts::from_instance(instance, starts, bandwidth).ok()?;
             let own = super::costs::micro_batch_size(instance);
             Some(super::costs::interpolated(&[(own, c)], b as f64))
         }

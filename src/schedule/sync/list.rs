@@ -98,188 +98,241 @@ fn key(rules: &Rules, op: Instr) -> (usize, usize, usize, usize) {
 /// too small for the shape, e.g. two opposite micro-batches each waiting for the other's
 /// slot).
 pub fn run(rules: &Rules, name: &'static str) -> Result<ListRun, SyncError> {
-    let d = rules.stages;
-    let mut pending: Vec<Vec<Instr>> = vec![Vec::new(); d];
-    for (pipeline, range) in pipelines(rules) {
-        for micro_batch in range {
-            for stage in 0..d {
-                let w = pipeline.worker(stage, d);
-                pending[w].push(Instr::Forward {
-                    stage,
-                    micro_batch,
-                    pipeline,
-                });
-                pending[w].push(Instr::Backward {
-                    stage,
-                    micro_batch,
-                    pipeline,
-                });
-            }
-        }
-    }
-    // Entry order for GEMS: down 0, up N/2, down 1, up N/2+1, ...
-    let entry_order: Vec<(Pipeline, usize)> = if rules.alternate_entry {
-        let half = rules.micro_batches / 2;
-        (0..half)
-            .flat_map(|i| [(Pipeline::Down, i), (Pipeline::Up, half + i)])
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut end: std::collections::HashMap<Instr, u64> = std::collections::HashMap::new();
-    let mut free = vec![0u64; d];
-    let mut live = vec![0usize; d];
-    let mut live_first_stage = [0usize; 2];
-    let mut backwards_started = vec![0usize; d];
-    let mut schedule: Schedule = vec![Vec::new(); d];
-    let mut left: usize = pending.iter().map(Vec::len).sum();
+    let mut state = ListState::new(rules);
     let mut tick: u64 = 0;
-    // Doubled forwards: whole pairs within each pipeline's micro-batches.
-    let per_pipeline = if rules.bidirectional {
-        rules.micro_batches / 2
-    } else {
-        rules.micro_batches
-    };
-    let doubled = rules.doubled_per_pipeline.min(per_pipeline) & !1;
-    while left > 0 {
-        for w in 0..d {
-            if free[w] > tick {
-                continue;
+    while state.left > 0 {
+        for w in 0..rules.stages {
+            if state.free[w] <= tick {
+                state.start_one(w, tick);
             }
-            let ready = |op: &Instr| match op.input(d) {
-                None => true,
-                Some(dep) => end.get(&dep).is_some_and(|&t| t <= tick),
-            };
-            let admitted = |op: &Instr| {
-                if !op.is_forward() {
-                    return true;
-                }
-                if live[w] >= rules.live_cap {
-                    return false;
-                }
-                if op.stage() != 0 {
-                    return true;
-                }
-                if backwards_started[w] == 0
-                    && live_first_stage[op.pipeline() as usize] >= rules.initial_per_pipeline
-                {
-                    return false;
-                }
-                if rules.alternate_entry {
-                    let me = (op.pipeline(), op.micro_batch());
-                    let j = entry_order.iter().position(|&e| e == me).unwrap_or(0);
-                    if j > 0 {
-                        let (pp, pi) = entry_order[j - 1];
-                        let prev = Instr::Backward {
-                            stage: if pp == Pipeline::Down { w } else { d - 1 - w },
-                            micro_batch: pi,
-                            pipeline: pp,
-                        };
-                        if end.get(&prev).is_none_or(|&t| t > tick) {
-                            return false;
-                        }
-                    }
-                }
-                true
-            };
-            // A doubled forward: the pair's first micro-batch stands for both; its
-            // partner is never chosen alone.
-            let partner = |op: &Instr| -> Option<Instr> {
-                if !op.is_forward() || age(rules, *op) >= doubled {
-                    return None;
-                }
-                let a = age(rules, *op);
-                let other = if a % 2 == 0 {
-                    op.micro_batch() + 1
-                } else {
-                    op.micro_batch() - 1
-                };
-                Some(Instr::Forward {
-                    stage: op.stage(),
-                    micro_batch: other,
-                    pipeline: op.pipeline(),
-                })
-            };
-            let startable = |op: &Instr| {
-                if !(ready(op) && admitted(op)) {
-                    return false;
-                }
-                match partner(op) {
-                    None => true,
-                    Some(_) if age(rules, *op) % 2 == 1 => false,
-                    Some(p) => {
-                        ready(&p)
-                            && live[w] + 2 <= rules.live_cap
-                            && (op.stage() != 0
-                                || backwards_started[w] > 0
-                                || live_first_stage[op.pipeline() as usize] + 2
-                                    <= rules.initial_per_pipeline)
-                    }
-                }
-            };
-            let chosen = pending[w]
-                .iter()
-                .enumerate()
-                .filter(|(_, op)| startable(op))
-                .min_by_key(|(_, op)| key(rules, **op))
-                .map(|(i, _)| i);
-            let Some(i) = chosen else { continue };
-            let op = pending[w].swap_remove(i);
-            if let Some(j) = partner(&op).and_then(|p| pending[w].iter().position(|x| *x == p)) {
-                // The doubled forward: both micro-batches, two forward times, one end.
-                let p = pending[w].swap_remove(j);
-                live[w] += 2;
-                if op.stage() == 0 {
-                    live_first_stage[op.pipeline() as usize] += 2;
-                }
-                let ticks = 2 * FORWARD_TICKS;
-                end.insert(op, tick + ticks);
-                end.insert(p, tick + ticks);
-                free[w] = tick + ticks;
-                schedule[w].push(op);
-                schedule[w].push(p);
-                left -= 2;
-                continue;
-            }
-            let ticks = if op.is_forward() {
-                live[w] += 1;
-                if op.stage() == 0 {
-                    live_first_stage[op.pipeline() as usize] += 1;
-                }
-                FORWARD_TICKS
-            } else {
-                live[w] -= 1;
-                backwards_started[w] += 1;
-                if op.stage() == 0 {
-                    live_first_stage[op.pipeline() as usize] -= 1;
-                }
-                rules.backward_ticks.max(1)
-            };
-            end.insert(op, tick + ticks);
-            free[w] = tick + ticks;
-            schedule[w].push(op);
-            left -= 1;
         }
         // Next instant anything can change: the earliest end after this tick.
-        let next = free.iter().copied().filter(|&t| t > tick).min();
+        let next = state.free.iter().copied().filter(|&t| t > tick).min();
         match next {
             Some(t) => tick = t,
-            None if left > 0 => {
+            None if state.left > 0 => {
                 return Err(SyncError::Stuck {
                     schedule: name,
                     tick,
-                    left,
+                    left: state.left,
                     cap: rules.live_cap,
                 })
             }
             None => {}
         }
     }
-    let nominal_makespan = free.iter().copied().max().unwrap_or(0);
+    let nominal_makespan = state.free.iter().copied().max().unwrap_or(0);
     Ok(ListRun {
-        schedule,
+        schedule: state.schedule,
         nominal_makespan,
     })
+}
+
+/// A list-scheduling run in progress: what each worker has left and has run, when each
+/// operation ends, and the counts the admission rules read.
+struct ListState<'r> {
+    rules: &'r Rules,
+    /// Each worker's operations not started yet.
+    pending: Vec<Vec<Instr>>,
+    /// GEMS's entry order: down 0, up N/2, down 1, up N/2+1, ... (empty otherwise).
+    entry_order: Vec<(Pipeline, usize)>,
+    /// The tick each started operation ends at.
+    end: std::collections::HashMap<Instr, u64>,
+    /// The tick each worker is free from.
+    free: Vec<u64>,
+    /// Micro-batches live on each worker (forward started, backward not started).
+    live: Vec<usize>,
+    /// Micro-batches live on each pipeline's first stage.
+    live_first_stage: [usize; 2],
+    backwards_started: Vec<usize>,
+    schedule: Schedule,
+    /// Operations not started yet, over all workers.
+    left: usize,
+    /// Micro-batches of each pipeline whose forwards run in pairs (whole pairs).
+    doubled: usize,
+}
+
+impl<'r> ListState<'r> {
+    fn new(rules: &'r Rules) -> Self {
+        let d = rules.stages;
+        let mut pending: Vec<Vec<Instr>> = vec![Vec::new(); d];
+        for (pipeline, range) in pipelines(rules) {
+            for micro_batch in range {
+                for stage in 0..d {
+                    let w = pipeline.worker(stage, d);
+                    pending[w].push(Instr::Forward {
+                        stage,
+                        micro_batch,
+                        pipeline,
+                    });
+                    pending[w].push(Instr::Backward {
+                        stage,
+                        micro_batch,
+                        pipeline,
+                    });
+                }
+            }
+        }
+        let entry_order: Vec<(Pipeline, usize)> = if rules.alternate_entry {
+            let half = rules.micro_batches / 2;
+            (0..half)
+                .flat_map(|i| [(Pipeline::Down, i), (Pipeline::Up, half + i)])
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let per_pipeline = if rules.bidirectional {
+            rules.micro_batches / 2
+        } else {
+            rules.micro_batches
+        };
+        ListState {
+            rules,
+            left: pending.iter().map(Vec::len).sum(),
+            pending,
+            entry_order,
+            end: std::collections::HashMap::new(),
+            free: vec![0u64; d],
+            live: vec![0usize; d],
+            live_first_stage: [0usize; 2],
+            backwards_started: vec![0usize; d],
+            schedule: vec![Vec::new(); d],
+            doubled: rules.doubled_per_pipeline.min(per_pipeline) & !1,
+        }
+    }
+
+    /// Whether `op`'s input has arrived by `tick`.
+    fn ready(&self, op: &Instr, tick: u64) -> bool {
+        match op.input(self.rules.stages) {
+            None => true,
+            Some(dep) => self.end.get(&dep).is_some_and(|&t| t <= tick),
+        }
+    }
+
+    /// Whether worker `w` may start `op` at `tick` by the caps: its live cap, the first
+    /// stage's initial injections, GEMS's alternate entry.
+    fn admitted(&self, w: usize, op: &Instr, tick: u64) -> bool {
+        let (rules, d) = (self.rules, self.rules.stages);
+        if !op.is_forward() {
+            return true;
+        }
+        if self.live[w] >= rules.live_cap {
+            return false;
+        }
+        if op.stage() != 0 {
+            return true;
+        }
+        if self.backwards_started[w] == 0
+            && self.live_first_stage[op.pipeline() as usize] >= rules.initial_per_pipeline
+        {
+            return false;
+        }
+        if rules.alternate_entry {
+            let me = (op.pipeline(), op.micro_batch());
+            let j = self.entry_order.iter().position(|&e| e == me).unwrap_or(0);
+            if j > 0 {
+                let (pp, pi) = self.entry_order[j - 1];
+                let prev = Instr::Backward {
+                    stage: if pp == Pipeline::Down { w } else { d - 1 - w },
+                    micro_batch: pi,
+                    pipeline: pp,
+                };
+                if self.end.get(&prev).is_none_or(|&t| t > tick) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// A doubled forward's partner: the pair's first micro-batch stands for both; its
+    /// partner is never chosen alone.
+    fn partner(&self, op: &Instr) -> Option<Instr> {
+        if !op.is_forward() || age(self.rules, *op) >= self.doubled {
+            return None;
+        }
+        let a = age(self.rules, *op);
+        let other = if a % 2 == 0 {
+            op.micro_batch() + 1
+        } else {
+            op.micro_batch() - 1
+        };
+        Some(Instr::Forward {
+            stage: op.stage(),
+            micro_batch: other,
+            pipeline: op.pipeline(),
+        })
+    }
+
+    /// Whether worker `w` may start `op` at `tick`: ready and admitted, and for a doubled
+    /// forward, its partner ready too and two live slots free.
+    fn startable(&self, w: usize, op: &Instr, tick: u64) -> bool {
+        if !(self.ready(op, tick) && self.admitted(w, op, tick)) {
+            return false;
+        }
+        match self.partner(op) {
+            None => true,
+            Some(_) if age(self.rules, *op) % 2 == 1 => false,
+            Some(p) => {
+                self.ready(&p, tick)
+                    && self.live[w] + 2 <= self.rules.live_cap
+                    && (op.stage() != 0
+                        || self.backwards_started[w] > 0
+                        || self.live_first_stage[op.pipeline() as usize] + 2
+                            <= self.rules.initial_per_pipeline)
+            }
+        }
+    }
+
+    /// Starts on free worker `w` at `tick` the startable operation first by the priority,
+    /// if any.
+    fn start_one(&mut self, w: usize, tick: u64) {
+        let chosen = self.pending[w]
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| self.startable(w, op, tick))
+            .min_by_key(|(_, op)| key(self.rules, **op))
+            .map(|(i, _)| i);
+        let Some(i) = chosen else { return };
+        let op = self.pending[w].swap_remove(i);
+        if let Some(j) = self
+            .partner(&op)
+            .and_then(|p| self.pending[w].iter().position(|x| *x == p))
+        {
+            // The doubled forward: both micro-batches, two forward times, one end.
+            let p = self.pending[w].swap_remove(j);
+            self.live[w] += 2;
+            if op.stage() == 0 {
+                self.live_first_stage[op.pipeline() as usize] += 2;
+            }
+            let ticks = 2 * FORWARD_TICKS;
+            self.end.insert(op, tick + ticks);
+            self.end.insert(p, tick + ticks);
+            self.free[w] = tick + ticks;
+            self.schedule[w].push(op);
+            self.schedule[w].push(p);
+            self.left -= 2;
+            return;
+        }
+        let ticks = if op.is_forward() {
+            self.live[w] += 1;
+            if op.stage() == 0 {
+                self.live_first_stage[op.pipeline() as usize] += 1;
+            }
+            FORWARD_TICKS
+        } else {
+            self.live[w] -= 1;
+            self.backwards_started[w] += 1;
+            if op.stage() == 0 {
+                self.live_first_stage[op.pipeline() as usize] -= 1;
+            }
+            self.rules.backward_ticks.max(1)
+        };
+        self.end.insert(op, tick + ticks);
+        self.free[w] = tick + ticks;
+        self.schedule[w].push(op);
+        self.left -= 1;
+    }
 }
 
 /// The run of several priorities with the shortest nominal makespan (first on ties).

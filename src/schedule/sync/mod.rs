@@ -356,17 +356,6 @@ impl std::str::FromStr for ScheduleName {
     }
 }
 
-impl clap::ValueEnum for ScheduleName {
-    fn value_variants<'a>() -> &'a [Self] {
-        ScheduleName::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let i = self.info();
-        Some(clap::builder::PossibleValue::new(i.name).aliases(i.aliases.iter().copied()))
-    }
-}
-
 /// Every schedule the `sync` command knows, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "kebab-case")]

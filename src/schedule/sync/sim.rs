@@ -137,14 +137,6 @@ fn check_starts(starts: &[usize], layers: usize) -> Result<(), PartitionError> {
     Ok(())
 }
 
-/// The contiguous split of the chain into `d` stages that minimises the largest stage's
-/// forward + backward time (exact DP), as stage starts.
-pub fn balanced_partition(instance: &Instance, d: usize) -> Result<Vec<usize>, PartitionError> {
-    crate::partition::bapipe::optimal_heterogeneous(instance, &vec![1.0; d])
-        .map(|p| p.starts)
-        .map_err(|e| PartitionError::Invalid(e.to_string()))
-}
-
 /// Streams that cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {

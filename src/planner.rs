@@ -2,10 +2,10 @@
 //! is given, the [`Solution`] it proposes and the [`Outcome`] of an attempt; and
 //! [`AlgorithmOptions`], the typed options that build a planner.
 //!
-//! A leaf of the algorithm layer: it knows the model and nothing else, so that every
-//! planner (in `partition`, `schedule`, `milp`) can implement the trait without knowing the
-//! registry ([`super::registry`]) that builds them by name, nor the driver
-//! ([`super::run`]) that judges what they return.
+//! A leaf below every planner: it knows the model and nothing else, so that every planner
+//! (in `partition`, `schedule`, `milp`) implements the trait without knowing the registry
+//! ([`crate::algorithm::registry`]) that builds them by name, nor the driver
+//! ([`crate::algorithm::run`]) that judges what they return; both sit above the planners.
 
 use crate::model::bipartition::BiStage;
 use crate::model::{Allocation, Instance, Pattern, Placement, Platform};
@@ -112,7 +112,7 @@ pub enum Outcome {
 /// The trait every algorithm implements.
 pub trait Planner {
     /// The name its reports and plan files carry (`1f1b*`, `pipedream`, `madpipe`...: the
-    /// registry's name, [`super::Algorithm`], for the planners it builds).
+    /// registry's name, [`crate::algorithm::Algorithm`], for the planners it builds).
     fn name(&self) -> String;
     /// Proposes a plan. Errors are for failures (bad options, solver crash), not for
     /// infeasibility, which is an [`Outcome`].
@@ -130,7 +130,7 @@ pub trait Planner {
 /// line's flags give them: a serde table that refuses unknown keys (`deny_unknown_fields`)
 /// and builds the algorithm's planner, checking the values (so options built in code are
 /// checked the same way). Each planner's file defines its own; the registry
-/// ([`super::registry::Configured`]) tags them with the algorithm's name.
+/// ([`crate::algorithm::Configured`]) tags them with the algorithm's name.
 ///
 /// Its serialized form is part of every sweep job's key: an optional field is left out
 /// when unset (`skip_serializing_if`), so that adding an option keeps the keys of earlier
