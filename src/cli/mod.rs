@@ -13,6 +13,7 @@ use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, 
 use pipeopt::InputError;
 
 pub mod bound;
+pub mod command;
 pub mod execute;
 pub mod figures;
 pub mod fit_device;
