@@ -271,6 +271,10 @@ pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: boo
             true,
         ),
         OpKind::Relu { .. } => arg(0).relu(),
+        OpKind::Sigmoid => arg(0).sigmoid(),
+        OpKind::HardSigmoid => arg(0).hardsigmoid(),
+        OpKind::HardSwish => arg(0).hardswish(),
+        OpKind::Mul => arg(0) * arg(1),
         OpKind::MaxPool2d {
             kernel,
             stride,

@@ -112,7 +112,8 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
             )
         }
         OpKind::BatchNorm2d { .. } | OpKind::LayerNorm { .. } | OpKind::Gelu => (8.0 * out, io),
-        OpKind::Relu { .. } => (out, io),
+        OpKind::Relu { .. } | OpKind::HardSigmoid | OpKind::Mul => (out, io),
+        OpKind::Sigmoid | OpKind::HardSwish => (4.0 * out, io),
         OpKind::Dropout { .. } => (2.0 * out, io + out * n),
         OpKind::Add => ((op.inputs.len() as f64 - 1.0) * out, io),
         OpKind::Cat | OpKind::PositionEmbedding { .. } => (
@@ -189,7 +190,14 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
         | OpKind::AvgPool2d { .. }
         | OpKind::Gelu
         | OpKind::Embedding { .. }
-        | OpKind::Attention { .. } => op.inputs.clone(),
+        | OpKind::Attention { .. }
+        // Each factor's gradient is the other factor; the hard functions' gradients are
+        // piecewise functions of their input.
+        | OpKind::Mul
+        | OpKind::HardSigmoid
+        | OpKind::HardSwish => op.inputs.clone(),
+        // The gradient of the sigmoid is `y (1 - y)`: autograd keeps its result.
+        OpKind::Sigmoid => vec![i],
         // PyTorch computes a global average pool as a mean, whose backward needs only the
         // input's shape; other output sizes run the pooling kernel, which saves its input.
         OpKind::AdaptiveAvgPool2d { out: (1, 1) } => vec![],

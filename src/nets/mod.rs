@@ -88,6 +88,15 @@ pub enum OpKind {
     },
     /// Elementwise sum of its inputs.
     Add,
+    /// Elementwise product of two inputs, the second broadcast over the first's spatial
+    /// dimensions when it is `[C, 1, 1]` (squeeze-and-excitation's scaling).
+    Mul,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `clamp(x / 6 + 1 / 2, 0, 1)` (torch's `Hardsigmoid`).
+    HardSigmoid,
+    /// `x * clamp(x / 6 + 1 / 2, 0, 1)` (torch's `Hardswish`).
+    HardSwish,
     /// Concatenation of its inputs along dimension 0 of the per-sample shape (channels).
     Cat,
     /// Token ids to vectors; the input holds ids of shape `[S]`.

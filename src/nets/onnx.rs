@@ -15,14 +15,18 @@
 //! # Ops
 //! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu` and
 //! `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the same bytes),
+//! `Sigmoid` (keeps its result), `HardSwish` and torch's `HardSigmoid` (keep their input),
+//! `Mul` of two activations of one shape or of a map and a `[C, 1, 1]` gate broadcast over
+//! it (keeps both: squeeze-and-excitation, and SiLU as `x * sigmoid(x)`),
 //! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
 //! `ReduceMean` over the spatial axes (a global average pool), `Flatten` and a `Reshape` to
 //! `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
 //! `Dropout`, `Add` and `Concat` of activations (channel axis), `Identity`, `Constant`.
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
-//! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error naming the op and
-//! the node: never a silent guess.
+//! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error, never a silent
+//! guess: one error lists every op type of the file without a rule, each with its count
+//! and first node, so that a model is fixed in one round.
 //!
 //! # Exporters that rewrite the network
 //! PyTorch's default exporter since 2.9 (`dynamo=True`) runs onnxscript's optimizer, which
@@ -61,8 +65,8 @@ pub enum OnnxError {
     Decode(String),
     #[error("the model has no graph")]
     NoGraph,
-    #[error("node {node:?}: op {op} has no training rule in pipeopt (supported: Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), MaxPool, AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant)")]
-    UnsupportedOp { op: String, node: String },
+    #[error("{}", unsupported_ops_message(.0))]
+    UnsupportedOps(Vec<UnsupportedOp>),
     #[error("node {node:?} ({op}): {reason}")]
     Unsupported {
         op: String,
@@ -157,6 +161,76 @@ fn first_input<'a>(node: &Node<'a>) -> Result<&'a str, OnnxError> {
     input(node, 0).ok_or_else(|| unsupported(node, "no input"))
 }
 
+/// How the importer reads one node of a type.
+type Rule<'g, 'a> = fn(&mut Importer<'g, 'a>, &Node<'a>) -> Result<(), OnnxError>;
+
+/// An op type of a model without a training rule in pipeopt: how many nodes have it, and
+/// the first of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsupportedOp {
+    pub op: String,
+    pub count: usize,
+    pub first_node: String,
+}
+
+/// The ops the importer has rules for, as a user reads them.
+const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), Sigmoid, \
+    HardSigmoid, HardSwish, Mul of two activations (one may be [C, 1, 1]), MaxPool, \
+    AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], \
+    Gemm, Dropout, Add, Concat, Identity, Constant";
+
+/// Every unsupported op of a model in one message (each with its count and first node).
+fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
+    let list: Vec<String> = ops
+        .iter()
+        .map(|u| {
+            let times = if u.count == 1 {
+                "1 node".to_string()
+            } else {
+                format!("{} nodes", u.count)
+            };
+            format!("{} ({times}, the first {:?})", u.op, u.first_node)
+        })
+        .collect();
+    format!(
+        "{} op type{} of the model {} no training rule in pipeopt: {} (supported: {SUPPORTED_OPS})",
+        ops.len(),
+        if ops.len() == 1 { "" } else { "s" },
+        if ops.len() == 1 { "has" } else { "have" },
+        list.join("; ")
+    )
+}
+
+/// The op types of `graph` that the importer has no rule for (or outside the default
+/// domain), in the order of their first node.
+fn unsupported_ops(graph: &Graph) -> Vec<UnsupportedOp> {
+    let mut found: Vec<UnsupportedOp> = Vec::new();
+    for node in &graph.node {
+        let op = if !node.domain.is_empty() && node.domain != "ai.onnx" {
+            format!("{}::{}", node.domain, node.op_type.as_str())
+        } else if Importer::rule(&node.op_type).is_none() {
+            node.op_type.as_str().to_string()
+        } else {
+            continue;
+        };
+        match found.iter_mut().find(|u| u.op == op) {
+            Some(u) => u.count += 1,
+            None => found.push(UnsupportedOp {
+                op,
+                count: 1,
+                first_node: node_name(node),
+            }),
+        }
+    }
+    found
+}
+
+/// A per-sample shape as a user writes the tensor's: `[N, 64, 56, 56]`.
+fn shape_text(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("[N, {}]", dims.join(", "))
+}
+
 fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
     OnnxError::Unsupported {
         op: node.op_type.as_str().to_string(),
@@ -165,7 +239,7 @@ fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
     }
 }
 
-impl<'a> Importer<'_, 'a> {
+impl<'g, 'a> Importer<'g, 'a> {
     /// The op producing the activation `name` read by `node`.
     fn activation(&self, node: &Node<'a>, name: &str) -> Result<usize, OnnxError> {
         self.producer.get(name).copied().ok_or_else(|| {
@@ -340,25 +414,102 @@ impl<'a> Importer<'_, 'a> {
     /// One node of the graph, in the file's order: its op added to the network (or its
     /// constant kept), its output's shape by the builders' rules.
     fn node(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        match &node.op_type {
-            OpType::Constant => self.constant(node),
-            OpType::Identity => self.identity(node),
-            OpType::Conv => self.conv(node),
-            OpType::BatchNormalization => self.batch_norm(node),
-            OpType::Relu => self.relu(node),
-            OpType::Clip => self.clip(node),
-            OpType::MaxPool | OpType::AveragePool => self.pool(node),
-            OpType::GlobalAveragePool | OpType::ReduceMean => self.global_pool(node),
-            OpType::Flatten | OpType::Reshape => self.flatten(node),
-            OpType::Gemm => self.gemm(node),
-            OpType::Dropout => self.dropout(node),
-            OpType::Add => self.add(node),
-            OpType::Concat => self.concat(node),
-            other => Err(OnnxError::UnsupportedOp {
-                op: other.as_str().to_string(),
-                node: node_name(node),
-            }),
+        match Self::rule(&node.op_type) {
+            Some(rule) => rule(self, node),
+            None => Err(OnnxError::UnsupportedOps(vec![UnsupportedOp {
+                op: node.op_type.as_str().to_string(),
+                count: 1,
+                first_node: node_name(node),
+            }])),
         }
+    }
+
+    /// The rule that imports nodes of type `op` (the one list of the ops pipeopt reads:
+    /// [`SUPPORTED_OPS`] says it to users), or `None`.
+    fn rule(op: &OpType) -> Option<Rule<'g, 'a>> {
+        Some(match op {
+            OpType::Constant => Self::constant,
+            OpType::Identity => Self::identity,
+            OpType::Conv => Self::conv,
+            OpType::BatchNormalization => Self::batch_norm,
+            OpType::Relu => Self::relu,
+            OpType::Clip => Self::clip,
+            OpType::Sigmoid => Self::sigmoid,
+            OpType::HardSigmoid => Self::hard_sigmoid,
+            OpType::HardSwish => Self::hard_swish,
+            OpType::Mul => Self::mul,
+            OpType::MaxPool | OpType::AveragePool => Self::pool,
+            OpType::GlobalAveragePool | OpType::ReduceMean => Self::global_pool,
+            OpType::Flatten | OpType::Reshape => Self::flatten,
+            OpType::Gemm => Self::gemm,
+            OpType::Dropout => Self::dropout,
+            OpType::Add => Self::add,
+            OpType::Concat => Self::concat,
+            _ => return None,
+        })
+    }
+
+    /// An elementwise activation of one input (`Sigmoid`, `HardSwish`).
+    fn elementwise(&mut self, node: &Node<'a>, kind: OpKind) -> Result<(), OnnxError> {
+        let x = self.activation(node, first_input(node)?)?;
+        let shape = self.b.shape(x).clone();
+        self.push(node, kind, &[x], shape)
+    }
+
+    /// A `Sigmoid`.
+    fn sigmoid(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        self.elementwise(node, OpKind::Sigmoid)
+    }
+
+    /// A `HardSwish`.
+    fn hard_swish(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        self.elementwise(node, OpKind::HardSwish)
+    }
+
+    /// A `HardSigmoid` with torch's slope and offset (`alpha = 1/6`, `beta = 1/2`; ONNX's
+    /// defaults, 0.2 and 0.5, are another function).
+    fn hard_sigmoid(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        let at = Attrs { node };
+        let (alpha, beta) = (at.float("alpha", 0.2), at.float("beta", 0.5));
+        if (alpha - 1.0 / 6.0).abs() > 1e-6 || (beta - 0.5).abs() > 1e-6 {
+            return Err(unsupported(
+                node,
+                format!("alpha = {alpha}, beta = {beta} (only torch's Hardsigmoid: 1/6 and 0.5)"),
+            ));
+        }
+        self.elementwise(node, OpKind::HardSigmoid)
+    }
+
+    /// A `Mul` of two activations: of one shape (SiLU's `x * sigmoid(x)`), or a feature
+    /// map and a `[C, 1, 1]` gate broadcast over it (squeeze-and-excitation), in either
+    /// order.
+    fn mul(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        if node.input.len() != 2 {
+            return Err(unsupported(node, "only the product of two activations"));
+        }
+        let a = self.activation(node, node.input[0])?;
+        let b = self.activation(node, node.input[1])?;
+        let (sa, sb) = (self.b.shape(a).clone(), self.b.shape(b).clone());
+        let gate = |map: &Shape, g: &Shape| {
+            g.len() == 3 && map.len() == 3 && g[0] == map[0] && g[1..] == [1, 1]
+        };
+        let (x, y) = if sa == sb || gate(&sa, &sb) {
+            (a, b)
+        } else if gate(&sb, &sa) {
+            (b, a)
+        } else {
+            return Err(unsupported(
+                node,
+                format!(
+                    "inputs of shapes {} and {} (only one shape, or a [C, 1, 1] gate of a \
+                     [C, H, W] map)",
+                    shape_text(&sa),
+                    shape_text(&sb)
+                ),
+            ));
+        };
+        let shape = self.b.shape(x).clone();
+        self.push(node, OpKind::Mul, &[x, y], shape)
     }
 
     /// A `Constant`: its tensor, kept for the nodes that read it as a value (a reshape
@@ -902,13 +1053,11 @@ pub fn network_from_onnx(
         producer: HashMap::from([(input_name, 0)]),
         b: B::new(name, shape.clone()),
     };
+    let missing = unsupported_ops(graph);
+    if !missing.is_empty() {
+        return Err(OnnxError::UnsupportedOps(missing));
+    }
     for node in &graph.node {
-        if !node.domain.is_empty() && node.domain != "ai.onnx" {
-            return Err(OnnxError::UnsupportedOp {
-                op: format!("{}::{}", node.domain, node.op_type.as_str()),
-                node: node_name(node),
-            });
-        }
         let fused = node
             .metadata_props
             .iter()
@@ -1165,6 +1314,13 @@ mod tests {
                     }
                     OpKind::Dropout { p } => (OpType::Dropout, vec![float("ratio", *p)]),
                     OpKind::Add => (OpType::Add, vec![]),
+                    OpKind::Mul => (OpType::Mul, vec![]),
+                    OpKind::Sigmoid => (OpType::Sigmoid, vec![]),
+                    OpKind::HardSwish => (OpType::HardSwish, vec![]),
+                    OpKind::HardSigmoid => (
+                        OpType::HardSigmoid,
+                        vec![float("alpha", 1.0 / 6.0), float("beta", 0.5)],
+                    ),
                     OpKind::Cat => (OpType::Concat, vec![int("axis", 1)]),
                     other => panic!("no ONNX writer for {other:?}"),
                 };
@@ -1254,6 +1410,122 @@ mod tests {
         }
     }
 
+    /// A small network of today's CNN ops: a squeeze-and-excitation block (global pool,
+    /// two 1x1 convolutions, `Sigmoid`, the gate's `Mul` broadcast over the map), SiLU
+    /// written as `x * sigmoid(x)`, `HardSwish` and `HardSigmoid`.
+    fn modern_cnn() -> Network {
+        let mut b = B::new("modern", vec![3, 32, 32]);
+        let x = b.conv("stem", 0, 16, 3, 2, 1).unwrap();
+        let x = b.bn("stem.bn", x, 1e-5).unwrap();
+        let map = b
+            .op("act", OpKind::HardSwish, &[x], vec![16, 16, 16])
+            .unwrap();
+        let pooled = b.adaptive_avgpool("se.pool", map, (1, 1)).unwrap();
+        let r = b
+            .conv_full("se.fc1", pooled, 4, (1, 1), (1, 1), (0, 0), true)
+            .unwrap();
+        let r = b.relu("se.relu", r).unwrap();
+        let e = b
+            .conv_full("se.fc2", r, 16, (1, 1), (1, 1), (0, 0), true)
+            .unwrap();
+        let gate = b
+            .op("se.gate", OpKind::HardSigmoid, &[e], vec![16, 1, 1])
+            .unwrap();
+        let scaled = b
+            .op("se.scale", OpKind::Mul, &[map, gate], vec![16, 16, 16])
+            .unwrap();
+        let y = b.conv("conv", scaled, 32, 3, 1, 1).unwrap();
+        let s = b
+            .op("silu.sigmoid", OpKind::Sigmoid, &[y], vec![32, 16, 16])
+            .unwrap();
+        let y = b
+            .op("silu", OpKind::Mul, &[y, s], vec![32, 16, 16])
+            .unwrap();
+        let y = b.adaptive_avgpool("pool", y, (1, 1)).unwrap();
+        let y = b.flatten("flatten", y).unwrap();
+        b.linear("fc", y, 1000, true).unwrap();
+        Network {
+            name: "modern".into(),
+            input: vec![3, 32, 32],
+            input_elem_bytes: None,
+            blocks: split_blocks(b.finish().ops),
+        }
+    }
+
+    #[test]
+    fn modern_cnn_ops_round_trip_and_keep_what_autograd_keeps() {
+        let net = modern_cnn();
+        let bytes = to_onnx(&net);
+        let imported = network_from_onnx(&bytes, "modern", &ReadOptions::default()).unwrap();
+        assert_eq!(imported.parameter_count(), net.parameter_count());
+        let device = without_per_layer();
+        let ours = super::super::op_instance(&net, 8, DType::F32, &device).unwrap();
+        let inst = super::super::op_instance(&imported, 8, DType::F32, &device).unwrap();
+        inst.check().unwrap();
+        assert_eq!(ours.len(), inst.len());
+        for (a, b) in ours.layers.iter().zip(&inst.layers) {
+            assert_eq!(
+                (a.weights, a.out, a.stash, a.stash_overlap, a.fwd, a.bwd),
+                (b.weights, b.out, b.stash, b.stash_overlap, b.fwd, b.bwd),
+                "{}",
+                a.name
+            );
+        }
+        assert_eq!(ours.stash_shared, inst.stash_shared);
+        // What each new op keeps for its backward: the sigmoid its result, the product
+        // both factors, the hard functions their input.
+        let ops: Vec<(&Block, usize)> = net
+            .blocks
+            .iter()
+            .flat_map(|bl| (0..bl.ops.len()).map(move |i| (bl, i)))
+            .collect();
+        for (block, i) in ops {
+            let op = &block.ops[i];
+            let saved = super::super::analytic::saved_tensors(block, i);
+            match op.kind {
+                OpKind::Sigmoid => assert_eq!(saved, vec![i], "{}", op.name),
+                OpKind::Mul | OpKind::HardSwish | OpKind::HardSigmoid => {
+                    assert_eq!(saved, op.inputs, "{}", op.name)
+                }
+                _ => {}
+            }
+        }
+        // Factors of two different shapes (neither a gate of the other) are refused,
+        // naming the shapes as a user writes them.
+        let mut model = onnx_rs::parse(&bytes).unwrap();
+        let g = model.graph.as_mut().unwrap();
+        let k = g
+            .node
+            .iter()
+            .rposition(|n| n.op_type == OpType::Mul)
+            .unwrap();
+        let stem = g
+            .node
+            .iter()
+            .position(|n| n.op_type == OpType::Conv)
+            .unwrap();
+        g.node[k].input[1] = g.node[stem].output[0];
+        let err =
+            network_from_onnx(&onnx_rs::encode(&model), "m", &ReadOptions::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("[N, 32, 16, 16]") && text.contains("[N, 16, 16, 16]"),
+            "{text}"
+        );
+        // ONNX's own HardSigmoid defaults (alpha 0.2) are another function: refused.
+        let mut model = onnx_rs::parse(&bytes).unwrap();
+        let g = model.graph.as_mut().unwrap();
+        let k = g
+            .node
+            .iter()
+            .position(|n| n.op_type == OpType::HardSigmoid)
+            .unwrap();
+        g.node[k].attribute.clear();
+        let err =
+            network_from_onnx(&onnx_rs::encode(&model), "m", &ReadOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("alpha = 0.2"), "{err}");
+    }
+
     fn shape(s: &[usize]) -> ReadOptions<'_> {
         ReadOptions {
             input_shape: Some(s),
@@ -1272,20 +1544,41 @@ mod tests {
             matches!(cut, OnnxError::Decode(_) | OnnxError::Graph(_)),
             "{cut}"
         );
-        // An op without a rule.
+        // Ops without a rule: every type listed at once, with its count and first node.
         let mut model = onnx_rs::parse(&bytes).unwrap();
         let g = model.graph.as_mut().unwrap();
-        g.node[2].op_type = OpType::Sigmoid;
+        for k in [2, 9] {
+            g.node[k].op_type = OpType::Softmax;
+        }
+        g.node[5].op_type = OpType::LSTM;
+        let first_lstm = node_name(&g.node[5]);
         let err =
             network_from_onnx(&onnx_rs::encode(&model), "r", &ReadOptions::default()).unwrap_err();
         assert_eq!(
             err,
-            OnnxError::UnsupportedOp {
-                op: "Sigmoid".into(),
-                node: "/stem/relu".into()
-            }
+            OnnxError::UnsupportedOps(vec![
+                UnsupportedOp {
+                    op: "Softmax".into(),
+                    count: 2,
+                    first_node: "/stem/relu".into()
+                },
+                UnsupportedOp {
+                    op: "LSTM".into(),
+                    count: 1,
+                    first_node: first_lstm.clone()
+                },
+            ])
         );
-        assert!(err.to_string().contains("Sigmoid") && err.to_string().contains("/stem/relu"));
+        let text = err.to_string();
+        for part in [
+            "2 op types",
+            "Softmax (2 nodes",
+            "/stem/relu",
+            "LSTM (1 node",
+            &first_lstm,
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
         // Dilation is refused, not ignored.
         let mut model = onnx_rs::parse(&bytes).unwrap();
         model.graph.as_mut().unwrap().node[0].attribute[3] = ints("dilations", &[2, 2]);
