@@ -100,13 +100,17 @@ fn small_model() -> Model<'static> {
             "c1",
             vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
         ),
-        node(
-            "/bn/BatchNormalization",
-            OpType::BatchNormalization,
-            &["c1", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
-            "b1",
-            vec![],
-        ),
+        Node {
+            // Exported for training: the running statistics are outputs too.
+            output: vec!["b1", "bn.mean.out", "bn.var.out"],
+            ..node(
+                "/bn/BatchNormalization",
+                OpType::BatchNormalization,
+                &["c1", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
+                "b1",
+                vec![int("training_mode", 1)],
+            )
+        },
         node("/relu/Relu", OpType::Relu, &["b1"], "r1", vec![]),
         node("/c2/Conv", OpType::Conv, &["r1", "c2.w"], "c2", vec![]),
         node("/Add", OpType::Add, &["r1", "c2"], "a", vec![]),
@@ -366,4 +370,80 @@ fn zero_strides_and_kernels_and_bad_dropout_ratios_are_refused() {
         }
         refused(&onnx_rs::encode(&m), &[], &["/drop/Dropout", "ratio"]);
     }
+}
+
+/// A file exported in eval mode is not the network that trains: a batch norm in inference
+/// mode, or a weight passed on by an `Identity` (constant folding), is refused with the
+/// export line that works; `--accept-fused` plans a batch norm in inference mode as it is.
+#[test]
+fn files_exported_in_eval_mode_are_refused_with_the_export_line_that_works() {
+    let eval = |m: &mut Model<'static>| {
+        let g = m.graph.as_mut().unwrap();
+        let bn = g
+            .node
+            .iter_mut()
+            .find(|n| n.op_type == OpType::BatchNormalization)
+            .unwrap();
+        bn.output.truncate(1);
+        bn.attribute.clear();
+    };
+    let mut m = small_model();
+    eval(&mut m);
+    let bytes = onnx_rs::encode(&m);
+    refused(
+        &bytes,
+        &[],
+        &[
+            "/bn/BatchNormalization",
+            "eval mode",
+            "TrainingMode.TRAINING",
+            "--accept-fused",
+        ],
+    );
+    // An explicit training_mode = 0 is the same, whatever the outputs.
+    let mut m = small_model();
+    let g = m.graph.as_mut().unwrap();
+    let bn = g
+        .node
+        .iter_mut()
+        .find(|n| n.op_type == OpType::BatchNormalization)
+        .unwrap();
+    bn.attribute = vec![int("training_mode", 0)];
+    refused(&onnx_rs::encode(&m), &[], &["inference mode"]);
+    // Accepted as it is when the user says so.
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "eval.onnx", &bytes);
+    let o = pipeopt()
+        .args(["import", "onnx"])
+        .arg(&file)
+        .args(["--batch", "4", "--accept-fused", "--out"])
+        .arg(dir.path().join("eval.json"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A weight shared through an Identity (what constant folding writes).
+    let mut m = small_model();
+    let g = m.graph.as_mut().unwrap();
+    g.node.insert(
+        0,
+        node(
+            "/Identity_0",
+            OpType::Identity,
+            &["c2.w"],
+            "c2.w.copy",
+            vec![],
+        ),
+    );
+    let c2 = g.node.iter_mut().find(|n| n.name == "/c2/Conv").unwrap();
+    c2.input[1] = "c2.w.copy";
+    refused(
+        &onnx_rs::encode(&m),
+        &[],
+        &[
+            "/Identity_0",
+            "\"c2.w\"",
+            "folded constants",
+            "do_constant_folding=False",
+        ],
+    );
 }

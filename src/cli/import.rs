@@ -67,8 +67,9 @@ pub enum ImportCommand {
         #[arg(long, value_parser = ["block", "op"], default_value = "op")]
         granularity: String,
         /// Plan a file in which the exporter fused batch normalizations into convolutions
-        /// (PyTorch's default `dynamo=True` exporter does, even in training mode): by
-        /// default an error, since the file is then not the network that trains.
+        /// (PyTorch's default `dynamo=True` exporter does, even in training mode), or
+        /// exported them in inference mode (an eval-mode export): by default an error,
+        /// since the file is then not the network that trains.
         #[arg(long)]
         accept_fused: bool,
         #[command(flatten)]

@@ -35,7 +35,10 @@
 //! time and half the stash. The optimizer marks the nodes it rewrote
 //! (`pkg.onnxscript.rewriter.rule_name`); a node marked `FuseBatchNorm...` is refused
 //! unless the caller accepts it (`--accept-fused`). Export with `dynamo=False` and
-//! `training=TrainingMode.TRAINING` instead.
+//! `training=TrainingMode.TRAINING` instead. torch's default eval-mode export folds batch
+//! norms too, or, unfolded, writes them in inference mode (one output, `training_mode =
+//! 0`): such a batch norm is refused the same way, and so is an `Identity` that passes a
+//! weight on as a tensor (constant folding sharing equal weights).
 //!
 //! # Blocks
 //! The op DAG is cut into blocks wherever exactly one tensor is alive (a cut of the DAG
@@ -81,7 +84,15 @@ pub enum OnnxError {
     Empty { node: String },
     #[error("node {node:?}: the exporter fused a batch normalization into it (onnxscript's FuseBatchNormIntoConv), so the file is not the network that trains; export with torch.onnx.export(..., dynamo=False, training=torch.onnx.TrainingMode.TRAINING), or plan the file as it is with --accept-fused")]
     Fused { node: String },
+    #[error("node {node:?}: a batch normalization in inference mode (training_mode = 0, or one output): the file was exported in eval mode, where torch also folds batch norms into the convolutions before them and drops dropouts, so it is not the network that trains; export with {EXPORT_FOR_TRAINING}, or plan the file as it is with --accept-fused")]
+    InferenceMode { node: String },
+    #[error("node {node:?} (Identity) passes on the weight {weight:?} as a tensor: the exporter folded constants, which torch does in eval mode (batch norms folded into convolutions, equal weights shared through Identity nodes), so the file is not the network that trains; export with {EXPORT_FOR_TRAINING}")]
+    FoldedConstant { node: String, weight: String },
 }
+
+/// The export line that writes the network that trains (docs/onnx.md).
+const EXPORT_FOR_TRAINING: &str = "torch.onnx.export(model, x, f, dynamo=False, \
+    training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)";
 
 fn node_name(node: &Node) -> String {
     if node.name.is_empty() {
@@ -130,6 +141,9 @@ struct Importer<'g, 'a> {
     /// The op producing each activation tensor.
     producer: HashMap<&'a str, usize>,
     b: B,
+    /// Whether a file that is not the network that trains (batch norms fused or in
+    /// inference mode) is planned as it is.
+    accept_fused: bool,
 }
 
 /// Largest size or count accepted in a file (per dimension, and per weight tensor's
@@ -528,7 +542,14 @@ impl<'g, 'a> Importer<'g, 'a> {
 
     /// An `Identity`: its output names its input's producer.
     fn identity(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let x = self.activation(node, first_input(node)?)?;
+        let name = first_input(node)?;
+        if self.constants.contains_key(name) && !self.producer.contains_key(name) {
+            return Err(OnnxError::FoldedConstant {
+                node: node_name(node),
+                weight: name.to_string(),
+            });
+        }
+        let x = self.activation(node, name)?;
         if let Some(out) = node.output.first() {
             self.producer.insert(out, x);
         }
@@ -591,6 +612,14 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// A `BatchNormalization` of an NCHW map, its scale and bias one per channel.
     fn batch_norm(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
         let at = Attrs { node };
+        // Exported for training, a batch norm updates its running statistics: it has more
+        // than one output (and `training_mode = 1` from opset 14 on).
+        let training = at.int("training_mode", i64::from(node.output.len() > 1)) != 0;
+        if !training && !self.accept_fused {
+            return Err(OnnxError::InferenceMode {
+                node: node_name(node),
+            });
+        }
         let x = self.activation(node, first_input(node)?)?;
         let shape = self.b.shape(x).clone();
         if shape.len() != 3 {
@@ -1021,8 +1050,8 @@ fn block_name(ops: &[Op]) -> String {
 pub struct ReadOptions<'s> {
     /// The per-sample input shape where the file has none (or to check the file's).
     pub input_shape: Option<&'s [usize]>,
-    /// Plan a file whose exporter fused batch normalizations into convolutions (refused by
-    /// default: module doc).
+    /// Plan a file whose exporter fused batch normalizations into convolutions, or wrote
+    /// them in inference mode (refused by default: module doc).
     pub accept_fused: bool,
 }
 
@@ -1052,6 +1081,7 @@ pub fn network_from_onnx(
             .collect(),
         producer: HashMap::from([(input_name, 0)]),
         b: B::new(name, shape.clone()),
+        accept_fused: read.accept_fused,
     };
     let missing = unsupported_ops(graph);
     if !missing.is_empty() {
@@ -1273,7 +1303,10 @@ mod tests {
                         for w in ["weight", "bias", "running_mean", "running_var"] {
                             input.push(weight(w, vec![*channels]));
                         }
-                        (OpType::BatchNormalization, vec![float("epsilon", *eps)])
+                        (
+                            OpType::BatchNormalization,
+                            vec![float("epsilon", *eps), int("training_mode", 1)],
+                        )
                     }
                     OpKind::Relu { .. } => (OpType::Relu, vec![]),
                     OpKind::MaxPool2d {
@@ -1324,11 +1357,19 @@ mod tests {
                     OpKind::Cat => (OpType::Concat, vec![int("axis", 1)]),
                     other => panic!("no ONNX writer for {other:?}"),
                 };
+                // Exported for training, a batch norm also outputs its running statistics.
+                let mut output = vec![tensor(op.id)];
+                if op_type == OpType::BatchNormalization {
+                    output.extend([
+                        leak(format!("{base}.mean_out")),
+                        leak(format!("{base}.var_out")),
+                    ]);
+                }
                 nodes.push(Node {
                     name: base,
                     op_type,
                     input,
-                    output: vec![tensor(op.id)],
+                    output,
                     attribute,
                     ..Default::default()
                 });
