@@ -118,6 +118,38 @@ def main(paths):
               f"geometric mean {gm:.2f}, median {statistics.median(r):.2f}, "
               f"MadPipe at least 1.2x faster in {sum(x >= 1.2 for x in r)}, "
               f"PipeDream at least 1.2x faster in {sum(x <= 1 / 1.2 for x in r)}")
+    if len(paths) == 2:
+        block_against_op(*paths)
+
+
+def block_against_op(block_path, op_path):
+    """The op-level `best` row of each case against the block-level one (same network, P, M,
+    beta): plans where both have one, bounds where neither case is infeasible."""
+    def best_rows(path):
+        return {
+            (r["instance"].split("-")[0], r["processors"], r["memory"], r["bandwidth"]): r
+            for r in csv.DictReader(open(path))
+            if r["algorithm"] == "best"
+        }
+
+    b, o = best_rows(block_path), best_rows(op_path)
+    ok = ("valid", "timeout")
+    plans = [
+        float(o[k]["period"]) / float(b[k]["period"])
+        for k in b
+        if k in o and b[k]["status"] in ok and o[k]["status"] in ok and b[k]["period"] and o[k]["period"]
+    ]
+    bounds = [
+        float(o[k]["global_lower_bound"]) / float(b[k]["global_lower_bound"])
+        for k in b
+        if k in o and b[k]["global_lower_bound"] and o[k]["global_lower_bound"]
+        and "true" not in (b[k]["case_infeasible"], o[k]["case_infeasible"])
+    ]
+    print(f"\nop-level best plan / block-level best plan over {len(plans)} cases: median "
+          f"{statistics.median(plans):.2f}, longer by more than 5% in {sum(x > 1.05 for x in plans)} "
+          f"(at most {max(plans):.2f}x), shorter by more than 0.1% in {sum(x < 0.999 for x in plans)}")
+    print(f"op-level global bound / block-level one over {len(bounds)} cases: median "
+          f"{statistics.median(bounds):.2f}")
 
 
 if __name__ == "__main__":
