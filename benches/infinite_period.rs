@@ -1,5 +1,5 @@
-//! The proof that no plan of a case fits at any period (docs/bounds.md, "Infeasibility of a
-//! case"): the packing search of `milp::global_bound::infinite` against the relaxation MILP
+//! The proof that no plan of a case fits at any period (docs/bounds.md, "Infeasible
+//! cases"): the packing search of `milp::global_bound::infinite` against the relaxation MILP
 //! at an infinite period, on every (network, P, M) of `experiments/memory.toml` and of
 //! `experiments/memory-op.toml` (the bandwidth plays no part at an infinite period).
 //! Run: `cargo bench --bench infinite_period` (a bench binary: one run per case).
