@@ -4,14 +4,14 @@
 # Usage: ./test.sh            (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")"
-source .ci/setup.sh
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
-# The suite's own time: every step's, printed at the end (also when a step fails).
+# The suite's own time: every step's, and the tests each test step ran, printed at the end
+# (also when a step fails).
 started=$SECONDS
 times=()
 report_times() {
-  echo "== times" >&2
+  echo "== times (and tests passed)" >&2
   for t in "${times[@]}"; do echo "$t" >&2; done
   echo "$(printf '%6d' $((SECONDS - started))) s  total" >&2
 }
@@ -23,18 +23,30 @@ step() { # step LABEL COMMAND...: runs one step and records its time
   "$@"
   times+=("$(printf '%6d' $((SECONDS - t0))) s  $label")
 }
+tested() { # tested LABEL COMMAND...: a test step, with the count of tests it passed
+  local label=$1 t0=$SECONDS log
+  shift
+  log=$(mktemp)
+  echo "== $label" >&2
+  "$@" 2>&1 | tee "$log"
+  local passed
+  passed=$(grep -o '[0-9]* passed' "$log" | awk '{s += $1} END {print s + 0}')
+  rm -f "$log"
+  times+=("$(printf '%6d' $((SECONDS - t0))) s  $label: $passed tests passed")
+}
 
+step "set-up (system packages, toolchain)" source .ci/setup.sh
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets --quiet -- -D warnings
-step "cargo test" cargo test --all-targets --quiet
+tested "cargo test" cargo test --all-targets --quiet
 # The slow tier: the tests marked #[ignore = "slow tier ..."] (minutes each in a debug
 # build: the general MILP at tight memory and on longer chains, the global bound on more
 # chains, the allocation bound on a second chain), run once here.
-step "cargo test, slow tier (--ignored)" cargo test --tests --quiet -- --ignored
+tested "cargo test, slow tier (--ignored)" cargo test --tests --quiet -- --ignored
 # The libtorch networks, profiler and executor (feature torch): built, linted and tested on
 # the CPU with small inputs. Set PIPEOPT_SKIP_TORCH=1 to skip it (e.g. offline machines without the wheel).
 if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
   step "feature torch: setup" source .ci/setup-torch.sh
   step "feature torch: clippy" cargo clippy --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
-  step "feature torch: executor tests (CPU)" cargo test --features torch --test exec --test profile --quiet
+  tested "feature torch: executor tests (CPU)" cargo test --features torch --test exec --test profile --quiet
 fi
