@@ -824,7 +824,7 @@ fn a_plan_stays_valid_with_more_processors_memory_or_bandwidth() {
 /// tight to loose, slow to fast links, half and full duplex. For each case: the global
 /// bound against the exhaustive optimum (never above it; "infeasible" never of a case with
 /// a plan), and on about one case in three (drawn at random) `best`'s bound and plan against
-/// it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test global_bound
+/// it too. `PIPEOPT_SOAK_SEEDS=100..400 cargo test --profile fastrel --test main
 /// soak -- --ignored --nocapture` runs more (hours); the slow tier runs two seeds.
 #[test]
 #[ignore = "slow tier (minutes): test.sh runs it with --ignored"]

@@ -16,10 +16,9 @@ fn pipeopt() -> Command {
     c
 }
 
-mod support;
-use support::exe;
+use crate::support::exe;
 #[cfg(unix)]
-use support::run_with_closed_stdout;
+use crate::support::run_with_closed_stdout;
 
 fn root() -> &'static str {
     env!("CARGO_MANIFEST_DIR")

@@ -11,10 +11,9 @@ fn pipeopt() -> Command {
     Command::cargo_bin("pipeopt").unwrap()
 }
 
-mod support;
-use support::exe;
+use crate::support::exe;
 #[cfg(unix)]
-use support::run_with_closed_stdout;
+use crate::support::run_with_closed_stdout;
 
 fn toy() -> String {
     format!("{}/instances/toy-chain.json", env!("CARGO_MANIFEST_DIR"))
