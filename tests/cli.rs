@@ -1,12 +1,8 @@
 //! The command line end to end: plan, validate, gantt, and the errors bad input gets.
 
-use assert_cmd::Command;
+use crate::support::pipeopt;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-
-fn pipeopt() -> Command {
-    Command::cargo_bin("pipeopt").unwrap()
-}
 
 /// A small chain written to a temporary directory.
 fn toy_instance(dir: &Path) -> PathBuf {

@@ -2,15 +2,11 @@
 //! of the committed H100 model on the committed reports, writes a model that loads, and
 //! refuses bad reports naming the file and field.
 
-use assert_cmd::Command;
+use crate::support::pipeopt;
 use pipeopt::nets::device::Rates;
 use pipeopt::nets::fit::{fit, measured_layers, FitOptions};
 use pipeopt::nets::{analytic_instance, network, DType, DeviceModel};
 use std::path::{Path, PathBuf};
-
-fn pipeopt() -> Command {
-    Command::cargo_bin("pipeopt").unwrap()
-}
 
 /// Devices unlike the H100 model (every value moved, each within the fit's default box
 /// of a factor 10, one slower and one faster), chosen so that every value shows in the

@@ -1,5 +1,6 @@
 //! The PipeDream importer on every real profile, on bad inputs, and on random DAGs.
 
+use crate::support::pipeopt;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -404,10 +405,6 @@ proptest! {
             prop_assert!(tol(inst.layers[l - 1].out, want), "layer {}: {} vs {}", l, inst.layers[l - 1].out, want);
         }
     }
-}
-
-fn pipeopt() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
 }
 
 /// A profile cut short or missing edges still parses; the import must refuse it, naming

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn pipeopt() -> Command {
-    let mut c = Command::cargo_bin("pipeopt").unwrap();
+    let mut c = crate::support::pipeopt();
     // A hang is a failure of its own, not a test that never ends.
     c.timeout(Duration::from_secs(120));
     c

@@ -2,17 +2,13 @@
 //! with the sizes computed here by hand, plans and validates; malformed, truncated and
 //! unsupported models exit 2 naming the file and the node, and write nothing.
 
-use assert_cmd::Command;
+use crate::support::pipeopt;
 use onnx_rs::ast::{
     Attribute, AttributeType, DataType, Dimension, Graph, Model, Node, OpType, OperatorSetId,
     TensorProto, TensorShape, TensorShapeDimension, TensorTypeProto, TypeProto, TypeValue,
     ValueInfo,
 };
 use std::path::Path;
-
-fn pipeopt() -> Command {
-    Command::cargo_bin("pipeopt").unwrap()
-}
 
 fn ints(name: &'static str, v: &[i64]) -> Attribute<'static> {
     Attribute {

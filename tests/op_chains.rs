@@ -2,6 +2,7 @@
 //! by the PipeDream linearizer, against the block-level chain of the same network, and the
 //! exact stash rule against a direct evaluation on random DAGs.
 
+use crate::support::pipeopt;
 use std::collections::HashSet;
 
 use pipeopt::io::{linearize_graph, Graph, GraphNode, NodeMemory};
@@ -103,10 +104,6 @@ fn a_tensor_kept_by_distant_layers_counts_once() {
     let x = 8.0 * 64.0 * 56.0 * 56.0 * 4.0;
     assert!(op.stash(conv1) >= x && op.stash(down) >= x);
     assert!(s.stash(conv1, down) < s.stash_sum(conv1, down) - x + 1.0);
-}
-
-fn pipeopt() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
 }
 
 /// Through the binary: `instance --granularity op` writes a chain whose one-processor plan

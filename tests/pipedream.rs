@@ -2,6 +2,7 @@
 //! exhaustive search over small chains, and the `pipedream` planner through the registry
 //! and the judge.
 
+use crate::support::pipeopt;
 use pipeopt::algorithm::{planner, run, Problem};
 use pipeopt::model::{Instance, Layer, Platform, Status};
 use pipeopt::partition::pipedream::{partition, PipeDreamConfig};
@@ -126,10 +127,6 @@ fn pipedream_planner_plans_are_valid_and_report_the_dp_objective() {
     assert_eq!(report.planned_period, Some(dp));
     // 1F1B* needs at least the bottleneck stage's load.
     assert!(report.period.unwrap() + 1e-9 >= dp);
-}
-
-fn pipeopt() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
 }
 
 /// The `pipedream` planner's report for `instance` on `p` processors.

@@ -3,13 +3,9 @@
 //! panic on absurd numbers or a closed stdout, one document per JSON file, one exit-code
 //! rule, and the small promises of the command line.
 
-use assert_cmd::Command;
+use crate::support::pipeopt;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-
-fn pipeopt() -> Command {
-    Command::cargo_bin("pipeopt").unwrap()
-}
 
 use crate::support::exe;
 #[cfg(unix)]

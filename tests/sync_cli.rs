@@ -1,12 +1,8 @@
 //! `pipeopt sync` and `pipeopt sync-sweep` end to end: JSON that parses, files written, and
 //! bad input refused with a message naming the option or the file, never a panic.
 
-use assert_cmd::Command;
+use crate::support::pipeopt;
 use std::path::{Path, PathBuf};
-
-fn pipeopt() -> Command {
-    Command::cargo_bin("pipeopt").unwrap()
-}
 
 /// A chain of 8 equal layers (backward = 2 x forward) in a temporary directory.
 fn chain(dir: &Path) -> PathBuf {

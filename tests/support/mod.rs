@@ -1,5 +1,10 @@
 //! What several test files share: the binary under test, run as a user runs it.
 
+/// The `pipeopt` binary cargo built for the tests, as a command to run.
+pub fn pipeopt() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("pipeopt").unwrap()
+}
+
 /// The `pipeopt` binary cargo built for the tests.
 pub fn exe() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_pipeopt"))
