@@ -245,21 +245,7 @@ fn search(
     let order = graph
         .chain_order()
         .ok_or_else(|| crate::Error::internal("the batch graph is not a single chain"))?;
-    let mut out = MilpOutcome {
-        pattern: None,
-        period: None,
-        lower_bound: 0.0,
-        status: SolveStatus::Infeasible,
-        gap: f64::INFINITY,
-        nodes: 0,
-        solves: 0,
-        seconds: 0.0,
-    };
-    let mut best_allocation = allocation.clone();
-    let done = |mut out: MilpOutcome, a: Allocation| {
-        out.seconds = started.elapsed().as_secs_f64();
-        Ok((a, out))
-    };
+    let mut search = PeriodSearch::new(instance, platform, allocation, mergeable, options, started);
 
     // Lower bound: the largest resource load.
     let load_bound = resource_load_bound(&graph);
@@ -271,29 +257,55 @@ fn search(
         )
         .into());
     }
-    out.lower_bound = load_bound;
+    search.out.lower_bound = load_bound;
     // With memory (windows and averages, `model::bounds`): often much tighter.
     let bound = structures_lower_bound(instance, platform, allocation, mergeable);
     if bound.is_infinite() {
-        return done(out, best_allocation);
+        return Ok(search.done());
     }
-
     // Static memory above M: nothing fits (merges change no static memory).
     let statics = static_memory(instance, platform, allocation);
     if statics.iter().any(|&m| m > platform.memory) {
-        return done(out, best_allocation);
+        return Ok(search.done());
     }
+    search.best = first_pattern(instance, platform, allocation, &graph, &order, merges);
+    if search.best.is_none() && !merges {
+        return Ok(search.done());
+    }
+    // Without a pattern yet (merges only), the sequential period of the chain bounds the
+    // search from above: at it, one batch at a time, the merged structure that keeps the
+    // least memory fits if any does.
+    // (A hair above it, for the model's margins on every duration.)
+    search.sequential_period = graph.ops.iter().map(|o| o.duration).sum::<f64>()
+        * (1.0 + 4.0 * MARGIN * graph.ops.len() as f64);
+    search.cutoff = cutoff;
+    search.lo = load_bound.max(bound);
+    if let Some(b) = &search.best {
+        search.lo = search.lo.min(b.period);
+    }
+    let (searched, proven_empty) = search.first_solve()?;
+    search.bisect(searched)?;
+    Ok(search.finish(proven_empty))
+}
 
-    // Upper bound: the sequential pattern (memory-minimal: the live windows of one batch
-    // nest, so if it does not fit, nothing does), improved by 1F1B* when contiguous.
-    // With merges, the sequential pattern of the finest stages may not fit while a merged
-    // one does: the MILP then decides from the load bound up.
-    let seq = sequential_pattern(&graph, &order);
+/// The first pattern of an allocation: the sequential pattern (memory-minimal: the live
+/// windows of one batch nest, so if it does not fit, nothing does), improved by 1F1B* when
+/// contiguous. With merges, the sequential pattern of the finest stages may not fit while a
+/// merged one does: the MILP then decides from the load bound up.
+fn first_pattern(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    graph: &BatchGraph,
+    order: &[usize],
+    merges: bool,
+) -> Option<Pattern> {
+    let seq = sequential_pattern(graph, order);
     let mut best: Option<Pattern> = judge(instance, platform, allocation, &seq)
         .valid
         .then_some(seq);
     if best.is_none() && !merges {
-        return done(out, best_allocation);
+        return None;
     }
     if allocation.is_contiguous() {
         if let Ok(r) = one_f_one_b_star::min_period_fitting(instance, platform, allocation) {
@@ -304,144 +316,218 @@ fn search(
             }
         }
     }
-    // Without a pattern yet (merges only), the sequential period of the chain bounds the
-    // search from above: at it, one batch at a time, the merged structure that keeps the
-    // least memory fits if any does.
-    // (A hair above it, for the model's margins on every duration.)
-    let sequential_period = graph.ops.iter().map(|o| o.duration).sum::<f64>()
-        * (1.0 + 4.0 * MARGIN * graph.ops.len() as f64);
+    best
+}
 
-    let mut lo = load_bound.max(bound);
-    if let Some(b) = &best {
-        lo = lo.min(b.period);
+/// The bisection of one allocation's period between a proven lower bound `lo` and the best
+/// pattern found, one scheduling MILP per period tried.
+struct PeriodSearch<'a> {
+    instance: &'a Instance,
+    platform: &'a Platform,
+    allocation: &'a Allocation,
+    options: &'a MilpOptions,
+    scope: Scope,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// The period to beat when lower than the best pattern's.
+    cutoff: Option<Seconds>,
+    /// The chain's sequential period (with margins): the search's ceiling without a pattern.
+    sequential_period: Seconds,
+    best: Option<Pattern>,
+    /// The allocation of `best` (stages merged where its solution said so).
+    best_allocation: Allocation,
+    /// No pattern below `lo` (proven).
+    lo: Seconds,
+    /// `Optimal` until a solve runs out of time.
+    status: SolveStatus,
+    out: MilpOutcome,
+}
+
+impl<'a> PeriodSearch<'a> {
+    fn new(
+        instance: &'a Instance,
+        platform: &'a Platform,
+        allocation: &'a Allocation,
+        mergeable: &[bool],
+        options: &'a MilpOptions,
+        started: Instant,
+    ) -> Self {
+        PeriodSearch {
+            instance,
+            platform,
+            allocation,
+            options,
+            scope: Scope {
+                focus: None,
+                mergeable: mergeable.to_vec(),
+                left_out: Vec::new(),
+                tail: None,
+                stash_charges: None,
+            },
+            started,
+            deadline: options.time_limit.map(|d| started + d),
+            cutoff: None,
+            sequential_period: f64::INFINITY,
+            best: None,
+            best_allocation: allocation.clone(),
+            lo: 0.0,
+            status: SolveStatus::Optimal,
+            out: MilpOutcome {
+                pattern: None,
+                period: None,
+                lower_bound: 0.0,
+                status: SolveStatus::Infeasible,
+                gap: f64::INFINITY,
+                nodes: 0,
+                solves: 0,
+                seconds: 0.0,
+            },
+        }
     }
-    let mut status = SolveStatus::Optimal;
-    let deadline = options.time_limit.map(|d| started + d);
-    let precision = options.period_precision;
-    let scope = Scope {
-        focus: None,
-        mergeable: mergeable.to_vec(),
-        left_out: Vec::new(),
-        tail: None,
-        stash_charges: None,
-    };
-    let time_left = || -> Option<Option<std::time::Duration>> {
-        match deadline {
+
+    fn done(mut self) -> (Allocation, MilpOutcome) {
+        self.out.seconds = self.started.elapsed().as_secs_f64();
+        (self.best_allocation, self.out)
+    }
+
+    /// The time left: `None` when it ran out, `Some(None)` without a limit.
+    fn time_left(&self) -> Option<Option<std::time::Duration>> {
+        match self.deadline {
             Some(d) => {
                 let now = Instant::now();
                 (now < d).then(|| Some(d - now))
             }
             None => Some(None),
         }
-    };
-    // One solve at `t`: `Ok(Some(true))` a pattern (kept), `Some(false)` none, `None` the
-    // time ran out.
-    let solve_at = |t: f64,
-                    best: &mut Option<Pattern>,
-                    best_allocation: &mut Allocation,
-                    out: &mut MilpOutcome|
-     -> crate::error::Result<Option<bool>> {
-        let Some(left) = time_left() else {
+    }
+
+    /// The period to beat: the best pattern's, or the caller's cutoff when lower.
+    fn target(&self) -> Seconds {
+        let upper = self
+            .best
+            .as_ref()
+            .map_or(self.sequential_period, |b| b.period);
+        self.cutoff.map_or(upper, |c| c.min(upper))
+    }
+
+    /// One solve at `t`: `Some(true)` a pattern (kept), `Some(false)` none, `None` the time
+    /// ran out.
+    fn solve_at(&mut self, t: f64) -> crate::error::Result<Option<bool>> {
+        let Some(left) = self.time_left() else {
             return Ok(None);
         };
-        let Some(milp) = PatternMilp::new(instance, platform, allocation, t, &scope) else {
-            // Static memory alone does not fit (checked above): nothing fits.
+        let (instance, platform) = (self.instance, self.platform);
+        let Some(milp) = PatternMilp::new(instance, platform, self.allocation, t, &self.scope)
+        else {
+            // Static memory alone does not fit (checked before): nothing fits.
             return Ok(Some(false));
         };
-        let r = milp.model.solve(options, left)?;
-        out.solves += 1;
-        out.nodes += r.nodes;
+        let r = milp.model.solve(self.options, left)?;
+        self.out.solves += 1;
+        self.out.nodes += r.nodes;
         Ok(match r.status {
             SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
                 let (a, p) = milp.decoder.decode(&r.values);
                 ensure_judged_valid(instance, platform, &a, &p, "the scheduling MILP")?;
-                *best = Some(p);
-                *best_allocation = a;
+                self.best = Some(p);
+                self.best_allocation = a;
                 Some(true)
             }
             SolveStatus::Infeasible => Some(false),
             SolveStatus::NoSolutionWithinLimit => None,
         })
-    };
-    let mut proven_empty = false;
-    let mut searched = best.is_some();
-    if best.is_none() {
-        // Merges only, no pattern yet: one solve at the cutoff (below it, nothing else
-        // matters) or at the sequential period (it decides whether anything fits at all).
-        let t = match cutoff {
+    }
+
+    /// Without a pattern (merges only): one solve at the cutoff (below it, nothing else
+    /// matters) or at the sequential period (it decides whether anything fits at all).
+    /// Returns whether there is a pattern to improve, and whether none exists at all.
+    fn first_solve(&mut self) -> crate::error::Result<(bool, bool)> {
+        if self.best.is_some() {
+            return Ok((true, false));
+        }
+        let precision = self.options.period_precision;
+        let sequential_period = self.sequential_period;
+        let t = match self.cutoff {
             Some(c) if c < sequential_period => c * (1.0 - precision),
             _ => sequential_period,
         };
-        if lo >= t {
-            proven_empty = t >= sequential_period;
-        } else {
-            match solve_at(t, &mut best, &mut best_allocation, &mut out)? {
-                Some(true) => searched = true,
-                Some(false) => {
-                    lo = t;
-                    proven_empty = t >= sequential_period;
-                }
-                None => status = SolveStatus::LimitWithIncumbent,
+        if self.lo >= t {
+            return Ok((false, t >= sequential_period));
+        }
+        Ok(match self.solve_at(t)? {
+            Some(true) => (true, false),
+            Some(false) => {
+                self.lo = t;
+                (false, t >= sequential_period)
+            }
+            None => {
+                self.status = SolveStatus::LimitWithIncumbent;
+                (false, false)
+            }
+        })
+    }
+
+    /// Below a cutoff, ask first whether the allocation beats it at all (one solve rules
+    /// most allocations out); then try the lower bound itself (often tight), then bisect.
+    fn bisect(&mut self, searched: bool) -> crate::error::Result<()> {
+        let precision = self.options.period_precision;
+        let mut probe_cutoff = self
+            .cutoff
+            .is_some_and(|c| self.best.as_ref().is_some_and(|b| c < b.period));
+        let mut first = true;
+        while searched
+            && self.status == SolveStatus::Optimal
+            && self.target() - self.lo > precision * self.target() * (1.0 + 1e-9)
+        {
+            let hi = self.target();
+            let t = if probe_cutoff {
+                hi * (1.0 - precision)
+            } else if first {
+                self.lo
+            } else {
+                0.5 * (self.lo + hi)
+            };
+            if probe_cutoff {
+                probe_cutoff = false;
+            } else {
+                first = false;
+            }
+            match self.solve_at(t)? {
+                Some(true) => {}
+                Some(false) => self.lo = t,
+                None => self.status = SolveStatus::LimitWithIncumbent,
             }
         }
+        Ok(())
     }
-    // The period to beat: the best pattern's, or the caller's cutoff when lower.
-    let target = |best: &Option<Pattern>| {
-        let upper = best.as_ref().map_or(sequential_period, |b| b.period);
-        cutoff.map_or(upper, |c| c.min(upper))
-    };
-    let mut probe_cutoff = cutoff.is_some_and(|c| best.as_ref().is_some_and(|b| c < b.period));
-    let mut first = true;
-    while searched
-        && status == SolveStatus::Optimal
-        && target(&best) - lo > precision * target(&best) * (1.0 + 1e-9)
-    {
-        // Below a cutoff, ask first whether the allocation beats it at all (one solve
-        // rules most allocations out); then try the lower bound itself (often tight), then
-        // bisect.
-        let hi = target(&best);
-        let t = if probe_cutoff {
-            hi * (1.0 - precision)
-        } else if first {
-            lo
-        } else {
-            0.5 * (lo + hi)
+
+    /// The outcome: the best pattern with its proven bound, or why there is none (none at
+    /// all, none below the cutoff with the cutoff as the proven bound, or the time ran out).
+    fn finish(mut self, proven_empty: bool) -> (Allocation, MilpOutcome) {
+        let (lo, status) = (self.lo, self.status);
+        let target = self.target();
+        let Some(best) = self.best.take() else {
+            self.out.status = if proven_empty {
+                SolveStatus::Infeasible
+            } else if status == SolveStatus::LimitWithIncumbent {
+                SolveStatus::NoSolutionWithinLimit
+            } else {
+                SolveStatus::Optimal
+            };
+            self.out.lower_bound = if proven_empty { f64::INFINITY } else { lo };
+            return self.done();
         };
-        if probe_cutoff {
-            probe_cutoff = false;
-        } else {
-            first = false;
+        self.out.lower_bound = lo.min(best.period);
+        if status == SolveStatus::Optimal && best.period > target {
+            // Proven not below the cutoff: the bound is the cutoff's, not the pattern's.
+            self.out.lower_bound = lo;
         }
-        match solve_at(t, &mut best, &mut best_allocation, &mut out)? {
-            Some(true) => {}
-            Some(false) => lo = t,
-            None => status = SolveStatus::LimitWithIncumbent,
-        }
+        self.out.gap = (best.period - self.out.lower_bound) / best.period;
+        self.out.period = Some(best.period);
+        self.out.pattern = Some(best);
+        self.out.status = status;
+        self.done()
     }
-    let Some(best) = best else {
-        // No pattern (merges only): none at all, none below the cutoff (with the cutoff as
-        // the proven bound), or the time ran out.
-        out.status = if proven_empty {
-            SolveStatus::Infeasible
-        } else if status == SolveStatus::LimitWithIncumbent {
-            SolveStatus::NoSolutionWithinLimit
-        } else {
-            SolveStatus::Optimal
-        };
-        out.lower_bound = if proven_empty { f64::INFINITY } else { lo };
-        return done(out, best_allocation);
-    };
-    let best_opt = Some(best.clone());
-    out.lower_bound = lo.min(best.period);
-    if status == SolveStatus::Optimal && best.period > target(&best_opt) {
-        // Proven not below the cutoff: the bound is the cutoff's, not the pattern's.
-        out.lower_bound = lo;
-    }
-    out.gap = (best.period - out.lower_bound) / best.period;
-    out.period = Some(best.period);
-    out.pattern = Some(best);
-    out.status = status;
-    done(out, best_allocation)
 }
 
 /// One batch at a time: every operation back to back, shift 0, period = total duration.

@@ -205,34 +205,104 @@ impl PatternMilp {
     ) -> Option<Self> {
         let graph = BatchGraph::new(instance, platform, allocation);
         let order = graph.chain_order()?;
-        let mut statics = static_memory(instance, platform, allocation);
-        let kept_processor = |p: usize| scope.focus.as_ref().is_none_or(|f| f.contains(&p));
-        let kept_stage =
-            |s: usize| kept_processor(allocation.stages[s].processor) && !scope.leaves_out(s);
-        // A left-out stage's weights and buffers (as `BatchGraph::new` counts them) are not
-        // the processor's.
-        let sums = instance.sums();
-        for (s, st) in allocation.stages.iter().enumerate() {
-            if scope.leaves_out(s) {
-                let mut own = 3.0 * sums.weights(st.first, st.last);
-                if s > 0 && allocation.crosses(s - 1) {
-                    own += 2.0 * sums.a(st.first - 1);
-                }
-                if allocation.crosses(s) {
-                    own += 2.0 * sums.a(st.last);
-                }
-                statics[st.processor] -= own;
-            }
-        }
+        let statics = scoped_static_memory(instance, platform, allocation, scope);
+        let kept = |p: usize| scope.focus.as_ref().is_none_or(|f| f.contains(&p));
         if statics
             .iter()
             .enumerate()
-            .any(|(p, &s)| kept_processor(p) && s > platform.memory)
+            .any(|(p, &s)| kept(p) && s > platform.memory)
         {
             return None;
         }
+        let mut b = Builder::new(instance, platform, allocation, scope, graph, order, period);
+        b.add_schedule_rows();
+        b.add_conflicts();
+        b.add_merges();
+        for (p, &static_p) in statics.iter().enumerate() {
+            if b.kept_processor(p) {
+                b.add_memory_rows(p, static_p);
+            }
+        }
+        let Builder {
+            m,
+            graph,
+            sigma,
+            merged,
+            ..
+        } = b;
+        Some(PatternMilp {
+            model: m,
+            decoder: Decoder {
+                graph,
+                allocation: allocation.clone(),
+                sigma,
+                merged,
+                period,
+            },
+        })
+    }
+}
+
+/// Each processor's static memory (weights, buffers) as `BatchGraph::new` counts it, less
+/// that of the stages the scope leaves out: a left-out stage's are not the processor's.
+fn scoped_static_memory(
+    instance: &Instance,
+    platform: &Platform,
+    allocation: &Allocation,
+    scope: &Scope,
+) -> Vec<f64> {
+    let mut statics = static_memory(instance, platform, allocation);
+    let sums = instance.sums();
+    for (s, st) in allocation.stages.iter().enumerate() {
+        if scope.leaves_out(s) {
+            let mut own = 3.0 * sums.weights(st.first, st.last);
+            if s > 0 && allocation.crosses(s - 1) {
+                own += 2.0 * sums.a(st.first - 1);
+            }
+            if allocation.crosses(s) {
+                own += 2.0 * sums.a(st.last);
+            }
+            statics[st.processor] -= own;
+        }
+    }
+    statics
+}
+
+/// The model under construction, with what its rows are written from: the batch graph,
+/// the durations in periods, and the chain's bounds on every start.
+struct Builder<'a> {
+    instance: &'a Instance,
+    platform: &'a Platform,
+    allocation: &'a Allocation,
+    scope: &'a Scope,
+    graph: BatchGraph,
+    /// The operations along the batch's chain.
+    order: Vec<usize>,
+    /// `pos[i]`: operation `i`'s position along the chain.
+    pos: Vec<usize>,
+    /// Durations in periods, with the margin.
+    d: Vec<f64>,
+    /// `earliest[k]`: the durations before position `k` along the chain.
+    earliest: Vec<f64>,
+    m: Model,
+    sigma: Vec<Var>,
+    /// `m_ij` of the pairs made so far, `i` before `j` along the chain.
+    pair: HashMap<(usize, usize), Var>,
+    /// `merged[s]`: the binary merging stages `s` and `s + 1`, when mergeable.
+    merged: Vec<Option<Var>>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(
+        instance: &'a Instance,
+        platform: &'a Platform,
+        allocation: &'a Allocation,
+        scope: &'a Scope,
+        graph: BatchGraph,
+        order: Vec<usize>,
+        period: f64,
+    ) -> Self {
         let n = graph.ops.len();
-        let stages = allocation.stages.len();
         let d: Vec<f64> = graph
             .ops
             .iter()
@@ -249,13 +319,10 @@ impl PatternMilp {
         for k in 1..n {
             earliest[k] = earliest[k - 1] + d[order[k - 1]];
         }
-        // The least and the greatest `sigma_j - sigma_i`, `i` before `j` along the chain.
-        let least_apart = |i: usize, j: usize| earliest[pos[j]] - earliest[pos[i]];
-        let most_apart = |i: usize, j: usize| least_apart(i, j) + (pos[j] - pos[i]) as f64;
         let mut m = Model::new();
         // Without presolve: on these models it saves little, and an "infeasible" found with
         // it would have to be confirmed without it (`milp::solver`, "Infeasibility is
-        // confirmed"). Measured on 16-layer random chains (`best_scaling`).
+        // confirmed").
         m.set_presolve(false);
         let sigma: Vec<Var> = (0..n)
             .map(|i| {
@@ -263,232 +330,312 @@ impl PatternMilp {
                 m.continuous(0.0, lo - SLACK, lo + pos[i] as f64 + SLACK)
             })
             .collect();
-        m.row(0.0, 0.0, &[(sigma[order[0]], 1.0)]);
-        for &(a, b) in &graph.deps {
-            // d_a <= sigma_b - sigma_a <= d_a + 1
-            m.row(d[a], d[a] + 1.0, &[(sigma[b], 1.0), (sigma[a], -1.0)]);
+        let stages = allocation.stages.len();
+        Builder {
+            instance,
+            platform,
+            allocation,
+            scope,
+            graph,
+            order,
+            pos,
+            d,
+            earliest,
+            m,
+            sigma,
+            pair: HashMap::new(),
+            merged: vec![None; stages],
         }
-        // Which pairs must not overlap modulo T. The transfers of a cut between two kept
-        // stages cross between the same two focused processors in every allocation with
-        // the same layers there: they share that link with the other such cuts (module
-        // docs, "Scopes").
-        let between_kept = |s: usize| s + 1 < stages && kept_stage(s) && kept_stage(s + 1);
-        let same_stage = |i: usize, j: usize| graph.ops[i].id.stage == graph.ops[j].id.stage;
-        let conflicting = |i: usize, j: usize| -> bool {
-            let (oi, oj) = (&graph.ops[i], &graph.ops[j]);
-            if oi.resource != oj.resource || oi.duration <= 0.0 || oj.duration <= 0.0 {
-                return false;
-            }
-            if scope.in_tail(oi.id.stage) || scope.in_tail(oj.id.stage) {
-                return false;
-            }
-            match (&scope.focus, oi.resource) {
-                (None, _) => true,
-                (Some(f), Resource::Processor(p)) => {
-                    (f.contains(&p) && kept_stage(oi.id.stage) && kept_stage(oj.id.stage))
-                        || same_stage(i, j)
-                }
-                (Some(_), Resource::Link { .. }) => {
-                    same_stage(i, j) || (between_kept(oi.id.stage) && between_kept(oj.id.stage))
-                }
-            }
+    }
+
+    fn kept_processor(&self, p: usize) -> bool {
+        self.scope.focus.as_ref().is_none_or(|f| f.contains(&p))
+    }
+
+    fn kept_stage(&self, s: usize) -> bool {
+        self.kept_processor(self.allocation.stages[s].processor) && !self.scope.leaves_out(s)
+    }
+
+    /// The least `sigma_j - sigma_i`, `i` before `j` along the chain.
+    fn least_apart(&self, i: usize, j: usize) -> f64 {
+        self.earliest[self.pos[j]] - self.earliest[self.pos[i]]
+    }
+
+    /// The greatest `sigma_j - sigma_i`, `i` before `j` along the chain.
+    fn most_apart(&self, i: usize, j: usize) -> f64 {
+        self.least_apart(i, j) + (self.pos[j] - self.pos[i]) as f64
+    }
+
+    fn op_of(&self, kind: OpKind, stage: usize) -> Option<usize> {
+        self.graph.find(OpId { kind, stage })
+    }
+
+    /// The chain starts at 0, and each dependency waits at most a period.
+    fn add_schedule_rows(&mut self) {
+        let first = self.sigma[self.order[0]];
+        self.m.row(0.0, 0.0, &[(first, 1.0)]);
+        for &(a, b) in &self.graph.deps {
+            // d_a <= sigma_b - sigma_a <= d_a + 1
+            let (d, sa, sb) = (self.d[a], self.sigma[a], self.sigma[b]);
+            self.m.row(d, d + 1.0, &[(sb, 1.0), (sa, -1.0)]);
+        }
+    }
+
+    /// `m_ij = floor(sigma_j - sigma_i)` for a pair that must not overlap modulo the
+    /// period, made on first use.
+    fn pair_var(&mut self, i: usize, j: usize) -> Var {
+        let (i, j) = if self.pos[i] < self.pos[j] {
+            (i, j)
+        } else {
+            (j, i)
         };
-        let mut pair: HashMap<(usize, usize), Var> = HashMap::new();
-        let mut pair_var = |m: &mut Model, i: usize, j: usize| -> Var {
-            let (i, j) = if pos[i] < pos[j] { (i, j) } else { (j, i) };
-            *pair.entry((i, j)).or_insert_with(|| {
-                // floor(sigma_j - sigma_i), within what the chain allows.
-                let lo = (least_apart(i, j) + d[j] - 1.0 - SLACK).ceil().max(0.0);
-                let hi = (most_apart(i, j) - d[i] + SLACK).floor().max(lo);
-                let v = m.integer(0.0, lo, hi);
-                // m + d_i <= sigma_j - sigma_i <= m + 1 - d_j
-                m.row(
-                    d[i],
-                    1.0 - d[j],
-                    &[(sigma[j], 1.0), (sigma[i], -1.0), (v, -1.0)],
-                );
-                v
-            })
-        };
+        if let Some(&v) = self.pair.get(&(i, j)) {
+            return v;
+        }
+        let (di, dj) = (self.d[i], self.d[j]);
+        // floor(sigma_j - sigma_i), within what the chain allows.
+        let lo = (self.least_apart(i, j) + dj - 1.0 - SLACK).ceil().max(0.0);
+        let hi = (self.most_apart(i, j) - di + SLACK).floor().max(lo);
+        let v = self.m.integer(0.0, lo, hi);
+        // m + d_i <= sigma_j - sigma_i <= m + 1 - d_j
+        let (si, sj) = (self.sigma[i], self.sigma[j]);
+        self.m.row(di, 1.0 - dj, &[(sj, 1.0), (si, -1.0), (v, -1.0)]);
+        self.pair.insert((i, j), v);
+        v
+    }
+
+    /// Whether operations `i` and `j` must not overlap modulo the period. The transfers of
+    /// a cut between two kept stages cross between the same two focused processors in
+    /// every allocation with the same layers there: they share that link with the other
+    /// such cuts (module docs, "Scopes").
+    fn conflicting(&self, i: usize, j: usize) -> bool {
+        let (oi, oj) = (&self.graph.ops[i], &self.graph.ops[j]);
+        if oi.resource != oj.resource || oi.duration <= 0.0 || oj.duration <= 0.0 {
+            return false;
+        }
+        if self.scope.in_tail(oi.id.stage) || self.scope.in_tail(oj.id.stage) {
+            return false;
+        }
+        let stages = self.allocation.stages.len();
+        let between_kept =
+            |s: usize| s + 1 < stages && self.kept_stage(s) && self.kept_stage(s + 1);
+        let same_stage = oi.id.stage == oj.id.stage;
+        match (&self.scope.focus, oi.resource) {
+            (None, _) => true,
+            (Some(f), Resource::Processor(p)) => {
+                (f.contains(&p) && self.kept_stage(oi.id.stage) && self.kept_stage(oj.id.stage))
+                    || same_stage
+            }
+            (Some(_), Resource::Link { .. }) => {
+                same_stage || (between_kept(oi.id.stage) && between_kept(oj.id.stage))
+            }
+        }
+    }
+
+    fn add_conflicts(&mut self) {
+        let n = self.graph.ops.len();
         for i in 0..n {
             for j in i + 1..n {
-                if conflicting(i, j) {
-                    pair_var(&mut m, i, j);
+                if self.conflicting(i, j) {
+                    self.pair_var(i, j);
                 }
             }
         }
-        // Merges of consecutive stages on one processor.
-        let mut merged: Vec<Option<Var>> = vec![None; stages];
-        let f_of = |s: usize| {
-            graph.find(OpId {
-                kind: OpKind::F,
-                stage: s,
-            })
-        };
-        let b_of = |s: usize| {
-            graph.find(OpId {
-                kind: OpKind::B,
-                stage: s,
-            })
-        };
+    }
+
+    /// Merges of consecutive stages on one processor.
+    fn add_merges(&mut self) {
+        let stages = self.allocation.stages.len();
         for s in 0..stages.saturating_sub(1) {
-            let (a, b) = (&allocation.stages[s], &allocation.stages[s + 1]);
-            if !scope.merges(s)
+            let (a, b) = (&self.allocation.stages[s], &self.allocation.stages[s + 1]);
+            if !self.scope.merges(s)
                 || a.processor != b.processor
-                || !kept_stage(s)
-                || !kept_stage(s + 1)
-                || (!instance.stash_shared.is_empty() && scope.stash_charges.is_none())
+                || !self.kept_stage(s)
+                || !self.kept_stage(s + 1)
+                || (!self.instance.stash_shared.is_empty() && self.scope.stash_charges.is_none())
             {
                 continue;
             }
-            let z = m.binary(0.0);
-            let (Some(fa), Some(fb), Some(ba), Some(bb)) =
-                (f_of(s), f_of(s + 1), b_of(s), b_of(s + 1))
-            else {
+            let z = self.m.binary(0.0);
+            let (Some(fa), Some(fb), Some(ba), Some(bb)) = (
+                self.op_of(OpKind::F, s),
+                self.op_of(OpKind::F, s + 1),
+                self.op_of(OpKind::B, s),
+                self.op_of(OpKind::B, s + 1),
+            ) else {
                 continue;
             };
             // Back to back when merged: sigma_Fb - sigma_Fa - d_Fa <= H (1 - z), and
             // sigma_Ba - sigma_Bb - d_Bb <= H (1 - z), with H the most that the chain
             // allows on the left.
-            let hf = (most_apart(fa, fb) - d[fa]).max(0.0) + SLACK;
-            let hb = (most_apart(bb, ba) - d[bb]).max(0.0) + SLACK;
-            m.le(&[(sigma[fb], 1.0), (sigma[fa], -1.0), (z, hf)], d[fa] + hf);
-            m.le(&[(sigma[ba], 1.0), (sigma[bb], -1.0), (z, hb)], d[bb] + hb);
-            merged[s] = Some(z);
+            let hf = (self.most_apart(fa, fb) - self.d[fa]).max(0.0) + SLACK;
+            let hb = (self.most_apart(bb, ba) - self.d[bb]).max(0.0) + SLACK;
+            let sg = &self.sigma;
+            let (f_row, b_row) = (
+                [(sg[fb], 1.0), (sg[fa], -1.0), (z, hf)],
+                [(sg[ba], 1.0), (sg[bb], -1.0), (z, hb)],
+            );
+            self.m.le(&f_row, self.d[fa] + hf);
+            self.m.le(&b_row, self.d[bb] + hb);
+            self.merged[s] = Some(z);
         }
-        // The most batches stage `s` can hold at once: its window (forward start to
-        // backward end) is at most `most_apart(F, B) + d_B` periods long.
-        let most_live = |s: usize| -> f64 {
-            let (f, b) = (f_of(s).unwrap(), b_of(s).unwrap());
-            (most_apart(f, b) + d[b] + SLACK).floor() + 1.0
-        };
-        // Memory at each forward start of each kept processor (units of M).
-        for (p, &static_p) in statics.iter().enumerate() {
-            if !kept_processor(p) {
-                continue;
-            }
-            let mine: Vec<usize> = (0..stages)
-                .filter(|&s| allocation.stages[s].processor == p && kept_stage(s))
-                .collect();
-            let bytes: Vec<f64> = mine
-                .iter()
-                .map(|&s| {
-                    let st = &allocation.stages[s];
-                    match &scope.stash_charges {
-                        Some(c) => c.of_stage(st.first, st.last) / platform.memory,
-                        None => sums.stash(st.first, st.last) / platform.memory,
-                    }
-                })
-                .collect();
-            if bytes.iter().all(|&b| b <= 0.0) {
-                continue;
-            }
-            // What merging stage k with the stage before saves (the tensor they share).
-            let shared: Vec<f64> = mine
-                .iter()
-                .map(|&s| {
-                    if s == 0 || merged[s - 1].is_none() {
-                        return 0.0;
-                    }
-                    let (a, b) = (&allocation.stages[s - 1], &allocation.stages[s]);
-                    if let Some(c) = &scope.stash_charges {
-                        let l = b.first - 1;
-                        return ((c.start[l] - c.within[l]) / platform.memory).max(0.0);
-                    }
-                    let apart = sums.stash(a.first, a.last) + sums.stash(b.first, b.last);
-                    ((apart - sums.stash(a.first, b.last)) / platform.memory).max(0.0)
-                })
-                .collect();
-            let cap = (platform.memory - static_p) / platform.memory;
-            for &e in &mine {
-                let Some(fe) = f_of(e) else { continue };
-                let mut terms: Vec<(Var, f64)> = Vec::new();
-                let mut constant = 0.0;
-                // live_k(F_e) as terms of its own (coefficient 1) plus a constant.
-                let mut live_terms = |m: &mut Model, k: usize| -> (Vec<(Var, f64)>, f64) {
-                    let (fk, bk) = (f_of(k).unwrap(), b_of(k).unwrap());
-                    let mut t = Vec::new();
-                    let mut c = 1.0;
-                    if pos[fk] < pos[fe] {
-                        t.push((pair_var(m, fk, fe), 1.0));
-                    } else if pos[fe] < pos[fk] {
-                        t.push((pair_var(m, fe, fk), -1.0));
-                        c -= 1.0;
-                    }
-                    t.push((pair_var(m, fe, bk), 1.0));
-                    (t, c)
-                };
-                let mut charged: Option<(Var, f64)> = None;
-                for (idx, &k) in mine.iter().enumerate() {
-                    let (lt, lc) = live_terms(&mut m, k);
-                    let chained = k > 0 && merged[k - 1].is_some();
-                    let starts_chain = merged.get(k).is_some_and(|z| z.is_some());
-                    if !chained && !starts_chain {
-                        charged = None;
-                        for (v, c) in lt {
-                            terms.push((v, c * bytes[idx]));
-                        }
-                        constant += lc * bytes[idx];
-                        continue;
-                    }
-                    // C_k >= live_k; C_k >= C_{k-1} - K (1 - z) when it may merge back, with
-                    // K the most C_{k-1} can be (merged windows nest: at most the most
-                    // live of any stage of the chain of merges).
-                    let before = if chained { charged } else { None };
-                    let own = most_live(k);
-                    let most = before.map_or(own, |(_, b)| b.max(own));
-                    let ck = m.integer(0.0, 0.0, most);
-                    let mut row = vec![(ck, 1.0)];
-                    row.extend(lt.iter().map(|&(v, c)| (v, -c)));
-                    m.ge(&row, lc);
-                    if chained {
-                        let z = merged[k - 1].unwrap();
-                        let (prev, most_prev) = before.expect("the stage before is charged");
-                        m.ge(&[(ck, 1.0), (prev, -1.0), (z, -most_prev)], -most_prev);
-                        // v = z C_k, bounded above (it is deducted).
-                        let v = m.continuous(0.0, 0.0, most);
-                        m.le(&[(v, 1.0), (ck, -1.0)], 0.0);
-                        m.le(&[(v, 1.0), (z, -most)], 0.0);
-                        terms.push((v, -shared[idx]));
-                    }
-                    terms.push((ck, bytes[idx]));
-                    charged = Some((ck, most));
+    }
+}
+
+/// One processor's stages in the memory rows: their stash in units of `M`, and what each
+/// saves when merged with the stage before (the tensor they share).
+struct ProcessorStages {
+    stages: Vec<usize>,
+    bytes: Vec<f64>,
+    shared: Vec<f64>,
+}
+
+impl Builder<'_> {
+    fn processor_stages(&self, p: usize) -> ProcessorStages {
+        let (allocation, memory) = (self.allocation, self.platform.memory);
+        let sums = self.instance.sums();
+        let stages: Vec<usize> = (0..allocation.stages.len())
+            .filter(|&s| allocation.stages[s].processor == p && self.kept_stage(s))
+            .collect();
+        let bytes = stages
+            .iter()
+            .map(|&s| {
+                let st = &allocation.stages[s];
+                match &self.scope.stash_charges {
+                    Some(c) => c.of_stage(st.first, st.last) / memory,
+                    None => sums.stash(st.first, st.last) / memory,
                 }
-                m.le(&terms, cap - constant);
-            }
-            // On average over a period, stage k holds W_k = sigma_Bk + d_Bk - sigma_Fk batches
-            // (its window, in periods), and a peak is at least the average. A merged stage
-            // holds its stash less the shared tensors over its first stage's window, which
-            // contains each of its stages' windows: charging each stage its bytes less what
-            // it shares with the stage before (where the two may merge) over its own window
-            // is at most that (module docs, "Average memory").
-            let mut avg: Vec<(Var, f64)> = Vec::new();
-            let mut constant = 0.0;
-            for (idx, &k) in mine.iter().enumerate() {
-                let (Some(fk), Some(bk)) = (f_of(k), b_of(k)) else {
-                    continue;
-                };
-                let w = (bytes[idx] - shared[idx]).max(0.0);
-                if w > 0.0 {
-                    avg.push((sigma[bk], w));
-                    avg.push((sigma[fk], -w));
-                    constant += w * d[bk];
+            })
+            .collect();
+        let shared = stages
+            .iter()
+            .map(|&s| {
+                if s == 0 || self.merged[s - 1].is_none() {
+                    return 0.0;
                 }
-            }
-            if !avg.is_empty() {
-                m.le(&avg, cap - constant);
+                let (a, b) = (&allocation.stages[s - 1], &allocation.stages[s]);
+                if let Some(c) = &self.scope.stash_charges {
+                    let l = b.first - 1;
+                    return ((c.start[l] - c.within[l]) / memory).max(0.0);
+                }
+                let apart = sums.stash(a.first, a.last) + sums.stash(b.first, b.last);
+                ((apart - sums.stash(a.first, b.last)) / memory).max(0.0)
+            })
+            .collect();
+        ProcessorStages {
+            stages,
+            bytes,
+            shared,
+        }
+    }
+
+    /// The most batches stage `s` can hold at once: its window (forward start to backward
+    /// end) is at most `most_apart(F, B) + d_B` periods long.
+    fn most_live(&self, s: usize) -> f64 {
+        let f = self.op_of(OpKind::F, s).unwrap();
+        let b = self.op_of(OpKind::B, s).unwrap();
+        (self.most_apart(f, b) + self.d[b] + SLACK).floor() + 1.0
+    }
+
+    /// `live_k(F_e)`, the batches stage `k` holds at the start of `F_e`, as terms of its
+    /// own (coefficient 1) plus a constant (module docs, "Memory is linear in the pairs").
+    fn live_terms(&mut self, fe: usize, k: usize) -> (Vec<(Var, f64)>, f64) {
+        let fk = self.op_of(OpKind::F, k).unwrap();
+        let bk = self.op_of(OpKind::B, k).unwrap();
+        let mut t = Vec::new();
+        let mut c = 1.0;
+        if self.pos[fk] < self.pos[fe] {
+            t.push((self.pair_var(fk, fe), 1.0));
+        } else if self.pos[fe] < self.pos[fk] {
+            t.push((self.pair_var(fe, fk), -1.0));
+            c -= 1.0;
+        }
+        t.push((self.pair_var(fe, bk), 1.0));
+        (t, c)
+    }
+
+    /// Memory at each forward start of processor `p` (units of `M`), and its average.
+    fn add_memory_rows(&mut self, p: usize, static_p: f64) {
+        let mine = self.processor_stages(p);
+        if mine.bytes.iter().all(|&b| b <= 0.0) {
+            return;
+        }
+        let cap = (self.platform.memory - static_p) / self.platform.memory;
+        for &e in &mine.stages {
+            if let Some(fe) = self.op_of(OpKind::F, e) {
+                self.add_peak_row(fe, &mine, cap);
             }
         }
-        Some(PatternMilp {
-            model: m,
-            decoder: Decoder {
-                graph,
-                allocation: allocation.clone(),
-                sigma,
-                merged,
-                period,
-            },
-        })
+        self.add_average_row(&mine, cap);
+    }
+
+    /// Memory at the start of `F_e`. Stages that may merge are charged through `C_k`:
+    /// `C_k >= live_k`, and `C_k >= C_{k-1} - K (1 - z)` when it may merge back, with `K`
+    /// the most `C_{k-1}` can be (merged windows nest: at most the most live of any stage of
+    /// the chain of merges); the shared tensor is deducted once per merge.
+    fn add_peak_row(&mut self, fe: usize, mine: &ProcessorStages, cap: f64) {
+        let mut terms: Vec<(Var, f64)> = Vec::new();
+        let mut constant = 0.0;
+        let mut charged: Option<(Var, f64)> = None;
+        for (idx, &k) in mine.stages.iter().enumerate() {
+            let (lt, lc) = self.live_terms(fe, k);
+            let chained = k > 0 && self.merged[k - 1].is_some();
+            let starts_chain = self.merged.get(k).is_some_and(|z| z.is_some());
+            if !chained && !starts_chain {
+                charged = None;
+                for (v, c) in lt {
+                    terms.push((v, c * mine.bytes[idx]));
+                }
+                constant += lc * mine.bytes[idx];
+                continue;
+            }
+            let before = if chained { charged } else { None };
+            let own = self.most_live(k);
+            let most = before.map_or(own, |(_, b)| b.max(own));
+            let ck = self.m.integer(0.0, 0.0, most);
+            let mut row = vec![(ck, 1.0)];
+            row.extend(lt.iter().map(|&(v, c)| (v, -c)));
+            self.m.ge(&row, lc);
+            if chained {
+                let z = self.merged[k - 1].unwrap();
+                let (prev, most_prev) = before.expect("the stage before is charged");
+                self.m
+                    .ge(&[(ck, 1.0), (prev, -1.0), (z, -most_prev)], -most_prev);
+                // v = z C_k, bounded above (it is deducted).
+                let v = self.m.continuous(0.0, 0.0, most);
+                self.m.le(&[(v, 1.0), (ck, -1.0)], 0.0);
+                self.m.le(&[(v, 1.0), (z, -most)], 0.0);
+                terms.push((v, -mine.shared[idx]));
+            }
+            terms.push((ck, mine.bytes[idx]));
+            charged = Some((ck, most));
+        }
+        self.m.le(&terms, cap - constant);
+    }
+
+    /// On average over a period, stage k holds W_k = sigma_Bk + d_Bk - sigma_Fk batches (its
+    /// window, in periods), and a peak is at least the average. A merged stage holds its
+    /// stash less the shared tensors over its first stage's window, which contains each of
+    /// its stages' windows: charging each stage its bytes less what it shares with the stage
+    /// before (where the two may merge) over its own window is at most that (module docs,
+    /// "Average memory").
+    fn add_average_row(&mut self, mine: &ProcessorStages, cap: f64) {
+        let mut avg: Vec<(Var, f64)> = Vec::new();
+        let mut constant = 0.0;
+        for (idx, &k) in mine.stages.iter().enumerate() {
+            let (Some(fk), Some(bk)) = (self.op_of(OpKind::F, k), self.op_of(OpKind::B, k)) else {
+                continue;
+            };
+            let w = (mine.bytes[idx] - mine.shared[idx]).max(0.0);
+            if w > 0.0 {
+                avg.push((self.sigma[bk], w));
+                avg.push((self.sigma[fk], -w));
+                constant += w * self.d[bk];
+            }
+        }
+        if !avg.is_empty() {
+            self.m.le(&avg, cap - constant);
+        }
     }
 }
 
