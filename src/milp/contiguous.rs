@@ -30,7 +30,7 @@
 //!    the incumbent, or when one of its stages cannot hold even its weights, buffers and
 //!    one live batch. It starts from the program's optimum as its lower bound.
 //!
-//! Departure from the brief: this is a dynamic program and an enumeration, not a MILP; the
+//! Where ours departs: this is a dynamic program and an enumeration, not a MILP; the
 //! bound is the optimum itself when the search completes, else (time limit in the fallback)
 //! the program's period, which no contiguous plan can beat under the memory formula the
 //! judge never undercuts (see [`ContiguousOutcome::lower_bound`]).

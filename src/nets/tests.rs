@@ -223,7 +223,7 @@ fn ceil_mode_pool_sizes() {
     assert_eq!(b.shape(y), &vec![1, 55, 2]);
 }
 
-/// The committed instances are what `cargo run --example make_instances` writes today.
+/// The committed instances are what `pipeopt instance` writes today (instances/README.md).
 #[test]
 fn committed_instances_are_up_to_date() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("instances");
@@ -243,7 +243,7 @@ fn committed_instances_are_up_to_date() {
         let fresh = serde_json::to_string_pretty(&fresh).unwrap() + "\n";
         assert!(
             stored == fresh,
-            "{file}: rerun `cargo run --example make_instances`"
+            "{file}: regenerate it with `pipeopt instance` (instances/README.md)"
         );
     }
 }
