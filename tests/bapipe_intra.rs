@@ -10,28 +10,17 @@ use pipeopt::partition::bapipe_intra::intra_layer_partition;
 use proptest::prelude::*;
 
 fn instance(layers: &[(f64, f64, f64, f64, f64)]) -> Instance {
-    Instance {
-        name: "random".into(),
-        input: 3.0,
-        layers: layers
+    Instance::chain(
+        "random",
+        3.0,
+        layers
             .iter()
             .enumerate()
             .map(|(i, &(fwd, bwd, weights, out, extra))| {
-                Layer {
-                    name: format!("l{i}"),
-                    fwd,
-                    bwd,
-                    weights,
-                    out,
-                    stash: None,
-                    stash_overlap: None,
-                }
-                .with_stash_extra(extra)
+                Layer::new(format!("l{i}"), fwd, bwd, weights, out).with_stash_extra(extra)
             })
             .collect(),
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    )
 }
 
 trait StashExtra {

@@ -10,26 +10,15 @@ use pipeopt::partition::bipartition::{fast, greedy_pattern, paper_dp, plan, refe
 use proptest::prelude::*;
 
 fn instance(fwd: &[f64], bwd: &[f64], weights: f64, out: f64) -> Instance {
-    Instance {
-        name: "chain".into(),
-        input: out,
-        layers: fwd
-            .iter()
+    Instance::chain(
+        "chain",
+        out,
+        fwd.iter()
             .zip(bwd)
             .enumerate()
-            .map(|(i, (&fwd, &bwd))| Layer {
-                name: format!("l{}", i + 1),
-                fwd,
-                bwd,
-                weights,
-                out,
-                stash: None,
-                stash_overlap: None,
-            })
+            .map(|(i, (&fwd, &bwd))| Layer::new(format!("l{}", i + 1), fwd, bwd, weights, out))
             .collect(),
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    )
 }
 
 /// Best straight pipeline (PipeDream's space, compute only): contiguous stages, F and B of a
@@ -311,15 +300,7 @@ proptest! {
         memory in prop_oneof![Just(400.0f64), Just(4000.0), Just(1e9)],
     ) {
         use pipeopt::algorithm::{planner, run, Problem};
-        let inst = Instance {
-            name: "chain".into(),
-            input: 10.0,
-            layers: layers.iter().enumerate().map(|(i, &(fwd, bwd, weights, out))| Layer {
-                name: format!("l{}", i + 1), fwd, bwd, weights, out, stash: None, stash_overlap: None,
-            }).collect(),
-            stash_shared: Vec::new(),
-            meta: Default::default(),
-        };
+        let inst = Instance::chain("chain", 10.0, layers.iter().enumerate().map(|(i, &(fwd, bwd, weights, out))| Layer::new(format!("l{}", i + 1), fwd, bwd, weights, out)).collect());
         let platform = Platform::new(p, memory, bandwidth);
         let problem = Problem { instance: &inst, platform: &platform };
         let period = |name: &str| {

@@ -9,25 +9,15 @@ use pipeopt::schedule::one_f_one_b_star::{
 use proptest::prelude::*;
 
 fn instance(layers: &[(f64, f64, f64, f64, Option<f64>)], input: f64) -> Instance {
-    Instance {
-        name: "random".into(),
-        input,
-        layers: layers
-            .iter()
-            .enumerate()
-            .map(|(i, &(fwd, bwd, weights, out, stash))| Layer {
-                name: format!("l{i}"),
-                fwd,
-                bwd,
-                weights,
-                out,
-                stash,
-                stash_overlap: None,
-            })
-            .collect(),
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    let layers = layers
+        .iter()
+        .enumerate()
+        .map(|(i, &(fwd, bwd, weights, out, stash))| Layer {
+            stash,
+            ..Layer::new(format!("l{i}"), fwd, bwd, weights, out)
+        })
+        .collect();
+    Instance::chain("random", input, layers)
 }
 
 /// A duration or size in `range`, or exactly zero (about one draw in four): zero durations

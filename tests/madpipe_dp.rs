@@ -29,23 +29,21 @@ impl Rng {
 }
 
 fn random_chain(rng: &mut Rng, layers: usize) -> Instance {
-    Instance {
-        name: "random".into(),
-        input: rng.uniform(1.0, 100.0),
-        layers: (0..layers)
-            .map(|i| Layer {
-                name: format!("l{}", i + 1),
-                fwd: rng.uniform(0.1, 3.0),
-                bwd: rng.uniform(0.1, 6.0),
-                weights: rng.uniform(0.0, 50.0),
-                out: rng.uniform(1.0, 100.0),
-                stash: None,
-                stash_overlap: None,
+    Instance::chain(
+        "random",
+        rng.uniform(1.0, 100.0),
+        (0..layers)
+            .map(|i| {
+                Layer::new(
+                    format!("l{}", i + 1),
+                    rng.uniform(0.1, 3.0),
+                    rng.uniform(0.1, 6.0),
+                    rng.uniform(0.0, 50.0),
+                    rng.uniform(1.0, 100.0),
+                )
             })
             .collect(),
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    )
 }
 
 /// A memory between "hardly anything fits" and "everything fits", at random.

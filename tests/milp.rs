@@ -19,23 +19,17 @@ fn chain(seed: u64, l: usize) -> Instance {
         ((x >> 33) % 1000) as f64 / 1000.0
     };
     let layers = (0..l)
-        .map(|i| Layer {
-            name: format!("l{}", i + 1),
-            fwd: 0.5 + next(),
-            bwd: 1.0 + 2.0 * next(),
-            weights: 1.0 + 4.0 * next(),
-            out: 1.0 + 9.0 * next(),
-            stash: None,
-            stash_overlap: None,
+        .map(|i| {
+            Layer::new(
+                format!("l{}", i + 1),
+                0.5 + next(),
+                1.0 + 2.0 * next(),
+                1.0 + 4.0 * next(),
+                1.0 + 9.0 * next(),
+            )
         })
         .collect();
-    Instance {
-        name: format!("chain{seed}"),
-        input: 5.0,
-        layers,
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    Instance::chain(format!("chain{seed}"), 5.0, layers)
 }
 
 fn quick() -> MilpOptions {

@@ -9,25 +9,15 @@ use pipeopt::partition::pipedream::{partition, PipeDreamConfig};
 use proptest::prelude::*;
 
 fn instance(layers: &[(f64, f64, f64)]) -> Instance {
-    Instance {
-        name: "chain".into(),
-        input: 3.0,
-        layers: layers
+    Instance::chain(
+        "chain",
+        3.0,
+        layers
             .iter()
             .enumerate()
-            .map(|(i, &(fwd, bwd, out))| Layer {
-                name: format!("l{}", i + 1),
-                fwd,
-                bwd,
-                weights: 1.0,
-                out,
-                stash: None,
-                stash_overlap: None,
-            })
+            .map(|(i, &(fwd, bwd, out))| Layer::new(format!("l{}", i + 1), fwd, bwd, 1.0, out))
             .collect(),
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    )
 }
 
 /// The best straight pipeline by brute force over every set of cuts: a stage costs its

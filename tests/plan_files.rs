@@ -13,23 +13,23 @@ use pipeopt::model::{
 use pipeopt::schedule::one_f_one_b_star;
 
 fn chain(fwd: &[f64], weights: &[f64], out: &[f64], stash: &[f64], overlap: &[f64]) -> Instance {
-    Instance {
-        name: "chain".into(),
-        input: out[0],
-        layers: (0..fwd.len())
+    Instance::chain(
+        "chain",
+        out[0],
+        (0..fwd.len())
             .map(|i| Layer {
-                name: format!("l{}", i + 1),
-                fwd: fwd[i],
-                bwd: 2.0 * fwd[i],
-                weights: weights[i],
-                out: out[i],
-                stash: Some(stash[i]),
                 stash_overlap: (overlap[i] > 0.0).then_some(overlap[i]),
+                ..Layer::new(
+                    format!("l{}", i + 1),
+                    fwd[i],
+                    2.0 * fwd[i],
+                    weights[i],
+                    out[i],
+                )
+                .with_stash(stash[i])
             })
             .collect(),
-        stash_shared: vec![],
-        meta: Default::default(),
-    }
+    )
 }
 
 /// Small chains: Bi-Partition's paper example (fwd 1, 3, 2, 3 ms; backward 2, 6, 4, 6 ms

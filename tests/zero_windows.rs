@@ -188,24 +188,13 @@ fn layer(
     stash: Option<f64>,
 ) -> pipeopt::model::Layer {
     pipeopt::model::Layer {
-        name: name.into(),
-        fwd,
-        bwd,
-        weights,
-        out,
         stash,
-        stash_overlap: None,
+        ..pipeopt::model::Layer::new(name, fwd, bwd, weights, out)
     }
 }
 
 fn chain(name: &str, input: f64, layers: Vec<pipeopt::model::Layer>) -> Instance {
-    let inst = Instance {
-        name: name.into(),
-        input,
-        layers,
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    };
+    let inst = Instance::chain(name, input, layers);
     inst.check().unwrap();
     inst
 }

@@ -465,21 +465,7 @@ mod tests {
             coarsen: Some(0),
             ..Default::default()
         };
-        let inst = Instance {
-            name: "one".into(),
-            input: 1.0,
-            layers: vec![Layer {
-                name: "l".into(),
-                fwd: 1.0,
-                bwd: 1.0,
-                weights: 1.0,
-                out: 1.0,
-                stash: None,
-                stash_overlap: None,
-            }],
-            stash_shared: vec![],
-            meta: Default::default(),
-        };
+        let inst = Instance::chain("one", 1.0, vec![Layer::new("l", 1.0, 1.0, 1.0, 1.0)]);
         let platform = Platform::new(1, 1e9, 1e9);
         let problem = super::super::Problem {
             instance: &inst,

@@ -251,15 +251,13 @@ pub fn instance_for(network: &Network, sample: &Tensor, seconds_per_param_row: f
                 x = (l.forward)(&l.params, &x);
                 let params: f64 = l.params.iter().map(|p| p.numel() as f64).sum();
                 let fwd = (seconds_per_param_row * params * rows).max(1e-9);
-                Layer {
-                    name: l.name.clone(),
+                Layer::new(
+                    l.name.clone(),
                     fwd,
-                    bwd: 2.0 * fwd,
-                    weights: l.params.iter().map(tensor_bytes).sum(),
-                    out: tensor_bytes(&x),
-                    stash: None,
-                    stash_overlap: None,
-                }
+                    2.0 * fwd,
+                    l.params.iter().map(tensor_bytes).sum(),
+                    tensor_bytes(&x),
+                )
             })
             .collect()
     });

@@ -199,23 +199,21 @@ mod tests {
     use crate::model::{Instance, Layer, Platform, Status};
 
     fn chain(l: usize) -> Instance {
-        Instance {
-            name: "t".into(),
-            input: 4.0,
-            layers: (0..l)
-                .map(|i| Layer {
-                    name: format!("l{i}"),
-                    fwd: 1.0 + (i % 3) as f64,
-                    bwd: 2.0 + (i % 2) as f64,
-                    weights: 1.0,
-                    out: 2.0 + (i % 4) as f64,
-                    stash: None,
-                    stash_overlap: None,
+        Instance::chain(
+            "t",
+            4.0,
+            (0..l)
+                .map(|i| {
+                    Layer::new(
+                        format!("l{i}"),
+                        1.0 + (i % 3) as f64,
+                        2.0 + (i % 2) as f64,
+                        1.0,
+                        2.0 + (i % 4) as f64,
+                    )
                 })
                 .collect(),
-            stash_shared: Vec::new(),
-            meta: Default::default(),
-        }
+        )
     }
 
     #[test]

@@ -37,6 +37,33 @@ pub struct Layer {
     pub stash_overlap: Option<Bytes>,
 }
 
+impl Layer {
+    /// A layer that keeps its input (the default stash) and shares nothing with the next.
+    pub fn new(
+        name: impl Into<String>,
+        fwd: Seconds,
+        bwd: Seconds,
+        weights: Bytes,
+        out: Bytes,
+    ) -> Layer {
+        Layer {
+            name: name.into(),
+            fwd,
+            bwd,
+            weights,
+            out,
+            stash: None,
+            stash_overlap: None,
+        }
+    }
+
+    /// The same layer keeping `stash` bytes for its backward pass.
+    pub fn with_stash(mut self, stash: Bytes) -> Layer {
+        self.stash = Some(stash);
+        self
+    }
+}
+
 /// Bytes that the stashes of two layers `first < last` both count, which a stage holding
 /// both (hence every layer between) keeps once: the generalization of
 /// [`Layer::stash_overlap`] to layers that are not consecutive (an op-level chain: a
@@ -74,6 +101,18 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// A chain of `layers` after an input of `input` bytes, with no stash shared between
+    /// layers that are not consecutive and no provenance.
+    pub fn chain(name: impl Into<String>, input: Bytes, layers: Vec<Layer>) -> Instance {
+        Instance {
+            name: name.into(),
+            input,
+            layers,
+            stash_shared: Vec::new(),
+            meta: Default::default(),
+        }
+    }
+
     /// Reads and checks an instance file; errors name the file and the field.
     pub fn load(path: &Path) -> Result<Instance, InputError> {
         let instance: Instance = read_json(path)?;
@@ -413,15 +452,7 @@ pub(crate) mod tests {
             name: "test".into(),
             input,
             layers: (0..fwd.len())
-                .map(|i| Layer {
-                    name: format!("l{}", i + 1),
-                    fwd: fwd[i],
-                    bwd: bwd[i],
-                    weights: weights[i],
-                    out: out[i],
-                    stash: None,
-                    stash_overlap: None,
-                })
+                .map(|i| Layer::new(format!("l{}", i + 1), fwd[i], bwd[i], weights[i], out[i]))
                 .collect(),
             stash_shared: Vec::new(),
             meta: Default::default(),

@@ -21,23 +21,17 @@ pub fn random_chain(seed: u64, layers: usize) -> Instance {
         ((x >> 33) % 1000) as f64 / 1000.0
     };
     let layers = (0..layers)
-        .map(|i| Layer {
-            name: format!("l{}", i + 1),
-            fwd: 0.2 + next(),
-            bwd: 0.4 + 2.0 * next(),
-            weights: 1.0 + 6.0 * next(),
-            out: 1.0 + 9.0 * next(),
-            stash: None,
-            stash_overlap: None,
+        .map(|i| {
+            Layer::new(
+                format!("l{}", i + 1),
+                0.2 + next(),
+                0.4 + 2.0 * next(),
+                1.0 + 6.0 * next(),
+                1.0 + 9.0 * next(),
+            )
         })
         .collect();
-    Instance {
-        name: format!("chain{seed}"),
-        input: 5.0,
-        layers,
-        stash_shared: Vec::new(),
-        meta: Default::default(),
-    }
+    Instance::chain(format!("chain{seed}"), 5.0, layers)
 }
 
 /// A chain of `layers` layers drawn from `seed` in which any of a layer's durations and

@@ -1004,26 +1004,16 @@ mod tests {
     use crate::model::Layer;
 
     fn chain(times: &[f64], outs: &[f64]) -> Instance {
-        Instance {
-            name: "t".into(),
-            input: 1.0,
-            layers: times
+        Instance::chain(
+            "t",
+            1.0,
+            times
                 .iter()
                 .zip(outs)
                 .enumerate()
-                .map(|(i, (&t, &o))| Layer {
-                    name: format!("l{i}"),
-                    fwd: t / 3.0,
-                    bwd: 2.0 * t / 3.0,
-                    weights: 1.0,
-                    out: o,
-                    stash: None,
-                    stash_overlap: None,
-                })
+                .map(|(i, (&t, &o))| Layer::new(format!("l{i}"), t / 3.0, 2.0 * t / 3.0, 1.0, o))
                 .collect(),
-            stash_shared: Vec::new(),
-            meta: Default::default(),
-        }
+        )
     }
 
     #[test]
