@@ -1,3 +1,5 @@
+//! Tests of the built-in networks: shapes, parameter counts and the committed instances.
+
 use super::analytic::{block_stash, op_cost};
 use super::*;
 
