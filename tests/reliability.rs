@@ -4,6 +4,7 @@
 //! rule, and the small promises of the command line.
 
 use crate::support::pipeopt;
+use pipeopt::model::Status;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -122,7 +123,7 @@ fn a_journal_holding_a_job_twice_gives_one_row_the_last() {
         first.message = "first".into();
         let other = run::skeleton(&jobs[1], &ctx);
         let mut last = first.clone();
-        last.status = "valid".into();
+        last.status = pipeopt::model::Status::Valid;
         last.message = "last".into();
         for r in [&first, &other, &last] {
             j.append(r).unwrap();
@@ -393,7 +394,7 @@ fn error_rows_are_retried_on_resume_and_counted() {
     let rows =
         pipeopt::sweep::table::read_rows(Path::new(fixed["parquet"].as_str().unwrap())).unwrap();
     assert_eq!(rows.len(), 16);
-    assert!(rows.iter().all(|r| r.status != "error"), "{rows:?}");
+    assert!(rows.iter().all(|r| r.status != Status::Error), "{rows:?}");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! crashed jobs are recorded, tables round-trip.
 
 use pipeopt::algorithm::Algorithm;
+use pipeopt::model::Status;
 use pipeopt::sweep::config::{AlgorithmSpec, Experiment};
 use pipeopt::sweep::row::{fill_case_columns, Row};
 use pipeopt::sweep::run::{self, Isolation, Job, RunContext, Shard, SweepOptions};
@@ -69,7 +70,7 @@ fn a_killed_sweep_resumes_without_loss_or_duplicates() {
     assert_eq!(third.ran, 0);
     // The rows say what the judge found: valid rows have a period and one peak per processor.
     for r in &rows {
-        match r.status.as_str() {
+        match r.status.name() {
             "valid" => {
                 assert!(r.period.unwrap() > 0.0);
                 assert_eq!(r.peak_memory.len(), r.processors);
@@ -81,7 +82,7 @@ fn a_killed_sweep_resumes_without_loss_or_duplicates() {
         }
     }
     assert!(
-        rows.iter().any(|r| r.status == "infeasible"),
+        rows.iter().any(|r| r.status == Status::Infeasible),
         "1 GiB should not fit the toy chain on 2 stages"
     );
 }
@@ -130,7 +131,7 @@ fn a_crashing_job_is_recorded_not_fatal() {
     let rows = table::read_rows(&s.parquet).unwrap();
     assert!(rows
         .iter()
-        .all(|r| r.status == "error" && r.message.contains("exited with status 1")));
+        .all(|r| r.status == Status::Error && r.message.contains("exited with status 1")));
     assert!(rows.iter().all(|r| r.instance == "toy-chain"));
 }
 
@@ -201,7 +202,7 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
         .iter()
         .find(|r| r.algorithm == "milp-schedule")
         .unwrap();
-    assert_eq!(milp.status, "valid", "{}", milp.message);
+    assert_eq!(milp.status, Status::Valid, "{}", milp.message);
     assert_eq!(milp.solver_status.as_deref(), Some("optimal"));
     assert!(milp.nodes.is_some() && milp.solver_gap.is_some());
     let heuristic = rows.iter().find(|r| r.algorithm == "1f1b*").unwrap();
@@ -240,7 +241,7 @@ fn rows_name_the_placement_of_the_plan_returned() {
     assert_eq!(rows.len(), 8);
     for r in &rows {
         let placement = r.placement.as_deref();
-        match r.status.as_str() {
+        match r.status.name() {
             "valid" => match r.algorithm.as_str() {
                 "pipedream" => assert_eq!(placement, Some("stages")),
                 _ => assert!(
@@ -252,7 +253,7 @@ fn rows_name_the_placement_of_the_plan_returned() {
             other => panic!("{other}: {}", r.message),
         }
     }
-    assert!(rows.iter().any(|r| r.status == "valid"));
+    assert!(rows.iter().any(|r| r.status == Status::Valid));
     let old = table::read_rows(Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/results/bipartition.parquet"

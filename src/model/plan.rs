@@ -167,6 +167,25 @@ pub enum Status {
     Error,
 }
 
+impl Status {
+    /// The name in files and tables (`valid`, `infeasible`, `timeout`, `planned`, `error`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Valid => "valid",
+            Status::Infeasible => "infeasible",
+            Status::Timeout => "timeout",
+            Status::Planned => "planned",
+            Status::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The JSON object every planning command prints with `--json` (docs/model.md section 9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {

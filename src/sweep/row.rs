@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{PlanReport, Status};
+
 /// One row of the results table: docs/model.md section 9's fields plus the context of the
 /// run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,7 +22,7 @@ pub struct Row {
     /// The registry name it ran under.
     pub algorithm_name: String,
     pub repetition: usize,
-    pub status: String,
+    pub status: Status,
     pub period: Option<f64>,
     pub planned_period: Option<f64>,
     pub lower_bound: Option<f64>,
@@ -64,6 +66,34 @@ pub struct Row {
 }
 
 impl Row {
+    /// Records what the algorithm reported: status, periods, bounds, memory, stages,
+    /// placement, solver figures and messages. `sequential` (U(1, L)) must be set first:
+    /// the speedup is computed from it.
+    pub fn record(&mut self, report: PlanReport) {
+        self.status = report.status;
+        self.period = report.period;
+        self.planned_period = report.planned_period;
+        self.lower_bound = report.lower_bound;
+        self.speedup = report.period.map(|t| self.sequential / t);
+        self.peak_memory_max = report.peak_memory.iter().cloned().reduce(f64::max);
+        self.peak_memory = report.peak_memory;
+        self.stages = report.stages.len();
+        self.placement = report.placement.map(|k| k.name().to_string());
+        self.solve_seconds = report.solve_seconds;
+        if let Some(solver) = &report.solver {
+            self.solver_status = Some(solver.status.clone());
+            self.solver_gap = solver.gap;
+            self.nodes = solver.nodes.map(|n| n as f64);
+        }
+        self.global_lower_bound = report.global_lower_bound;
+        self.case_infeasible = report.case_infeasible;
+        self.gap = report.gap;
+        self.message = report.messages.join("; ");
+        if report.status == Status::Error && self.message.is_empty() {
+            self.message = "the algorithm failed".into();
+        }
+    }
+
     /// A row from one JSON object of a journal line or a table row. Journals and tables
     /// written before the global bound named the solver's gap `gap` (and, for a while, the
     /// gap to the global bound `gap_to_global_bound`); a record without `solver_gap` is

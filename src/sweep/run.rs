@@ -83,7 +83,7 @@ pub fn skeleton(job: &Job, ctx: &RunContext) -> Row {
         algorithm: job.algorithm.label().to_string(),
         algorithm_name: job.algorithm.algorithm.algorithm().name().to_string(),
         repetition: job.repetition,
-        status: "error".into(),
+        status: Status::Error,
         period: None,
         planned_period: None,
         lower_bound: None,
@@ -124,35 +124,11 @@ pub fn run_job(job: &Job, ctx: &RunContext) -> Row {
                 platform: &platform,
             },
         )?;
-        row.status = serde_json::to_value(report.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        row.period = report.period;
-        row.planned_period = report.planned_period;
-        row.lower_bound = report.lower_bound;
-        row.speedup = report.period.map(|t| row.sequential / t);
-        row.peak_memory_max = report.peak_memory.iter().cloned().reduce(f64::max);
-        row.peak_memory = report.peak_memory;
-        row.stages = report.stages.len();
-        row.placement = report.placement.map(|k| k.name().to_string());
-        row.solve_seconds = report.solve_seconds;
-        if let Some(solver) = &report.solver {
-            row.solver_status = Some(solver.status.clone());
-            row.solver_gap = solver.gap;
-            row.nodes = solver.nodes.map(|n| n as f64);
-        }
-        row.global_lower_bound = report.global_lower_bound;
-        row.case_infeasible = report.case_infeasible;
-        row.gap = report.gap;
-        row.message = report.messages.join("; ");
-        if report.status == Status::Error && row.message.is_empty() {
-            row.message = "the algorithm failed".into();
-        }
+        row.record(report);
         Ok(())
     })();
     if let Err(e) = result {
-        row.status = "error".into();
+        row.status = Status::Error;
         row.message = e.to_string();
     }
     row.wall_seconds = started.elapsed().as_secs_f64();
@@ -255,7 +231,7 @@ impl JobKind for Periodic {
         &row.key
     }
     fn is_error(row: &Row) -> bool {
-        row.status == "error"
+        row.status == Status::Error
     }
     fn read_record(value: serde_json::Value) -> Result<Row, serde_json::Error> {
         Row::from_json(value)
@@ -317,7 +293,11 @@ pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, crat
         already_done: done.already_done,
         ran: done.ran,
         retried: done.retried,
-        errors: done.records.iter().filter(|r| r.status == "error").count(),
+        errors: done
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Error)
+            .count(),
         journal: paths.journal,
         parquet: paths.parquet,
         csv: paths.csv,
