@@ -339,3 +339,48 @@ fn modules_depend_on_each_other_without_cycles() {
         graph["sweep::run"]
     );
 }
+
+/// An offline optimizer builds no network client, TLS stack or object store: polars'
+/// readers come from polars-io without its cloud features (Cargo.toml). tokio stays: polars'
+/// core depends on it unconditionally, without any network feature used here.
+#[test]
+fn the_build_has_no_network_stack() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "--all-features",
+            "--edges",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let forbidden = [
+        "reqwest",
+        "hyper",
+        "rustls",
+        "ring",
+        "object_store",
+        "h2",
+        "native-tls",
+    ];
+    let found: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| forbidden.contains(name))
+        .collect();
+    assert!(found.is_empty(), "network crates in the build: {found:?}");
+}

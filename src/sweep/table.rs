@@ -2,6 +2,8 @@
 //! Only the sweep knows polars.
 
 use polars::prelude::*;
+use polars_io::parquet::write::KeyValueMetadata;
+use polars_io::prelude::{CsvWriter, ParquetReader, ParquetWriter, SerReader, SerWriter};
 use std::path::Path;
 
 use crate::error::InputError;
