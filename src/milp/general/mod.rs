@@ -122,14 +122,16 @@ use crate::judge::ensure_judged_valid;
 use crate::judge::judge;
 use crate::milp::contiguous::{contiguous_optimum, judged_one_f_one_b_star};
 use crate::milp::fixed_allocation::schedule_allocation_below;
-use crate::milp::solver::{MilpOptions, Model, SolveStatus, Var};
+use crate::milp::solver::{MilpOptions, SolveStatus};
 use crate::model::bounds::{allocation_lower_bound, period_lower_bound};
 use crate::model::{
-    Allocation, BatchGraph, Instance, Layer, OpKind, Pattern, PatternOp, Platform, SolverSummary,
-    Stage,
+    Allocation, BatchGraph, Instance, Layer, Pattern, Platform, SolverSummary, Stage,
 };
 use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::Seconds;
+
+mod monolithic;
+use monolithic::Monolithic;
 
 /// Relative inflation of durations in the model (as in `fixed_allocation`).
 const MARGIN: f64 = 1e-8;
@@ -241,458 +243,6 @@ pub struct GeneralOutcome {
     pub seconds: f64,
 }
 
-/// Operation indices of one batch in chain order (module docs).
-struct Ops {
-    groups: usize,
-}
-
-impl Ops {
-    fn len(&self) -> usize {
-        4 * self.groups - 2
-    }
-    fn f(&self, g: usize) -> usize {
-        2 * g
-    }
-    fn cf(&self, c: usize) -> usize {
-        2 * c + 1
-    }
-    fn b(&self, g: usize) -> usize {
-        4 * self.groups - 3 - 2 * g
-    }
-    fn cb(&self, c: usize) -> usize {
-        4 * self.groups - 4 - 2 * c
-    }
-}
-
-/// The variables of one feasibility model that the solution is read from.
-struct Layout {
-    x: Vec<Vec<Var>>,
-    t: Vec<Var>,
-    h: Vec<Var>,
-}
-
-/// Adds the disjunction of operations `i` and `j` (one before the other modulo the period),
-/// relaxed unless the terms given (1 when the pair shares a resource) sum to 1.
-type Disjunction<'a> = dyn Fn(&mut Model, usize, usize, Option<Vec<(Var, f64)>>) + 'a;
-
-/// The transfers' exclusive resources: for each pair of transfers `(operation, cut,
-/// backward)` of `comms`, the disjunction that keeps them apart modulo the period, relaxed
-/// unless they share a resource. `z[c]` lists `(p, q, var)`: cut `c` crosses from `p` to `q`.
-/// A link is one resource in half duplex; in full duplex each direction is one, the
-/// activation of a cut crossing from `p` to `q` on `p -> q` and its gradient on `q -> p`.
-fn transfer_disjunctions(
-    m: &mut Model,
-    z: &[Vec<(usize, usize, Var)>],
-    comms: &[(usize, usize, bool)],
-    processors: usize,
-    full_duplex: bool,
-    disjunction: &Disjunction,
-) {
-    // The links' resources: each link (`a < b`) in half duplex, each direction `a -> b` in
-    // full duplex.
-    let resources: Vec<(usize, usize)> = (0..processors)
-        .flat_map(|a| (0..processors).map(move |b| (a, b)))
-        .filter(|&(a, b)| if full_duplex { a != b } else { a < b })
-        .collect();
-    // Indicators that the transfer (cut `c`, `backward`) runs on resource `(a, b)`.
-    let on = |c: usize, backward: bool, (a, b): (usize, usize)| -> Vec<(Var, f64)> {
-        z[c].iter()
-            .filter(|&&(p, q, _)| match (full_duplex, backward) {
-                (false, _) => (p, q) == (a, b) || (p, q) == (b, a),
-                (true, false) => (p, q) == (a, b),
-                (true, true) => (p, q) == (b, a),
-            })
-            .map(|&(_, _, v)| (v, 1.0))
-            .collect()
-    };
-    for (k, &(i, ci, bi)) in comms.iter().enumerate() {
-        for &(j, cj, bj) in &comms[k + 1..] {
-            if ci == cj {
-                // A cut's two transfers go opposite ways: one resource only in half duplex.
-                if !full_duplex {
-                    let crossing = z[ci].iter().map(|&(_, _, v)| (v, 1.0)).collect();
-                    disjunction(m, i, j, Some(crossing));
-                }
-                continue;
-            }
-            // v >= [i on resource e] + [j on resource e] - 1 for every resource e.
-            let v = m.continuous(0.0, 0.0, 1.0);
-            for &e in &resources {
-                let mut terms = vec![(v, 1.0)];
-                for (w, k) in on(ci, bi, e).into_iter().chain(on(cj, bj, e)) {
-                    terms.push((w, -k));
-                }
-                m.ge(&terms, -1.0);
-            }
-            disjunction(m, i, j, Some(vec![(v, 1.0)]));
-        }
-    }
-}
-
-/// The feasibility MILP at `period` for the grouped instance (module docs).
-fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Model, Layout) {
-    let g_n = grouped.len();
-    let p_n = platform.processors;
-    let ops = Ops { groups: g_n };
-    let n = ops.len();
-    let mut m = Model::new();
-    let mem = platform.memory;
-    let sums = grouped.sums();
-
-    // Scaled durations.
-    let d_f: Vec<f64> = (1..=g_n)
-        .map(|g| sums.u_f(g, g) / period + MARGIN)
-        .collect();
-    let d_b: Vec<f64> = (1..=g_n)
-        .map(|g| sums.u_b(g, g) / period + MARGIN)
-        .collect();
-    let d_c: Vec<f64> = (1..g_n)
-        .map(|c| sums.a(c) / platform.bandwidth / period + MARGIN)
-        .collect();
-
-    // Placement.
-    let x: Vec<Vec<Var>> = (0..g_n)
-        .map(|_| (0..p_n).map(|_| m.binary(0.0)).collect())
-        .collect();
-    for xg in &x {
-        let terms: Vec<(Var, f64)> = xg.iter().map(|&v| (v, 1.0)).collect();
-        m.row(1.0, 1.0, &terms);
-    }
-    m.row(1.0, 1.0, &[(x[0][0], 1.0)]);
-    for g in 1..g_n {
-        for p in 1..p_n {
-            let mut terms = vec![(x[g][p], 1.0)];
-            terms.extend((0..g).map(|h| (x[h][p - 1], -1.0)));
-            m.le(&terms, 0.0);
-        }
-    }
-    // Crossings: z[c] lists (p, q, var) for p != q.
-    let mut z: Vec<Vec<(usize, usize, Var)>> = Vec::with_capacity(g_n.saturating_sub(1));
-    for c in 0..g_n.saturating_sub(1) {
-        let mut zc = Vec::new();
-        for p in 0..p_n {
-            for q in 0..p_n {
-                if p == q {
-                    continue;
-                }
-                let v = m.continuous(0.0, 0.0, 1.0);
-                m.ge(&[(v, 1.0), (x[c][p], -1.0), (x[c + 1][q], -1.0)], -1.0);
-                m.le(&[(v, 1.0), (x[c][p], -1.0)], 0.0);
-                m.le(&[(v, 1.0), (x[c + 1][q], -1.0)], 0.0);
-                zc.push((p, q, v));
-            }
-        }
-        // A cut whose transfers cannot fit in one period must not cross.
-        let per_link = if platform.full_duplex { 1.0 } else { 2.0 };
-        if per_link * (d_c[c] - MARGIN) > 1.0 {
-            let terms: Vec<(Var, f64)> = zc.iter().map(|&(_, _, v)| (v, 1.0)).collect();
-            m.le(&terms, 0.0);
-        }
-        z.push(zc);
-    }
-    // u_c as terms, scaled by a factor.
-    let u_terms =
-        |c: usize, k: f64| -> Vec<(Var, f64)> { z[c].iter().map(|&(_, _, v)| (v, k)).collect() };
-    // Same-link indicators per unordered processor pair.
-    let edge_terms = |c: usize, a: usize, b: usize| -> Vec<(Var, f64)> {
-        z[c].iter()
-            .filter(|&&(p, q, _)| (p == a && q == b) || (p == b && q == a))
-            .map(|&(_, _, v)| (v, 1.0))
-            .collect()
-    };
-
-    // Capacity cuts (implied by the disjunctions below, but not by their LP relaxation):
-    // a processor computes at most one period of work, a link carries at most one period
-    // of transfers (both directions of a cut in half duplex; per direction in full duplex).
-    for p in 0..p_n {
-        let terms: Vec<(Var, f64)> = (0..g_n).map(|g| (x[g][p], d_f[g] + d_b[g])).collect();
-        m.le(&terms, 1.0);
-    }
-    for a in 0..p_n {
-        for b in a + 1..p_n {
-            let mut terms = Vec::new();
-            for c in 0..g_n.saturating_sub(1) {
-                let load = if platform.full_duplex {
-                    d_c[c]
-                } else {
-                    2.0 * d_c[c]
-                };
-                terms.extend(edge_terms(c, a, b).into_iter().map(|(v, k)| (v, load * k)));
-            }
-            if !terms.is_empty() {
-                m.le(&terms, 1.0);
-            }
-        }
-    }
-
-    // Same-processor indicators s[g][g'] for g < g'.
-    let mut s = vec![vec![None; g_n]; g_n];
-    for g in 0..g_n {
-        for h in g + 1..g_n {
-            let v = m.continuous(0.0, 0.0, 1.0);
-            for p in 0..p_n {
-                m.ge(&[(v, 1.0), (x[g][p], -1.0), (x[h][p], -1.0)], -1.0);
-            }
-            s[g][h] = Some(v);
-            s[h][g] = Some(v);
-        }
-    }
-
-    // Times and shifts.
-    let t: Vec<Var> = (0..n).map(|_| m.continuous(0.0, 0.0, 1.0)).collect();
-    let h: Vec<Var> = (0..n)
-        .map(|i| m.integer(0.0, 0.0, 2.0 * i as f64))
-        .collect();
-    m.row(0.0, 0.0, &[(h[ops.f(0)], 1.0)]);
-    // Duration of operation i as (constant, terms).
-    let kind = |i: usize| -> (OpKind, usize) {
-        if i < 2 * g_n - 1 {
-            if i % 2 == 0 {
-                (OpKind::F, i / 2)
-            } else {
-                (OpKind::CF, i / 2)
-            }
-        } else {
-            let k = 4 * g_n - 3 - i; // B(g): k = 2g; CB(c): k = 2c + 1
-            if k % 2 == 0 {
-                (OpKind::B, k / 2)
-            } else {
-                (OpKind::CB, k / 2)
-            }
-        }
-    };
-    let duration = |i: usize| -> (f64, Vec<(Var, f64)>) {
-        match kind(i) {
-            (OpKind::F, g) => (d_f[g], vec![]),
-            (OpKind::B, g) => (d_b[g], vec![]),
-            (_, c) => (0.0, u_terms(c, d_c[c])),
-        }
-    };
-    for i in 0..n - 1 {
-        let (d, dt) = duration(i);
-        let mut terms = vec![(h[i], 1.0), (t[i], 1.0), (h[i + 1], -1.0), (t[i + 1], -1.0)];
-        terms.extend(dt);
-        m.le(&terms, -d);
-        m.le(&[(h[i + 1], 1.0), (h[i], -1.0)], 2.0);
-    }
-
-    // Exclusive resources. Relaxation `rel`: terms whose value is 1 when the pair shares
-    // the resource (0 otherwise), with the constant; the disjunction is relaxed by
-    // BIG * (1 - rel).
-    const BIG: f64 = 3.0;
-    let disjunction = |m: &mut Model, i: usize, j: usize, rel: Option<Vec<(Var, f64)>>| {
-        let (di, dti) = duration(i);
-        let (dj, dtj) = duration(j);
-        let y = m.binary(0.0);
-        let rel = rel.unwrap_or_default();
-        let relaxed = !rel.is_empty();
-        // Each row: base terms + d terms + 2 y-ish + BIG * rel <= rhs + BIG (when relaxed).
-        let push = |m: &mut Model,
-                    a: usize,
-                    b: usize,
-                    da: f64,
-                    dta: &[(Var, f64)],
-                    y_coef: f64,
-                    rhs: f64| {
-            let mut terms = vec![(t[a], 1.0), (t[b], -1.0), (y, y_coef)];
-            terms.extend_from_slice(dta);
-            let mut rhs = rhs - da;
-            if relaxed {
-                terms.extend(rel.iter().map(|&(v, k)| (v, BIG * k)));
-                rhs += BIG;
-            }
-            m.le(&terms, rhs);
-        };
-        // y = 1: i then j: t_i + d_i <= t_j ; t_j + d_j <= t_i + 1.
-        push(m, i, j, di, &dti, 2.0, 2.0);
-        push(m, j, i, dj, &dtj, 2.0, 3.0);
-        // y = 0: j then i: t_j + d_j <= t_i ; t_i + d_i <= t_j + 1.
-        push(m, j, i, dj, &dtj, -2.0, 0.0);
-        push(m, i, j, di, &dti, -2.0, 1.0);
-    };
-    let compute: Vec<(usize, usize)> = (0..g_n)
-        .flat_map(|g| [(ops.f(g), g), (ops.b(g), g)])
-        .filter(|&(i, _)| duration(i).0 > MARGIN)
-        .collect();
-    for (k, &(i, gi)) in compute.iter().enumerate() {
-        for &(j, gj) in &compute[k + 1..] {
-            let rel = if gi == gj {
-                None
-            } else {
-                Some(vec![(s[gi][gj].expect("s"), 1.0)])
-            };
-            disjunction(&mut m, i, j, rel);
-        }
-    }
-    let comms: Vec<(usize, usize, bool)> = (0..g_n.saturating_sub(1))
-        .filter(|&c| d_c[c] > MARGIN)
-        .flat_map(|c| [(ops.cf(c), c, false), (ops.cb(c), c, true)])
-        .collect();
-    transfer_disjunctions(&mut m, &z, &comms, p_n, platform.full_duplex, &disjunction);
-
-    // Memory, in units of M.
-    let sigma: Vec<f64> = (1..=g_n).map(|g| sums.stash(g, g) / mem).collect();
-    let weight: Vec<f64> = (1..=g_n).map(|g| 3.0 * sums.weights(g, g) / mem).collect();
-    let buffer: Vec<f64> = (1..g_n).map(|c| 2.0 * sums.a(c) / mem).collect();
-    // static_p as terms.
-    let static_terms = |p: usize| -> Vec<(Var, f64)> {
-        let mut terms: Vec<(Var, f64)> = (0..g_n).map(|g| (x[g][p], weight[g])).collect();
-        for (c, zc) in z.iter().enumerate() {
-            for &(a, b, v) in zc {
-                if a == p || b == p {
-                    terms.push((v, buffer[c]));
-                }
-            }
-        }
-        terms
-    };
-    for p in 0..p_n {
-        m.le(&static_terms(p), 1.0);
-    }
-    let live_groups: Vec<usize> = (0..g_n).filter(|&g| sigma[g] > 0.0).collect();
-    if !live_groups.is_empty() {
-        // r_g + w_g = t(B_g) + d(B_g).
-        let mut r = vec![None; g_n];
-        let mut w = vec![None; g_n];
-        for &g in &live_groups {
-            let rg = m.continuous(0.0, 0.0, 1.0);
-            let wg = m.binary(0.0);
-            m.row(d_b[g], d_b[g], &[(rg, 1.0), (wg, 1.0), (t[ops.b(g)], -1.0)]);
-            r[g] = Some(rg);
-            w[g] = Some(wg);
-        }
-        // K_g: a bound on the modelled live count of a fitting group.
-        let k_bound = |g: usize| -> f64 {
-            let by_shift = 2.0 + 2.0 * (ops.b(g) - ops.f(g)) as f64;
-            let by_memory = (1.0 / sigma[g]).floor() + 2.0;
-            by_shift.min(by_memory)
-        };
-        let big_mem: f64 = 1.0
-            + weight.iter().sum::<f64>()
-            + 2.0 * buffer.iter().sum::<f64>()
-            + live_groups
-                .iter()
-                .map(|&g| sigma[g] * k_bound(g))
-                .sum::<f64>();
-        for &e in &live_groups {
-            let tau = t[ops.f(e)];
-            let mut live_terms: Vec<(Var, f64)> = Vec::new();
-            let mut constant = 0.0;
-            for &g in &live_groups {
-                let (fg, bg) = (ops.f(g), ops.b(g));
-                let c = m.binary(0.0);
-                // c = 1 => r_g <= tau.
-                m.le(&[(r[g].unwrap(), 1.0), (tau, -1.0), (c, 1.0)], 1.0);
-                // live = [A] - c + w + h_B - h_F.
-                let mut live: Vec<(Var, f64)> =
-                    vec![(c, -1.0), (w[g].unwrap(), 1.0), (h[bg], 1.0), (h[fg], -1.0)];
-                let mut live_const = 0.0;
-                if g == e {
-                    live_const = 1.0;
-                    // Its own batch counts at its forward's start even when its backward
-                    // ends then (a window of zero length, docs/model.md section 6): y = 1
-                    // when the count above is 0.
-                    let y = m.binary(0.0);
-                    m.ge(
-                        &[
-                            (y, 1.0),
-                            (c, -1.0),
-                            (w[g].unwrap(), 1.0),
-                            (h[bg], 1.0),
-                            (h[fg], -1.0),
-                        ],
-                        0.0,
-                    );
-                    live.push((y, 1.0));
-                } else {
-                    let a = m.binary(0.0);
-                    // a = 0 => tau + margin <= t(F_g).
-                    m.le(&[(tau, 1.0), (t[fg], -1.0), (a, -2.0)], -MARGIN);
-                    live.push((a, 1.0));
-                }
-                if g == e {
-                    live_terms.extend(live.iter().map(|&(v, k)| (v, sigma[g] * k)));
-                    constant += sigma[g] * live_const;
-                } else {
-                    // lambda >= sigma (live - K (1 - s)), lambda >= 0.
-                    let lambda = m.continuous(0.0, 0.0, f64::INFINITY);
-                    let k = k_bound(g);
-                    let mut terms = vec![(lambda, 1.0)];
-                    terms.extend(live.iter().map(|&(v, kk)| (v, -sigma[g] * kk)));
-                    terms.push((s[e][g].expect("s"), -sigma[g] * k));
-                    m.ge(&terms, sigma[g] * (live_const - k));
-                    live_terms.push((lambda, 1.0));
-                }
-            }
-            for p in 0..p_n {
-                // static_p + live terms <= 1 + big (1 - x[e][p]).
-                let mut terms = static_terms(p);
-                terms.extend(live_terms.iter().copied());
-                terms.push((x[e][p], big_mem));
-                m.le(&terms, 1.0 + big_mem - constant);
-            }
-        }
-    }
-    (m, Layout { x, t, h })
-}
-
-/// The allocation (on the grouped chain: one stage per group) and pattern of a solution.
-fn read_solution(
-    grouped: &Instance,
-    platform: &Platform,
-    layout: &Layout,
-    values: &[f64],
-    period: Seconds,
-) -> (Allocation, Pattern) {
-    let g_n = grouped.len();
-    let ops = Ops { groups: g_n };
-    let value = |v: Var| values[v.0];
-    let stages: Vec<Stage> = (0..g_n)
-        .map(|g| {
-            let p = (0..platform.processors)
-                .max_by(|&a, &b| value(layout.x[g][a]).total_cmp(&value(layout.x[g][b])))
-                .unwrap_or(0);
-            Stage {
-                first: g + 1,
-                last: g + 1,
-                processor: p,
-            }
-        })
-        .collect();
-    let allocation = Allocation::new(stages);
-    let mut pattern_ops = Vec::new();
-    let mut push = |kind: OpKind, stage: usize, i: usize| {
-        let mut start = value(layout.t[i]) * period;
-        let mut shift = value(layout.h[i]).round() as i64;
-        if start >= period {
-            start = (start - period).max(0.0);
-            shift += 1;
-        }
-        pattern_ops.push(PatternOp {
-            kind,
-            stage,
-            start: start.max(0.0),
-            shift,
-        });
-    };
-    for g in 0..g_n {
-        push(OpKind::F, g, ops.f(g));
-        push(OpKind::B, g, ops.b(g));
-        if allocation.crosses(g) {
-            push(OpKind::CF, g, ops.cf(g));
-            push(OpKind::CB, g, ops.cb(g));
-        }
-    }
-    pattern_ops.sort_by_key(|o| (o.stage, o.kind));
-    (
-        allocation,
-        Pattern {
-            period,
-            ops: pattern_ops,
-        },
-    )
-}
-
 /// The grouped allocation mapped back to the original chain.
 fn ungroup(allocation: &Allocation, groups: &[(usize, usize)]) -> Allocation {
     Allocation::new(
@@ -768,27 +318,14 @@ pub fn optimum_over_groups(
         seconds: 0.0,
     };
 
-    // Warm start: the caller's incumbent, else the contiguous optimum of the groups,
-    // re-planned on the original chain. (Allocation on the grouped chain, pattern judged
-    // on the original chain.)
-    let mut best: Option<(Allocation, Pattern)> = None;
-    if let Some((alloc, pattern)) = incumbent {
-        let j = judge(instance, platform, &ungroup(&alloc, &groups), &pattern);
-        if j.valid {
-            out.warm_start_period = Some(pattern.period);
-            best = Some((alloc, pattern));
-        }
-    } else {
-        let warm_limit = time_left().map(|d| d / 5);
-        let warm = contiguous_optimum(&grouped, platform, warm_limit)?;
-        if let Some((alloc, _)) = &warm.best {
-            let original = ungroup(alloc, &groups);
-            if let Some(p) = judged_one_f_one_b_star(instance, platform, &original) {
-                out.warm_start_period = Some(p.period);
-                best = Some((alloc.clone(), p));
-            }
-        }
-    }
+    let mut best = warm_start(
+        instance,
+        platform,
+        &grouped,
+        incumbent,
+        time_left(),
+        &mut out,
+    )?;
 
     let countable = allocation_count(grouped.len(), platform.processors) <= MAX_ENUMERATED;
     // `auto` enumerates on coarsened chains while the allocations' bounds settle them
@@ -827,106 +364,57 @@ pub fn optimum_over_groups(
         }
     }
 
-    let mut lo = period_lower_bound(&grouped, platform).max(floor_from_enumeration);
-    let solve_at = |period: Seconds,
-                    left: Option<Duration>,
-                    out: &mut GeneralOutcome|
-     -> crate::error::Result<Probe> {
-        let (model, layout) = feasibility(&grouped, platform, period);
-        let r = model.solve(options, left)?;
-        out.solves += 1;
-        out.nodes += r.nodes;
-        Ok(match r.status {
-            SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
-                let (alloc, pattern) =
-                    read_solution(&grouped, platform, &layout, &r.values, period);
-                let original = ungroup(&alloc, &groups);
-                ensure_judged_valid(instance, platform, &original, &pattern, "the general MILP")?;
-                Probe::Fits(alloc, pattern)
-            }
-            SolveStatus::Infeasible => Probe::Infeasible,
-            SolveStatus::NoSolutionWithinLimit => Probe::Undecided,
-        })
+    let search = Monolithic {
+        instance,
+        platform,
+        grouped: &grouped,
+        options,
+        deadline,
     };
-
-    if best.is_none() {
-        // Sequential period: every operation and every possible transfer back to back.
-        let sums = grouped.sums();
-        let per_link = if platform.full_duplex { 1.0 } else { 2.0 };
-        let all: f64 = sums.u(1, grouped.len())
-            + (1..grouped.len())
-                .map(|c| per_link * sums.a(c) / platform.bandwidth)
-                .sum::<f64>();
-        let t_max = (all * (1.0 + 1e-6)).max(lo);
-        match solve_at(t_max, time_left(), &mut out)? {
-            Probe::Fits(alloc, pattern) => best = Some((alloc, pattern)),
-            Probe::Infeasible => {
-                out.group_lower_bound = f64::INFINITY;
-                out.seconds = started.elapsed().as_secs_f64();
-                return Ok(out);
-            }
-            Probe::Undecided => {
-                out.status = SolveStatus::NoSolutionWithinLimit;
-                out.seconds = started.elapsed().as_secs_f64();
-                return Ok(out);
-            }
-        }
-    }
-    let mut best = best.expect("an incumbent");
-
-    // Under a time limit, each probe gets a third of the time left; a probe that ends
-    // with no answer raises `floor` (where the search goes on), not the proven `lo`, so
-    // the remaining time is spent on periods between it and the incumbent, where better
-    // plans are found, instead of on one hard proof.
-    let mut floor = lo;
-    let mut first = true;
-    while best.1.period - floor > options.period_precision * best.1.period {
-        let t = if first {
-            lo
+    let lo = period_lower_bound(&grouped, platform).max(floor_from_enumeration);
+    search.run(best, lo, &mut out)?;
+    if let Some((alloc, pattern)) = out.best.take() {
+        let period = pattern.period;
+        out.lower_bound = if exact_for_chain {
+            chain_bound.max(out.group_lower_bound).min(period)
         } else {
-            0.5 * (floor + best.1.period)
+            chain_bound.min(period)
         };
-        first = false;
-        let left = time_left();
-        if left.is_some_and(|d| d.is_zero()) {
-            break;
-        }
-        match solve_at(t, left.map(|d| d / 3), &mut out)? {
-            Probe::Fits(alloc, pattern) => best = (alloc, pattern),
-            Probe::Infeasible => {
-                lo = t;
-                floor = floor.max(t);
-            }
-            Probe::Undecided => floor = t,
-        }
+        out.best = Some((ungroup(&alloc, &groups), pattern));
     }
-    let period = best.1.period;
-    let status = if period - lo <= options.period_precision * period {
-        SolveStatus::Optimal
-    } else {
-        SolveStatus::LimitWithIncumbent
-    };
-    out.group_lower_bound = lo.min(period);
-    out.lower_bound = if exact_for_chain {
-        chain_bound.max(out.group_lower_bound).min(period)
-    } else {
-        chain_bound.min(period)
-    };
-    out.gap = (period - out.group_lower_bound) / period;
-    out.status = status;
-    out.best = Some((ungroup(&best.0, &groups), best.1));
     out.seconds = started.elapsed().as_secs_f64();
     Ok(out)
 }
 
-/// What the monolithic MILP says at one period.
-enum Probe {
-    /// A plan of the groups fits at that period: its grouped allocation and pattern.
-    Fits(Allocation, Pattern),
-    /// Proven: no plan fits at that period.
-    Infeasible,
-    /// The limit stopped the solve before either.
-    Undecided,
+/// Warm start: the caller's incumbent, else the contiguous optimum of the groups, re-planned
+/// on the original chain. (Allocation on the grouped chain, pattern judged on the original
+/// chain.) Sets the outcome's `warm_start_period`.
+fn warm_start(
+    instance: &Instance,
+    platform: &Platform,
+    grouped: &Instance,
+    incumbent: Option<(Allocation, Pattern)>,
+    time_left: Option<Duration>,
+    out: &mut GeneralOutcome,
+) -> crate::error::Result<Option<(Allocation, Pattern)>> {
+    let groups = &out.groups;
+    if let Some((alloc, pattern)) = incumbent {
+        let j = judge(instance, platform, &ungroup(&alloc, groups), &pattern);
+        if !j.valid {
+            return Ok(None);
+        }
+        out.warm_start_period = Some(pattern.period);
+        return Ok(Some((alloc, pattern)));
+    }
+    let warm = contiguous_optimum(grouped, platform, time_left.map(|d| d / 5))?;
+    if let Some((alloc, _)) = &warm.best {
+        let original = ungroup(alloc, groups);
+        if let Some(p) = judged_one_f_one_b_star(instance, platform, &original) {
+            out.warm_start_period = Some(p.period);
+            return Ok(Some((alloc.clone(), p)));
+        }
+    }
+    Ok(None)
 }
 
 /// How the general MILP searches the allocations of the groups (module docs).
@@ -1254,73 +742,4 @@ impl GeneralOutcome {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::chain;
-
-    #[test]
-    fn coarsen_minimises_the_largest_group() {
-        // U = 2, 2, 2, 6, 2, 2 into 3 groups: {2,2,2} {6} {2,2} -> largest 6.
-        let inst = chain(
-            &[1.0, 1.0, 1.0, 3.0, 1.0, 1.0],
-            &[1.0, 1.0, 1.0, 3.0, 1.0, 1.0],
-            &[1.0; 6],
-            &[5.0; 6],
-            1.0,
-        );
-        let ranges = coarsen(&inst, 3);
-        let g = group_instance(&inst, &ranges);
-        assert_eq!(ranges, vec![(1, 3), (4, 4), (5, 6)]);
-        assert_eq!(g.len(), 3);
-        assert_eq!(g.layers[0].fwd, 3.0);
-        assert_eq!(g.layers[0].weights, 3.0);
-        assert_eq!(g.layers[2].out, 5.0);
-        let same = coarsen(&inst, 10);
-        assert_eq!(same.len(), 6);
-    }
-
-    #[test]
-    fn allocations_are_counted_and_listed_up_to_relabelling() {
-        // Bell numbers when P >= G; S(8,1..=4) = 1 + 127 + 966 + 1701.
-        assert_eq!(allocation_count(8, 8), 4140);
-        assert_eq!(allocation_count(8, 12), 4140);
-        assert_eq!(allocation_count(8, 4), 2795);
-        assert_eq!(allocation_count(1, 3), 1);
-        assert!(allocation_count(16, 4) > MAX_ENUMERATED);
-        for (g, p) in [(5, 2), (5, 3), (6, 6), (4, 1)] {
-            let mut seen = std::collections::HashSet::new();
-            for_each_allocation(g, p, |a| {
-                assert_eq!(a[0], 0);
-                // Restricted growth: each processor opens after the previous one.
-                let mut open = 0;
-                for &q in a {
-                    assert!(q <= open && q < p, "{a:?}");
-                    open = open.max(q + 1);
-                }
-                assert!(seen.insert(a.to_vec()));
-            });
-            assert_eq!(seen.len() as u128, allocation_count(g, p), "G {g} P {p}");
-        }
-    }
-
-    #[test]
-    fn ops_indices_form_the_chain() {
-        for g_n in 1..5 {
-            let ops = Ops { groups: g_n };
-            let mut seen = vec![false; ops.len()];
-            for g in 0..g_n {
-                seen[ops.f(g)] = true;
-                seen[ops.b(g)] = true;
-            }
-            for c in 0..g_n - 1 {
-                seen[ops.cf(c)] = true;
-                seen[ops.cb(c)] = true;
-                assert_eq!(ops.cf(c), ops.f(c) + 1);
-                assert_eq!(ops.cb(c), ops.b(c + 1) + 1);
-                assert_eq!(ops.b(c), ops.cb(c) + 1);
-            }
-            assert!(seen.iter().all(|&s| s));
-            assert_eq!(ops.b(g_n - 1), ops.f(g_n - 1) + 1);
-        }
-    }
-}
+mod tests;
