@@ -35,7 +35,70 @@
 use serde::Serialize;
 
 use super::list::{self, Priority, Rules};
+use super::registry::{KGamma, Placement, ScheduleDescriptor, WarmStart};
+use super::sim::Execution;
 use super::{shape_error, Schedule, SyncError};
+
+pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
+    name: "mixpipe",
+    aliases: &[],
+    label: "MixPipe",
+    help: "MixPipe: bidirectional pipelines with K injected (--k, even, default D) and Gamma \
+           early forwards (--gamma)",
+    paper: "Zhang et al., DAC 2023",
+    bidirectional: true,
+    execution: Execution::Serial,
+    takes_k_gamma: true,
+    generate: |d, n, p, _| {
+        let p = p.unwrap_or(KGamma { k: d, gamma: 0 });
+        mixpipe(d, n, p.k, p.gamma)
+    },
+    // Eq. (5)'s space: every even K <= D, Gamma <= (D - K) / 2; and K maximizing when N > D.
+    approach: Some(|d, n| {
+        let mut v = Vec::new();
+        for k in (2..=d).step_by(2) {
+            for gamma in 0..=(d - k) / 2 {
+                v.push(MIXPIPE.with_k_gamma(k, gamma));
+            }
+        }
+        if n > d {
+            v.push(MIXPIPE_K_MAX.kind());
+        }
+        v
+    }),
+    paper_bubble: |d, n, p| {
+        let p = p.filter(|_| n == d)?;
+        let b = paper_bubbles(d, p.k, p.gamma);
+        Some(b / (d as f64 + b))
+    },
+    k_gamma_columns: |_, p| (p.map(|p| p.k), p.map(|p| p.gamma)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 2,
+    }),
+};
+
+pub static MIXPIPE_K_MAX: ScheduleDescriptor = ScheduleDescriptor {
+    name: "mixpipe-kmax",
+    aliases: &[],
+    label: "MixPipe K maximizing",
+    help: "MixPipe's K maximizing for N > D: K = 2(D-1), at most 3D/2 - 1 live micro-batches",
+    paper: "Zhang et al., DAC 2023, section III-C",
+    bidirectional: true,
+    execution: Execution::Serial,
+    takes_k_gamma: false,
+    generate: |d, n, _, _| k_maximizing(d, n),
+    approach: None,
+    paper_bubble: |d, n, _| {
+        let b = d as f64 / 2.0 - 1.0;
+        (n > d).then(|| b / (n as f64 + b))
+    },
+    k_gamma_columns: |d, _| (Some(2 * (d - 1)), None),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 3,
+    }),
+};
 
 /// MixPipe's streams for `d` stages, `n` micro-batches, `k` injected and `gamma` early
 /// forwards.
