@@ -702,18 +702,18 @@ fn every_sync_out_file_passes_validate() {
             .output()
             .unwrap()
     };
-    let mut runs: Vec<(String, Vec<&str>)> = pipeopt::schedule::sync::ScheduleName::ALL
+    let mut runs: Vec<(String, Vec<&str>)> = pipeopt::schedule::sync::SCHEDULES
         .iter()
         .map(|s| {
             (
-                s.name().to_string(),
+                s.name.to_string(),
                 vec![
                     "--stages",
                     "4",
                     "--micro-batches",
                     "8",
                     "--schedule",
-                    s.name(),
+                    s.name,
                 ],
             )
         })
@@ -761,4 +761,27 @@ fn every_sync_out_file_passes_validate() {
         "{}",
         stderr(&v)
     );
+}
+
+/// Every name and alias of the schedule registry is a value of `--schedule`, listed in
+/// `sync --help` (names, not aliases) and run on the command line as the schedule it names.
+#[test]
+fn every_registered_name_and_alias_parses_on_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let help = pipeopt().args(["sync", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for s in pipeopt::schedule::sync::SCHEDULES {
+        assert!(help.contains(s.name), "{} not in sync --help", s.name);
+        let want = s.default_kind(4).name();
+        for name in std::iter::once(&s.name).chain(s.aliases) {
+            let out = sync(
+                &inst,
+                &["--stages", "4", "--micro-batches", "8", "--schedule", name, "--json"],
+            );
+            assert!(out.status.success(), "{name}: {}", stderr(&out));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["schedule"], want.as_str(), "{name}");
+        }
+    }
 }
