@@ -272,7 +272,7 @@ mod tests {
             allreduce_bytes_per_second: 1e9,
             server_gpus: 8,
             inter_server_bytes_per_second: 1e8,
-            approach: &super::mixpipe::MIXPIPE,
+            approach: &crate::schedule::sync::mixpipe::MIXPIPE,
             max_stages: 8,
         };
         let rows = search(&input, &costs_at).unwrap();
