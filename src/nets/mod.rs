@@ -25,16 +25,60 @@ pub use ops::{
     analytic_op_times, measured_op_instance, op_graph, op_instance, Granularity, OpTimes,
 };
 
-/// Names accepted by [`network`].
-pub const NETWORKS: &[&str] = &[
-    "resnet50",
-    "resnet101",
-    "inception_v3",
-    "densenet121",
-    "vgg16",
-    "bert48",
-    "gpt24",
+/// One built-in network: its name (`--model`, `execute --network`, an analytic
+/// instance's `meta.model`), a line saying what it is, and its constructor at an image side
+/// (the transformers ignore it: their sequence length is fixed).
+pub struct NetworkEntry {
+    pub name: &'static str,
+    pub description: &'static str,
+    build: fn(usize) -> R<Network>,
+}
+
+/// Every built-in network, in the order of the help texts: a new network is its file and
+/// one entry here. [`network`] looks names up in it; the command line's `--model` values and
+/// their help are made from it.
+pub static NETWORKS: &[NetworkEntry] = &[
+    NetworkEntry {
+        name: "resnet50",
+        description: "ResNet-50 (torchvision, 25.6 M parameters)",
+        build: |image| resnet::resnet("resnet50", &[3, 4, 6, 3], image),
+    },
+    NetworkEntry {
+        name: "resnet101",
+        description: "ResNet-101 (torchvision, 44.5 M parameters)",
+        build: |image| resnet::resnet("resnet101", &[3, 4, 23, 3], image),
+    },
+    NetworkEntry {
+        name: "inception_v3",
+        description: "Inception-v3 (torchvision, without the auxiliary classifier)",
+        build: inception::inception_v3,
+    },
+    NetworkEntry {
+        name: "densenet121",
+        description: "DenseNet-121 (torchvision)",
+        build: densenet::densenet121,
+    },
+    NetworkEntry {
+        name: "vgg16",
+        description: "VGG-16 (torchvision, 138 M parameters)",
+        build: vgg::vgg16,
+    },
+    NetworkEntry {
+        name: "bert48",
+        description: "BERT-style encoder: 48 layers, hidden 1024, sequence 512 (--image ignored)",
+        build: |_| Ok(transformer::bert48()),
+    },
+    NetworkEntry {
+        name: "gpt24",
+        description: "GPT-style decoder: 24 layers, hidden 2048, sequence 1024 (--image ignored)",
+        build: |_| Ok(transformer::gpt24()),
+    },
 ];
+
+/// The names of the built-in networks, in order.
+pub fn network_names() -> impl Iterator<Item = &'static str> {
+    NETWORKS.iter().map(|n| n.name)
+}
 
 /// Per-sample tensor shape: `[C, H, W]` for images, `[S, D]` for token sequences, `[F]` flat.
 pub type Shape = Vec<usize>;
@@ -217,7 +261,7 @@ impl Network {
 /// Errors of [`network`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum NetError {
-    #[error("unknown network {0:?}; known: {known}", known = NETWORKS.join(", "))]
+    #[error("unknown network {0:?}; known: {known}", known = network_names().collect::<Vec<_>>().join(", "))]
     Unknown(String),
     #[error("network {net}: input size {size} is too small (a feature map becomes empty at {at})")]
     TooSmall {
@@ -240,16 +284,10 @@ pub fn network(name: &str, image: usize) -> Result<Network, NetError> {
             what: "image",
         });
     }
-    let net = match name {
-        "resnet50" => resnet::resnet(name, &[3, 4, 6, 3], image),
-        "resnet101" => resnet::resnet(name, &[3, 4, 23, 3], image),
-        "inception_v3" => inception::inception_v3(image),
-        "densenet121" => densenet::densenet121(image),
-        "vgg16" => vgg::vgg16(image),
-        "bert48" => Ok(transformer::bert48()),
-        "gpt24" => Ok(transformer::gpt24()),
-        _ => return Err(NetError::Unknown(name.into())),
+    let Some(entry) = NETWORKS.iter().find(|n| n.name == name) else {
+        return Err(NetError::Unknown(name.into()));
     };
+    let net = (entry.build)(image);
     net.map_err(|EmptyAt(at)| NetError::TooSmall {
         net: name.into(),
         size: image,
