@@ -212,26 +212,71 @@ impl Block {
     }
 }
 
-/// Parameters (trainable; BN running statistics are buffers and not counted, as in
-/// torchvision's `sum(p.numel() for p in model.parameters())`).
-pub fn params(kind: &OpKind) -> u64 {
-    let u = |x: usize| x as u64;
+/// How a weight tensor starts (the libtorch builder's initialization, as torchvision and
+/// the transformers' reference code do it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Normal with mean 0 and this standard deviation.
+    Normal(f64),
+    Ones,
+    Zeros,
+}
+
+/// One weight tensor of an op: its shape and how it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamShape {
+    pub shape: Vec<usize>,
+    pub init: Init,
+}
+
+fn param(shape: Vec<usize>, init: Init) -> ParamShape {
+    ParamShape { shape, init }
+}
+
+/// The weight tensors of one op, in torchvision's layout (empty for parameter-free ops): the
+/// one rule the parameter count ([`params`], hence the analytic model's weights) and the
+/// libtorch builder (`exec::torchnet`) read. A new op with weights adds its arm here.
+pub fn op_params(kind: &OpKind) -> Vec<ParamShape> {
+    let bias = |present: bool, n: usize| present.then(|| param(vec![n], Init::Zeros));
     match kind {
         OpKind::Conv2d {
             cin,
             cout,
             kernel,
             groups,
-            bias,
+            bias: b,
             ..
-        } => u(cout * (cin / groups) * kernel.0 * kernel.1) + if *bias { u(*cout) } else { 0 },
-        OpKind::BatchNorm2d { channels, .. } => 2 * u(*channels),
-        OpKind::Linear { fin, fout, bias } => u(fin * fout) + if *bias { u(*fout) } else { 0 },
-        OpKind::Embedding { vocab, dim } => u(vocab * dim),
-        OpKind::PositionEmbedding { max_len, dim } => u(max_len * dim),
-        OpKind::LayerNorm { dim, .. } => 2 * u(*dim),
-        _ => 0,
+        } => {
+            let fan_in = (cin / groups) * kernel.0 * kernel.1;
+            let weight = param(
+                vec![*cout, cin / groups, kernel.0, kernel.1],
+                Init::Normal((2.0 / fan_in as f64).sqrt()),
+            );
+            std::iter::once(weight).chain(bias(*b, *cout)).collect()
+        }
+        OpKind::BatchNorm2d { channels: n, .. } | OpKind::LayerNorm { dim: n, .. } => {
+            vec![param(vec![*n], Init::Ones), param(vec![*n], Init::Zeros)]
+        }
+        OpKind::Linear { fin, fout, bias: b } => {
+            let weight = param(vec![*fout, *fin], Init::Normal(1.0 / (*fin as f64).sqrt()));
+            std::iter::once(weight).chain(bias(*b, *fout)).collect()
+        }
+        OpKind::Embedding { vocab: rows, dim }
+        | OpKind::PositionEmbedding { max_len: rows, dim } => {
+            vec![param(vec![*rows, *dim], Init::Normal(0.02))]
+        }
+        _ => vec![],
     }
+}
+
+/// Number of parameters of one op ([`op_params`]): trainable ones (BN running statistics
+/// are buffers and not counted, as in torchvision's `sum(p.numel() for p in
+/// model.parameters())`).
+pub fn params(kind: &OpKind) -> u64 {
+    op_params(kind)
+        .iter()
+        .map(|p| p.shape.iter().product::<usize>() as u64)
+        .sum()
 }
 
 /// A network: its chain of blocks for one input size.
