@@ -777,7 +777,15 @@ fn every_registered_name_and_alias_parses_on_the_cli() {
         for name in std::iter::once(&s.name).chain(s.aliases) {
             let out = sync(
                 &inst,
-                &["--stages", "4", "--micro-batches", "8", "--schedule", name, "--json"],
+                &[
+                    "--stages",
+                    "4",
+                    "--micro-batches",
+                    "8",
+                    "--schedule",
+                    name,
+                    "--json",
+                ],
             );
             assert!(out.status.success(), "{name}: {}", stderr(&out));
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

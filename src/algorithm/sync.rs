@@ -509,8 +509,7 @@ fn run_explore(
     }
     let counts = micro_batch_counts(d, mini);
     let costs_at = |size: f64| interpolated(&stages.points, size);
-    let exploration =
-        explore(accelerator, mini, &counts, &costs_at, memory).map_err(internal)?;
+    let exploration = explore(accelerator, mini, &counts, &costs_at, memory).map_err(internal)?;
     Ok(outcome(SyncReport::Explored(ExploreReport {
         command: "sync",
         mode: "explore",
@@ -635,8 +634,8 @@ fn optimal_problem<'a>(
             format!("auto, disjunctive or time-indexed, not {:?}", o.formulation),
         )
     })?;
-    let threads =
-        std::num::NonZeroU32::new(o.threads).ok_or_else(|| bad("--threads", "must be at least 1"))?;
+    let threads = std::num::NonZeroU32::new(o.threads)
+        .ok_or_else(|| bad("--threads", "must be at least 1"))?;
     let options = MilpOptions {
         time_limit: o.time_limit.map(std::time::Duration::from_secs_f64),
         threads,
@@ -850,7 +849,11 @@ fn run_hybrid(
         approach: request.schedule.clone(),
         gpus: input.gpus,
         mini_batch: input.mini_batch,
-        costs_from: if at_b.is_empty() { "linear" } else { "analytic" },
+        costs_from: if at_b.is_empty() {
+            "linear"
+        } else {
+            "analytic"
+        },
         best,
         candidates: rows,
     })))

@@ -55,11 +55,13 @@ pub fn network_parser(extra: &[(&'static str, &'static str)]) -> PossibleValuesP
     let extra = extra
         .iter()
         .map(|&(name, help)| PossibleValue::new(name).help(help));
-    PossibleValuesParser::new(extra.chain(
-        pipeopt::nets::NETWORKS
-            .iter()
-            .map(|n| PossibleValue::new(n.name).help(n.description)),
-    ))
+    PossibleValuesParser::new(
+        extra.chain(
+            pipeopt::nets::NETWORKS
+                .iter()
+                .map(|n| PossibleValue::new(n.name).help(n.description)),
+        ),
+    )
 }
 
 /// A built-in network, its image size and its batch size (`instance`, `profile`).

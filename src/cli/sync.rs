@@ -130,7 +130,6 @@ pub struct SyncArgs {
     json: bool,
 }
 
-
 /// The most micro-batches per iteration (`--micro-batches`): the streams hold every
 /// operation of every micro-batch.
 const MAX_MICRO_BATCHES: usize = 100_000;

@@ -28,84 +28,61 @@
 use serde::Serialize;
 
 use super::dapple::one_f_one_b;
-use super::sim::{simulate, SimError, StageCosts};
-use super::registry::{
-    no_k_gamma, no_paper_bubble, one_direction_bubble, Placement, ScheduleDescriptor, WarmStart,
-};
+use super::registry::{one_direction_bubble, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::sim::Execution;
+use super::sim::{simulate, SimError, StageCosts};
 use super::{b, f, Schedule};
 
 const PAPER: &str = "Zhao et al., arXiv 2020";
 
 pub static ONE_F_ONE_B_SNO: ScheduleDescriptor = ScheduleDescriptor {
     name: "1f1b-sno",
-    aliases: &[],
     label: "BaPipe 1F1B-SNO",
     help: "BaPipe's 1F1B-SNO: DAPPLE's order on GPUs, transfers not overlapped",
     paper: PAPER,
-    bidirectional: false,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, _| Ok(one_f_one_b_sno(d, n)),
     approach: Some(|_, _| vec![ONE_F_ONE_B_SNO.kind()]),
     paper_bubble: |d, n, _| Some(one_direction_bubble(d, n)),
-    k_gamma_columns: no_k_gamma,
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 2,
     }),
+    ..DEFAULTS
 };
 
 pub static ONE_F_ONE_B_SO: ScheduleDescriptor = ScheduleDescriptor {
     name: "1f1b-so",
-    aliases: &[],
     label: "BaPipe 1F1B-SO",
     help: "BaPipe's 1F1B-SO: doubled warm-up, 2(D - s) forwards on worker s, hiding transfers",
     paper: PAPER,
-    bidirectional: false,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, _| Ok(one_f_one_b_so(d, n)),
     approach: Some(|_, _| vec![ONE_F_ONE_B_SO.kind()]),
-    paper_bubble: no_paper_bubble,
-    k_gamma_columns: no_k_gamma,
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 3,
     }),
+    ..DEFAULTS
 };
 
 pub static ONE_F_ONE_B_AS: ScheduleDescriptor = ScheduleDescriptor {
     name: "1f1b-as",
-    aliases: &[],
     label: "BaPipe 1F1B-AS",
     help: "BaPipe's 1F1B-AS: 1F1B with transfers streamed during computation (FPGAs)",
     paper: PAPER,
-    bidirectional: false,
     execution: Execution::StreamedCommunication,
-    takes_k_gamma: false,
     generate: |d, n, _, _| Ok(one_f_one_b_as(d, n)),
-    approach: None,
-    paper_bubble: no_paper_bubble,
-    k_gamma_columns: no_k_gamma,
-    warm_start: None,
+    ..DEFAULTS
 };
 
 pub static FBP_AS: ScheduleDescriptor = ScheduleDescriptor {
     name: "fbp-as",
-    aliases: &[],
     label: "BaPipe FBP-AS",
     help: "BaPipe's FBP-AS: forwards and backwards in parallel on two halves of each \
            accelerator, transfers streamed (FPGAs)",
     paper: PAPER,
-    bidirectional: false,
     execution: Execution::ForwardBackwardParallel,
-    takes_k_gamma: false,
     generate: |d, n, _, _| Ok(fbp_as(d, n)),
-    approach: None,
-    paper_bubble: no_paper_bubble,
-    k_gamma_columns: no_k_gamma,
-    warm_start: None,
+    ..DEFAULTS
 };
 
 /// 1F1B-SNO: warm-up D - s on worker s (DAPPLE's order).

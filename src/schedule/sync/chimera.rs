@@ -41,20 +41,17 @@
 //! doubling".
 
 use super::list::{self, Priority, Rules};
+use super::registry::{Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::sim::{simulate, Execution, StageCosts};
-use super::registry::{no_k_gamma, no_paper_bubble, Placement, ScheduleDescriptor, WarmStart};
 use super::{shape_error, Schedule, SyncError};
 
 pub static CHIMERA: ScheduleDescriptor = ScheduleDescriptor {
     name: "chimera",
-    aliases: &[],
     label: "Chimera",
     help: "Chimera: two pipelines in opposite directions, D micro-batches injected at once \
            (the fastest of its drawings on the costs at hand)",
     paper: "Li and Hoefler, SC 2021",
     bidirectional: true,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, costs| match costs {
         Some(costs) => chimera_for(d, n, costs),
         None => chimera(d, n),
@@ -69,31 +66,26 @@ pub static CHIMERA: ScheduleDescriptor = ScheduleDescriptor {
     }),
     // Table I of Zhang et al., DAC 2023 (Chimera's closed form for forward = backward).
     paper_bubble: |d, n, _| (n == d).then(|| (d as f64 - 2.0) / (3.0 * d as f64 - 2.0)),
-    k_gamma_columns: no_k_gamma,
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 0,
     }),
+    ..DEFAULTS
 };
 
 pub static CHIMERA_DOUBLING: ScheduleDescriptor = ScheduleDescriptor {
     name: "chimera-doubling",
-    aliases: &[],
     label: "Chimera (forward doubling)",
     help: "Chimera's forward doubling for N a multiple of D, N >= 2D: basic units of 2D \
            micro-batches, forwards run in pairs",
     paper: "Li and Hoefler, SC 2021, section 3.5",
     bidirectional: true,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, _| forward_doubling(d, n),
-    approach: None,
-    paper_bubble: no_paper_bubble,
-    k_gamma_columns: no_k_gamma,
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 1,
     }),
+    ..DEFAULTS
 };
 
 /// Chimera's streams for `d` stages (even) and `n` micro-batches (even, at least `d`),

@@ -1,8 +1,7 @@
 //! DAPPLE (Fan et al. 2021): 1F1B with a flush. Worker s warms up with min(D - s, N)
 //! forwards, then alternates one backward and one forward, then drains the backwards.
 
-use super::registry::{no_k_gamma, one_direction_bubble, Placement, ScheduleDescriptor, WarmStart};
-use super::sim::Execution;
+use super::registry::{one_direction_bubble, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::{b, f, Schedule};
 
 pub static DAPPLE: ScheduleDescriptor = ScheduleDescriptor {
@@ -11,17 +10,14 @@ pub static DAPPLE: ScheduleDescriptor = ScheduleDescriptor {
     label: "DAPPLE",
     help: "DAPPLE: 1F1B with a flush, D - s warm-up forwards on worker s",
     paper: "Fan et al., PPoPP 2021",
-    bidirectional: false,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, _| Ok(dapple(d, n)),
     approach: Some(|_, _| vec![DAPPLE.kind()]),
     paper_bubble: |d, n, _| Some(one_direction_bubble(d, n)),
-    k_gamma_columns: no_k_gamma,
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 0,
     }),
+    ..DEFAULTS
 };
 
 /// DAPPLE's streams for `d` stages and `n` micro-batches.

@@ -35,19 +35,16 @@
 use serde::Serialize;
 
 use super::list::{self, Priority, Rules};
-use super::registry::{KGamma, Placement, ScheduleDescriptor, WarmStart};
-use super::sim::Execution;
+use super::registry::{KGamma, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::{shape_error, Schedule, SyncError};
 
 pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
     name: "mixpipe",
-    aliases: &[],
     label: "MixPipe",
     help: "MixPipe: bidirectional pipelines with K injected (--k, even, default D) and Gamma \
            early forwards (--gamma)",
     paper: "Zhang et al., DAC 2023",
     bidirectional: true,
-    execution: Execution::Serial,
     takes_k_gamma: true,
     generate: |d, n, p, _| {
         let p = p.unwrap_or(KGamma { k: d, gamma: 0 });
@@ -76,19 +73,16 @@ pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
         placements: &[Placement::Bidirectional],
         rank: 2,
     }),
+    ..DEFAULTS
 };
 
 pub static MIXPIPE_K_MAX: ScheduleDescriptor = ScheduleDescriptor {
     name: "mixpipe-kmax",
-    aliases: &[],
     label: "MixPipe K maximizing",
     help: "MixPipe's K maximizing for N > D: K = 2(D-1), at most 3D/2 - 1 live micro-batches",
     paper: "Zhang et al., DAC 2023, section III-C",
     bidirectional: true,
-    execution: Execution::Serial,
-    takes_k_gamma: false,
     generate: |d, n, _, _| k_maximizing(d, n),
-    approach: None,
     paper_bubble: |d, n, _| {
         let b = d as f64 / 2.0 - 1.0;
         (n > d).then(|| b / (n as f64 + b))
@@ -98,6 +92,7 @@ pub static MIXPIPE_K_MAX: ScheduleDescriptor = ScheduleDescriptor {
         placements: &[Placement::Bidirectional],
         rank: 3,
     }),
+    ..DEFAULTS
 };
 
 /// MixPipe's streams for `d` stages, `n` micro-batches, `k` injected and `gamma` early

@@ -8,6 +8,9 @@
 //! papers' assumption); the streams it records are then replayed by `sim` with any real
 //! stage times.
 //!
+//! Each schedule's file also defines its `registry::ScheduleDescriptor`; [`SCHEDULES`] lists
+//! them, and everything that picks a schedule by name reads that table.
+//!
 //! Micro-batches are numbered `0..N` over both pipelines of a bidirectional scheme: the down
 //! pipeline carries `0..N/2`, the up pipeline `N/2..N`.
 
@@ -257,6 +260,10 @@ mod name_tests {
             assert_eq!(kind.schedule.name, s.name);
         }
         for &s in SCHEDULES {
+            // What `registry::DEFAULTS` leaves empty, every descriptor gives.
+            for text in [s.name, s.label, s.help, s.paper] {
+                assert!(!text.is_empty(), "{}: an empty text", s.name);
+            }
             assert_eq!(registry::parse(s.name).unwrap().name, s.name);
             if !s.takes_k_gamma {
                 assert_eq!(s.configure(4, 8, None, 0).unwrap().name(), s.name);
@@ -286,21 +293,29 @@ mod name_tests {
     #[test]
     fn mixpipe_files_keep_k_and_gamma() {
         let v = serde_json::to_value(mixpipe::MIXPIPE.with_k_gamma(4, 1)).unwrap();
-        assert_eq!(v, serde_json::json!({"name": "mixpipe", "k": 4, "gamma": 1}));
+        assert_eq!(
+            v,
+            serde_json::json!({"name": "mixpipe", "k": 4, "gamma": 1})
+        );
         assert_eq!(
             serde_json::to_value(gpipe::GPIPE.kind()).unwrap(),
             serde_json::json!({"name": "gpipe"})
         );
-        assert!(serde_json::from_value::<ScheduleKind>(serde_json::json!({"name": "mixpipe"}))
-            .is_err());
-        assert!(serde_json::from_value::<ScheduleKind>(serde_json::json!({"name": "optimal"}))
-            .is_err());
+        assert!(
+            serde_json::from_value::<ScheduleKind>(serde_json::json!({"name": "mixpipe"})).is_err()
+        );
+        assert!(
+            serde_json::from_value::<ScheduleKind>(serde_json::json!({"name": "optimal"})).is_err()
+        );
     }
 
     #[test]
     fn warm_starts_keep_their_order() {
         let names = |p: Placement, d, n| -> Vec<String> {
-            p.known_schedules(d, n).into_iter().map(|(n, _)| n).collect()
+            p.known_schedules(d, n)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
         };
         assert_eq!(
             names(Placement::OneDirection, 4, 8),

@@ -110,6 +110,9 @@ pub struct WarmStart {
 pub type Generator =
     fn(usize, usize, Option<KGamma>, Option<&StageCosts>) -> Result<Schedule, SyncError>;
 
+/// The K and Gamma a sweep row reports for a schedule at D stages with its parameters.
+pub type KGammaColumns = fn(usize, Option<KGamma>) -> (Option<usize>, Option<usize>);
+
 /// Everything the crate knows of one synchronous schedule. Each schedule's file defines its
 /// descriptor; [`super::SCHEDULES`] lists them.
 #[derive(Debug)]
@@ -137,10 +140,30 @@ pub struct ScheduleDescriptor {
     /// The paper's closed-form bubble ratio at (D, N), where it gives one.
     pub paper_bubble: fn(usize, usize, Option<KGamma>) -> Option<f64>,
     /// The K and Gamma a sweep row reports for the schedule at D stages.
-    pub k_gamma_columns: fn(usize, Option<KGamma>) -> (Option<usize>, Option<usize>),
+    pub k_gamma_columns: KGammaColumns,
     /// Its warm start of the schedule-optimum MILP, if it is one.
     pub warm_start: Option<WarmStart>,
 }
+
+/// What a descriptor states only where it departs from it (`..registry::DEFAULTS`): one
+/// direction, serial execution, no K and Gamma, not an approach, no closed form, no warm
+/// start. Every descriptor gives its own name, label, help, paper and generator (a test
+/// checks the texts are there).
+pub const DEFAULTS: ScheduleDescriptor = ScheduleDescriptor {
+    name: "",
+    aliases: &[],
+    label: "",
+    help: "",
+    paper: "",
+    bidirectional: false,
+    execution: Execution::Serial,
+    takes_k_gamma: false,
+    generate: |_, _, _, _| Err(super::shape_error("schedule", "no generator")),
+    approach: None,
+    paper_bubble: no_paper_bubble,
+    k_gamma_columns: no_k_gamma,
+    warm_start: None,
+};
 
 impl ScheduleDescriptor {
     /// The schedule at its default parameters for D = `d` stages: MixPipe's K = D, Gamma = 0.
@@ -347,7 +370,9 @@ impl<'de> Deserialize<'de> for ScheduleKind {
             .ok_or_else(|| D::Error::custom(format!("unknown schedule {:?}", form.name)))?;
         let params = match (schedule.takes_k_gamma, form.k, form.gamma) {
             (true, Some(k), Some(gamma)) => Some(KGamma { k, gamma }),
-            (true, _, _) => return Err(D::Error::custom(format!("{} needs k and gamma", form.name))),
+            (true, _, _) => {
+                return Err(D::Error::custom(format!("{} needs k and gamma", form.name)))
+            }
             (false, _, _) => None,
         };
         Ok(ScheduleKind { schedule, params })
