@@ -46,6 +46,7 @@ pub static ONE_F_ONE_B_SNO: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 2,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };
@@ -60,6 +61,7 @@ pub static ONE_F_ONE_B_SO: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 3,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

@@ -69,6 +69,11 @@ pub static CHIMERA: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 0,
+        // Drawn for backward = forward: the optimum on costs near that ratio.
+        other_drawing: Some(|d, n| {
+            let drawn = (n >= d && d % 2 == 0).then(|| chimera_drawn_for(d, n, 1).ok())??;
+            Some(("chimera (drawn for B = F)".into(), drawn))
+        }),
     }),
     ..DEFAULTS
 };
@@ -84,6 +89,7 @@ pub static CHIMERA_DOUBLING: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 1,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

@@ -16,6 +16,7 @@ pub static DAPPLE: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 0,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

@@ -32,6 +32,7 @@ pub static GEMS: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional, Placement::Gems],
         rank: 4,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

@@ -15,6 +15,7 @@ pub static GPIPE: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 1,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

@@ -46,6 +46,12 @@ pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
     paper: "Zhang et al., DAC 2023",
     bidirectional: true,
     takes_k_gamma: true,
+    // K is D unless given.
+    params: |d, n, k, gamma| {
+        let k = k.unwrap_or(d);
+        check_k_gamma(d, n, k, gamma)?;
+        Ok(Some(KGamma { k, gamma }))
+    },
     generate: |d, n, p, _| {
         let p = p.unwrap_or(KGamma { k: d, gamma: 0 });
         mixpipe(d, n, p.k, p.gamma)
@@ -72,6 +78,7 @@ pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 2,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };
@@ -91,6 +98,7 @@ pub static MIXPIPE_K_MAX: ScheduleDescriptor = ScheduleDescriptor {
     warm_start: Some(WarmStart {
         placements: &[Placement::Bidirectional],
         rank: 3,
+        other_drawing: None,
     }),
     ..DEFAULTS
 };

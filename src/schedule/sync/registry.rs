@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sim::{Execution, StageCosts};
 use super::{Pipeline, Schedule, SyncError, SCHEDULES};
+use crate::InputError;
 
 /// MixPipe's parameters (Zhang et al., DAC 2023): `k` micro-batches injected before the
 /// first backward (even, 2..=D for N = D; up to 2(D-1) with N > D); `gamma` early forwards
@@ -76,10 +77,16 @@ impl Placement {
             .into_iter()
             .filter_map(|(_, kind)| kind.generate(d, n).ok().map(|s| (kind.name(), s)))
             .collect();
-        if self == Placement::Bidirectional && n >= d && d % 2 == 0 {
-            if let Ok(s) = super::chimera::chimera_drawn_for(d, n, 1) {
-                out.push(("chimera (drawn for B = F)".into(), s));
-            }
+        // Then the other drawings, after every schedule's own streams.
+        for s in SCHEDULES {
+            let Some(w) = s
+                .warm_start
+                .as_ref()
+                .filter(|w| w.placements.contains(&self))
+            else {
+                continue;
+            };
+            out.extend(w.other_drawing.and_then(|draw| draw(d, n)));
         }
         out
     }
@@ -102,6 +109,9 @@ impl Placement {
 pub struct WarmStart {
     pub placements: &'static [Placement],
     pub rank: u8,
+    /// Another drawing of the schedule to start from (named), where it has one at (D, N):
+    /// Chimera's drawn for backward = forward.
+    pub other_drawing: Option<fn(usize, usize) -> Option<(String, Schedule)>>,
 }
 
 /// The streams of a schedule for D stages, N micro-batches, its parameters (`None` for a
@@ -133,6 +143,9 @@ pub struct ScheduleDescriptor {
     pub execution: Execution,
     /// Whether the schedule takes MixPipe's K and Gamma (`--k`, `--gamma`).
     pub takes_k_gamma: bool,
+    /// Its parameters from `--k` (`None`: the default) and `--gamma` at (D, N), checked;
+    /// `None` for a schedule without.
+    pub params: fn(usize, usize, Option<usize>, usize) -> Result<Option<KGamma>, InputError>,
     pub generate: Generator,
     /// The schedules this one stands for as an approach of the synchronous sweep and of
     /// `sync --hybrid` at (D, N); `None` for a schedule that is not an approach.
@@ -158,6 +171,7 @@ pub const DEFAULTS: ScheduleDescriptor = ScheduleDescriptor {
     bidirectional: false,
     execution: Execution::Serial,
     takes_k_gamma: false,
+    params: |_, _, _, _| Ok(None),
     generate: |_, _, _, _| Err(super::shape_error("schedule", "no generator")),
     approach: None,
     paper_bubble: no_paper_bubble,
@@ -202,34 +216,29 @@ impl ScheduleDescriptor {
         self.approach.map_or_else(Vec::new, |a| a(d, n))
     }
 
-    /// The schedule for D = `d` stages and N = `n` micro-batches with `--k` and `--gamma`:
-    /// MixPipe's K (D by default) and Gamma are checked by
-    /// [`super::mixpipe::check_k_gamma`] and ignored by the others.
+    /// The schedule for D = `d` stages and N = `n` micro-batches with `--k` and `--gamma`
+    /// (checked by the descriptor's `params`; ignored by a schedule without parameters).
     pub fn configure(
         &'static self,
         d: usize,
         n: usize,
         k: Option<usize>,
         gamma: usize,
-    ) -> Result<ScheduleKind, crate::InputError> {
-        if !self.takes_k_gamma {
-            return Ok(self.kind());
-        }
-        let k = k.unwrap_or(d);
-        super::mixpipe::check_k_gamma(d, n, k, gamma)?;
-        Ok(self.with_k_gamma(k, gamma))
+    ) -> Result<ScheduleKind, InputError> {
+        Ok(ScheduleKind {
+            schedule: self,
+            params: (self.params)(d, n, k, gamma)?,
+        })
     }
 }
 
 /// The schedule `name` (or one of its aliases) names.
-pub fn parse(name: &str) -> Result<&'static ScheduleDescriptor, crate::InputError> {
+pub fn parse(name: &str) -> Result<&'static ScheduleDescriptor, InputError> {
     SCHEDULES
         .iter()
         .copied()
         .find(|s| s.name == name || s.aliases.contains(&name))
-        .ok_or_else(|| {
-            crate::InputError::new("--schedule", "", format!("unknown schedule {name:?}"))
-        })
+        .ok_or_else(|| InputError::new("--schedule", "", format!("unknown schedule {name:?}")))
 }
 
 /// The approach of the synchronous sweep and the hybrid named `name` (its own name, no
