@@ -793,3 +793,124 @@ fn every_registered_name_and_alias_parses_on_the_cli() {
         }
     }
 }
+
+/// The keys of `sync --json` in each mode, as users and scripts read them: the typed report
+/// keeps every one (a key added here is a new field, a key gone is a break).
+#[test]
+fn sync_json_keys_stay_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let keys = |extra: &[&str]| -> Vec<String> {
+        let out = sync(&inst, extra);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let simulated = [
+        "bubble_ratio",
+        "command",
+        "fits",
+        "instance",
+        "intra_layer",
+        "makespan",
+        "memory",
+        "micro_batches",
+        "partition",
+        "peak_memory",
+        "samples_per_second",
+        "schedule",
+        "stages",
+    ];
+    assert_eq!(keys(&["--stages", "4", "--json"]), simulated);
+    assert_eq!(
+        keys(&["--stages", "4", "--explore", "--json"]),
+        [
+            "accelerator",
+            "command",
+            "exploration",
+            "instance",
+            "mini_batch",
+            "mode",
+            "partition",
+            "stages"
+        ]
+    );
+    assert_eq!(
+        keys(&["--stages", "4", "--search", "--memory", "80GiB", "--json"]),
+        [
+            "best",
+            "candidates",
+            "command",
+            "instance",
+            "micro_batches",
+            "mode",
+            "partition",
+            "planned_samples_per_second",
+            "samples_per_second",
+            "simulated",
+            "stages"
+        ]
+    );
+    let optimal = [
+        "--stages",
+        "2",
+        "--micro-batches",
+        "2",
+        "--schedule",
+        "optimal",
+        "--placement",
+        "one-direction",
+        "--json",
+    ];
+    let mut want: Vec<&str> = simulated
+        .iter()
+        .copied()
+        .filter(|k| *k != "intra_layer")
+        .chain(["placement", "solver", "status", "streams"])
+        .collect();
+    want.sort();
+    assert_eq!(keys(&optimal), want);
+    // No order fits: the status says so, the makespan is null, no streams.
+    let mut infeasible = optimal.to_vec();
+    infeasible.extend(["--memory", "1KB"]);
+    assert_eq!(
+        keys(&infeasible),
+        [
+            "command",
+            "instance",
+            "makespan",
+            "micro_batches",
+            "partition",
+            "placement",
+            "schedule",
+            "solver",
+            "stages",
+            "status"
+        ]
+    );
+    assert_eq!(
+        keys(&[
+            "--hybrid",
+            "--gpus",
+            "4",
+            "--mini-batch",
+            "16",
+            "--allreduce-bandwidth",
+            "100GB/s",
+            "--json"
+        ]),
+        [
+            "approach",
+            "best",
+            "candidates",
+            "command",
+            "costs_from",
+            "gpus",
+            "instance",
+            "mini_batch",
+            "mode"
+        ]
+    );
+}

@@ -142,9 +142,13 @@ fn parse_micro_batches(text: &str) -> Result<usize, String> {
 /// `bapipe` (`--explore`'s choice among BaPipe's schedules).
 fn schedule_parser() -> PossibleValuesParser {
     let registered = SCHEDULES.iter().map(|s| {
+        let also = match s.aliases {
+            [] => String::new(),
+            aliases => format!("; also {}", aliases.join(", ")),
+        };
         PossibleValue::new(s.name)
             .aliases(s.aliases.iter().copied())
-            .help(format!("{} ({})", s.help, s.paper))
+            .help(format!("{} ({}{also})", s.help, s.paper))
     });
     PossibleValuesParser::new(registered.chain([
         PossibleValue::new("optimal").help(
