@@ -72,49 +72,50 @@ fn refused(out: &std::process::Output, what: &str) {
     assert!(out.stdout.is_empty(), "nothing on stdout on error");
 }
 
+/// Every name and alias of the schedule registry is a value of `--schedule` (names listed
+/// in `sync --help`), runs as the schedule it names and prints one JSON object.
 #[test]
-fn json_output_parses_for_every_schedule() {
+fn json_output_parses_for_every_registered_name_and_alias() {
     let dir = tempfile::tempdir().unwrap();
     let inst = chain(dir.path());
-    for schedule in [
-        "gpipe",
-        "dapple",
-        "gems",
-        "chimera",
-        "mixpipe",
-        "mixpipe-kmax",
-        "1f1b-sno",
-        "1f1b-so",
-        "1f1b-as",
-        "fbp-as",
-    ] {
-        let out = sync(
-            &inst,
-            &[
-                "--stages",
-                "4",
-                "--micro-batches",
-                "8",
-                "--schedule",
-                schedule,
-                "--json",
-            ],
-        );
-        assert!(out.status.success(), "{schedule}: {}", stderr(&out));
-        let text = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["command"], "sync");
-        assert_eq!(v["stages"], 4);
-        assert_eq!(v["micro_batches"], 8);
-        let bubble = v["bubble_ratio"].as_f64().unwrap();
-        assert!((0.0..1.0).contains(&bubble), "{schedule}: {bubble}");
-        assert!(v["makespan"].as_f64().unwrap() > 0.0);
-        assert_eq!(v["peak_memory"].as_array().unwrap().len(), 4);
-        // 8 micro-batches of 4 samples each per iteration.
-        let sps = v["samples_per_second"].as_f64().unwrap();
-        let expect = 32.0 / v["makespan"].as_f64().unwrap();
-        assert!((sps - expect).abs() < 1e-9 * expect, "{schedule}");
+    let help = pipeopt().args(["sync", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for s in pipeopt::schedule::sync::SCHEDULES {
+        assert!(help.contains(s.name), "{} not in sync --help", s.name);
+        for &schedule in std::iter::once(&s.name).chain(s.aliases) {
+            let out = sync(
+                &inst,
+                &[
+                    "--stages",
+                    "4",
+                    "--micro-batches",
+                    "8",
+                    "--schedule",
+                    schedule,
+                    "--json",
+                ],
+            );
+            assert!(out.status.success(), "{schedule}: {}", stderr(&out));
+            let text = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["command"], "sync");
+            assert_eq!(
+                v["schedule"],
+                s.default_kind(4).name().as_str(),
+                "{schedule}"
+            );
+            assert_eq!(v["stages"], 4);
+            assert_eq!(v["micro_batches"], 8);
+            let bubble = v["bubble_ratio"].as_f64().unwrap();
+            assert!((0.0..1.0).contains(&bubble), "{schedule}: {bubble}");
+            assert!(v["makespan"].as_f64().unwrap() > 0.0);
+            assert_eq!(v["peak_memory"].as_array().unwrap().len(), 4);
+            // 8 micro-batches of 4 samples each per iteration.
+            let sps = v["samples_per_second"].as_f64().unwrap();
+            let expect = 32.0 / v["makespan"].as_f64().unwrap();
+            assert!((sps - expect).abs() < 1e-9 * expect, "{schedule}");
+        }
     }
 }
 
@@ -761,37 +762,6 @@ fn every_sync_out_file_passes_validate() {
         "{}",
         stderr(&v)
     );
-}
-
-/// Every name and alias of the schedule registry is a value of `--schedule`, listed in
-/// `sync --help` (names, not aliases) and run on the command line as the schedule it names.
-#[test]
-fn every_registered_name_and_alias_parses_on_the_cli() {
-    let dir = tempfile::tempdir().unwrap();
-    let inst = chain(dir.path());
-    let help = pipeopt().args(["sync", "--help"]).output().unwrap();
-    let help = String::from_utf8_lossy(&help.stdout).into_owned();
-    for s in pipeopt::schedule::sync::SCHEDULES {
-        assert!(help.contains(s.name), "{} not in sync --help", s.name);
-        let want = s.default_kind(4).name();
-        for name in std::iter::once(&s.name).chain(s.aliases) {
-            let out = sync(
-                &inst,
-                &[
-                    "--stages",
-                    "4",
-                    "--micro-batches",
-                    "8",
-                    "--schedule",
-                    name,
-                    "--json",
-                ],
-            );
-            assert!(out.status.success(), "{name}: {}", stderr(&out));
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(v["schedule"], want.as_str(), "{name}");
-        }
-    }
 }
 
 /// The keys of `sync --json` in each mode, as users and scripts read them: the typed report

@@ -1,8 +1,9 @@
-//! `pipeopt sync`: synchronous and bidirectional pipeline schedules, simulated by
-//! `pipeopt::schedule::sync::sim` (docs/model.md section 7); MixPipe's search (`--search`),
-//! BaPipe's exploration (`--explore`), MixPipe's hybrid (`--hybrid`) and the exact schedule
-//! MILP (`--schedule optimal`). Costs at other micro-batch sizes come from
-//! `schedule::sync::costs` (eq. (3) of Zhang et al., DAC 2023).
+//! `pipeopt sync`: synchronous and bidirectional pipeline schedules (docs/model.md section
+//! 7). The flags become a `pipeopt::algorithm::sync::SyncRequest` (a simulated schedule of
+//! the registry, MixPipe's search `--search`, BaPipe's exploration `--explore`, MixPipe's
+//! hybrid `--hybrid`, the exact schedule MILP `--schedule optimal`); the library resolves the
+//! stages and runs it, and this file prints its report as one JSON object or as tables, and
+//! writes the `--out` file. `--schedule`'s values and help come from the schedule registry.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

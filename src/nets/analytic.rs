@@ -1,5 +1,7 @@
 //! Analytic instances: weights, outputs and stashes exactly from the
 //! shapes, times from FLOP counts and a roofline device model. No profiler involved.
+//! `analytic_rebuild` makes such an instance again at another batch (the synchronous sweep
+//! and MixPipe's hybrid scale costs that way), after checking that it is one.
 //!
 //! # Sizes
 //! - `weights` of a chain layer: its parameters times the dtype size.
