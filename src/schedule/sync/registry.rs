@@ -111,7 +111,7 @@ pub struct WarmStart {
     pub rank: u8,
     /// Another drawing of the schedule to start from (named), where it has one at (D, N):
     /// Chimera's drawn for backward = forward.
-    pub other_drawing: Option<fn(usize, usize) -> Option<(String, Schedule)>>,
+    pub other_drawing: Option<OtherDrawing>,
 }
 
 /// The streams of a schedule for D stages, N micro-batches, its parameters (`None` for a
@@ -119,6 +119,14 @@ pub struct WarmStart {
 /// stage costs.
 pub type Generator =
     fn(usize, usize, Option<KGamma>, Option<&StageCosts>) -> Result<Schedule, SyncError>;
+
+/// Another drawing of a schedule at (D, N), named, where it has one.
+pub type OtherDrawing = fn(usize, usize) -> Option<(String, Schedule)>;
+
+/// A schedule's parameters at (D, N) from `--k` (`None`: the default) and `--gamma`,
+/// checked; `None` for a schedule without.
+pub type ParamsFromFlags =
+    fn(usize, usize, Option<usize>, usize) -> Result<Option<KGamma>, InputError>;
 
 /// The K and Gamma a sweep row reports for a schedule at D stages with its parameters.
 pub type KGammaColumns = fn(usize, Option<KGamma>) -> (Option<usize>, Option<usize>);
@@ -145,7 +153,7 @@ pub struct ScheduleDescriptor {
     pub takes_k_gamma: bool,
     /// Its parameters from `--k` (`None`: the default) and `--gamma` at (D, N), checked;
     /// `None` for a schedule without.
-    pub params: fn(usize, usize, Option<usize>, usize) -> Result<Option<KGamma>, InputError>,
+    pub params: ParamsFromFlags,
     pub generate: Generator,
     /// The schedules this one stands for as an approach of the synchronous sweep and of
     /// `sync --hybrid` at (D, N); `None` for a schedule that is not an approach.
