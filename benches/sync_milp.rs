@@ -14,7 +14,7 @@ use pipeopt::milp::sync_schedule::{optimal_schedule, Formulation, Placement, Syn
 use pipeopt::milp::MilpOptions;
 use pipeopt::schedule::sync::chimera::chimera_drawn_for;
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
-use pipeopt::schedule::sync::{Schedule, ScheduleKind};
+use pipeopt::schedule::sync::{dapple, Schedule};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -54,7 +54,7 @@ fn main() {
                 .collect();
             let dapple = vec![(
                 "dapple".to_string(),
-                ScheduleKind::Dapple.generate(d, d).unwrap(),
+                dapple::DAPPLE.kind().generate(d, d).unwrap(),
             )];
             for (name, placement, cap, proposals) in [
                 (

@@ -72,49 +72,50 @@ fn refused(out: &std::process::Output, what: &str) {
     assert!(out.stdout.is_empty(), "nothing on stdout on error");
 }
 
+/// Every name and alias of the schedule registry is a value of `--schedule` (names listed
+/// in `sync --help`), runs as the schedule it names and prints one JSON object.
 #[test]
-fn json_output_parses_for_every_schedule() {
+fn json_output_parses_for_every_registered_name_and_alias() {
     let dir = tempfile::tempdir().unwrap();
     let inst = chain(dir.path());
-    for schedule in [
-        "gpipe",
-        "dapple",
-        "gems",
-        "chimera",
-        "mixpipe",
-        "mixpipe-kmax",
-        "1f1b-sno",
-        "1f1b-so",
-        "1f1b-as",
-        "fbp-as",
-    ] {
-        let out = sync(
-            &inst,
-            &[
-                "--stages",
-                "4",
-                "--micro-batches",
-                "8",
-                "--schedule",
-                schedule,
-                "--json",
-            ],
-        );
-        assert!(out.status.success(), "{schedule}: {}", stderr(&out));
-        let text = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["command"], "sync");
-        assert_eq!(v["stages"], 4);
-        assert_eq!(v["micro_batches"], 8);
-        let bubble = v["bubble_ratio"].as_f64().unwrap();
-        assert!((0.0..1.0).contains(&bubble), "{schedule}: {bubble}");
-        assert!(v["makespan"].as_f64().unwrap() > 0.0);
-        assert_eq!(v["peak_memory"].as_array().unwrap().len(), 4);
-        // 8 micro-batches of 4 samples each per iteration.
-        let sps = v["samples_per_second"].as_f64().unwrap();
-        let expect = 32.0 / v["makespan"].as_f64().unwrap();
-        assert!((sps - expect).abs() < 1e-9 * expect, "{schedule}");
+    let help = pipeopt().args(["sync", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for s in pipeopt::schedule::sync::SCHEDULES {
+        assert!(help.contains(s.name), "{} not in sync --help", s.name);
+        for &schedule in std::iter::once(&s.name).chain(s.aliases) {
+            let out = sync(
+                &inst,
+                &[
+                    "--stages",
+                    "4",
+                    "--micro-batches",
+                    "8",
+                    "--schedule",
+                    schedule,
+                    "--json",
+                ],
+            );
+            assert!(out.status.success(), "{schedule}: {}", stderr(&out));
+            let text = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(text.trim().lines().count(), 1, "one JSON object: {text}");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["command"], "sync");
+            assert_eq!(
+                v["schedule"],
+                s.default_kind(4).name().as_str(),
+                "{schedule}"
+            );
+            assert_eq!(v["stages"], 4);
+            assert_eq!(v["micro_batches"], 8);
+            let bubble = v["bubble_ratio"].as_f64().unwrap();
+            assert!((0.0..1.0).contains(&bubble), "{schedule}: {bubble}");
+            assert!(v["makespan"].as_f64().unwrap() > 0.0);
+            assert_eq!(v["peak_memory"].as_array().unwrap().len(), 4);
+            // 8 micro-batches of 4 samples each per iteration.
+            let sps = v["samples_per_second"].as_f64().unwrap();
+            let expect = 32.0 / v["makespan"].as_f64().unwrap();
+            assert!((sps - expect).abs() < 1e-9 * expect, "{schedule}");
+        }
     }
 }
 
@@ -702,18 +703,18 @@ fn every_sync_out_file_passes_validate() {
             .output()
             .unwrap()
     };
-    let mut runs: Vec<(String, Vec<&str>)> = pipeopt::schedule::sync::ScheduleName::ALL
+    let mut runs: Vec<(String, Vec<&str>)> = pipeopt::schedule::sync::SCHEDULES
         .iter()
         .map(|s| {
             (
-                s.name().to_string(),
+                s.name.to_string(),
                 vec![
                     "--stages",
                     "4",
                     "--micro-batches",
                     "8",
                     "--schedule",
-                    s.name(),
+                    s.name,
                 ],
             )
         })
@@ -760,5 +761,126 @@ fn every_sync_out_file_passes_validate() {
         stderr(&v).contains("costs.forward_seconds[0]"),
         "{}",
         stderr(&v)
+    );
+}
+
+/// The keys of `sync --json` in each mode, as users and scripts read them: the typed report
+/// keeps every one (a key added here is a new field, a key gone is a break).
+#[test]
+fn sync_json_keys_stay_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = chain(dir.path());
+    let keys = |extra: &[&str]| -> Vec<String> {
+        let out = sync(&inst, extra);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let simulated = [
+        "bubble_ratio",
+        "command",
+        "fits",
+        "instance",
+        "intra_layer",
+        "makespan",
+        "memory",
+        "micro_batches",
+        "partition",
+        "peak_memory",
+        "samples_per_second",
+        "schedule",
+        "stages",
+    ];
+    assert_eq!(keys(&["--stages", "4", "--json"]), simulated);
+    assert_eq!(
+        keys(&["--stages", "4", "--explore", "--json"]),
+        [
+            "accelerator",
+            "command",
+            "exploration",
+            "instance",
+            "mini_batch",
+            "mode",
+            "partition",
+            "stages"
+        ]
+    );
+    assert_eq!(
+        keys(&["--stages", "4", "--search", "--memory", "80GiB", "--json"]),
+        [
+            "best",
+            "candidates",
+            "command",
+            "instance",
+            "micro_batches",
+            "mode",
+            "partition",
+            "planned_samples_per_second",
+            "samples_per_second",
+            "simulated",
+            "stages"
+        ]
+    );
+    let optimal = [
+        "--stages",
+        "2",
+        "--micro-batches",
+        "2",
+        "--schedule",
+        "optimal",
+        "--placement",
+        "one-direction",
+        "--json",
+    ];
+    let mut want: Vec<&str> = simulated
+        .iter()
+        .copied()
+        .filter(|k| *k != "intra_layer")
+        .chain(["placement", "solver", "status", "streams"])
+        .collect();
+    want.sort();
+    assert_eq!(keys(&optimal), want);
+    // No order fits: the status says so, the makespan is null, no streams.
+    let mut infeasible = optimal.to_vec();
+    infeasible.extend(["--memory", "1KB"]);
+    assert_eq!(
+        keys(&infeasible),
+        [
+            "command",
+            "instance",
+            "makespan",
+            "micro_batches",
+            "partition",
+            "placement",
+            "schedule",
+            "solver",
+            "stages",
+            "status"
+        ]
+    );
+    assert_eq!(
+        keys(&[
+            "--hybrid",
+            "--gpus",
+            "4",
+            "--mini-batch",
+            "16",
+            "--allreduce-bandwidth",
+            "100GB/s",
+            "--json"
+        ]),
+        [
+            "approach",
+            "best",
+            "candidates",
+            "command",
+            "costs_from",
+            "gpus",
+            "instance",
+            "mini_batch",
+            "mode"
+        ]
     );
 }

@@ -6,7 +6,7 @@
 use pipeopt::schedule::sync::chimera::chimera_drawn_for;
 use pipeopt::schedule::sync::mixpipe::{k_maximizing_live_cap, paper_bubbles};
 use pipeopt::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
-use pipeopt::schedule::sync::ScheduleKind;
+use pipeopt::schedule::sync::{bapipe, chimera, dapple, gems, gpipe, mixpipe, ScheduleKind};
 
 const F: f64 = 1.0;
 const B: f64 = 2.0;
@@ -49,7 +49,7 @@ fn chimera_matches_mixpipe_bubbles_at_k_equal_d_with_backward_twice_forward() {
     // count is MixPipe's N_bubbles = (5D - 3K - 4)/3 at K = D, Gamma = 0, i.e. a makespan of
     // (D + N_bubbles)(F + B) = 5D - 4 forward times, bubble ratio (2D - 4)/(5D - 4).
     for d in (2..=16).step_by(2) {
-        let r = run(ScheduleKind::Chimera, d, d, F, B, 0.0);
+        let r = run(chimera::CHIMERA.kind(), d, d, F, B, 0.0);
         let want = (d as f64 + paper_bubbles(d, d, 0)) * (F + B);
         assert!(
             close(r.makespan_seconds, want),
@@ -83,7 +83,7 @@ fn gems_exact_count_and_table_one_approximation() {
     // 0.03 of Table I's for D >= 4 and closer as D grows.
     let mut last_gap = f64::INFINITY;
     for d in (2..=16).step_by(2) {
-        let r = run(ScheduleKind::Gems, d, d, F, B, 0.0);
+        let r = run(gems::GEMS.kind(), d, d, F, B, 0.0);
         let d2 = (d * d) as f64;
         let df = d as f64;
         assert!(
@@ -129,7 +129,7 @@ const MIXPIPE_BETTER: &[(usize, usize, usize)] = &[(4, 2, 0), (6, 4, 1), (8, 4, 
 #[test]
 fn mixpipe_bubbles_against_equation_one() {
     for &(d, k, gamma) in MIXPIPE_EXACT {
-        let r = run(ScheduleKind::Mixpipe { k, gamma }, d, d, F, B, 0.0);
+        let r = run(mixpipe::MIXPIPE.with_k_gamma(k, gamma), d, d, F, B, 0.0);
         let want = (d as f64 + paper_bubbles(d, k, gamma)) * (F + B);
         assert!(
             close(r.makespan_seconds, want),
@@ -138,7 +138,7 @@ fn mixpipe_bubbles_against_equation_one() {
         );
     }
     for &(d, k, gamma) in MIXPIPE_BETTER {
-        let r = run(ScheduleKind::Mixpipe { k, gamma }, d, d, F, B, 0.0);
+        let r = run(mixpipe::MIXPIPE.with_k_gamma(k, gamma), d, d, F, B, 0.0);
         let paper = (d as f64 + paper_bubbles(d, k, gamma)) * (F + B);
         let gain = paper - r.makespan_seconds;
         assert!(
@@ -153,12 +153,12 @@ fn mixpipe_bubbles_against_equation_one() {
     for d in (4..=12).step_by(2) {
         for k in (2..=d).step_by(2) {
             for gamma in 0..=(d - k) / 2 {
-                let r = run(ScheduleKind::Mixpipe { k, gamma }, d, d, F, B, 0.0);
+                let r = run(mixpipe::MIXPIPE.with_k_gamma(k, gamma), d, d, F, B, 0.0);
                 let peak = r.memory.iter().map(|m| m.peak_live).max().unwrap();
                 assert!(peak <= k + gamma, "D={d} K={k} G={gamma}: peak {peak}");
                 assert!(r.memory.iter().all(|m| m.replicas == 2));
             }
-            let r = run(ScheduleKind::Mixpipe { k: d, gamma: 0 }, d, d, F, B, 0.0);
+            let r = run(mixpipe::MIXPIPE.with_k_gamma(d, 0), d, d, F, B, 0.0);
             let want = (d as f64 + paper_bubbles(d, d, 0)) * (F + B);
             assert!(close(r.makespan_seconds, want));
         }
@@ -174,7 +174,7 @@ fn mixpipe_k_maximizing_holds_its_memory_and_nearly_its_bubbles() {
     for d in [4usize, 6, 8] {
         for h in [2usize, 3, 4] {
             let n = h * d;
-            let r = run(ScheduleKind::MixpipeKMax, d, n, F, B, 0.0);
+            let r = run(mixpipe::MIXPIPE_K_MAX.kind(), d, n, F, B, 0.0);
             let peak = r.memory.iter().map(|m| m.peak_live).max().unwrap();
             assert_eq!(peak, k_maximizing_live_cap(d), "D={d} N={n}");
             let paper = (n as f64 + d as f64 / 2.0 - 1.0) * (F + B);
@@ -203,8 +203,8 @@ fn bapipe_table_two_exact() {
     for d in 1..=6usize {
         for m in 1..=20usize {
             for sr in [0.0, 0.1, 0.25, 0.5] {
-                let sno = run(ScheduleKind::Bapipe1f1bSno, d, m, F, B, sr);
-                let so = run(ScheduleKind::Bapipe1f1bSo, d, m, F, B, sr);
+                let sno = run(bapipe::ONE_F_ONE_B_SNO.kind(), d, m, F, B, sr);
+                let so = run(bapipe::ONE_F_ONE_B_SO.kind(), d, m, F, B, sr);
                 let base = (m + d - 1) as f64 * (F + B);
                 let extra = (d + m) as f64 - 2.0 - ceil_div(m.saturating_sub(1), d) as f64;
                 let want_sno = base + extra.max(0.0) * 2.0 * sr;
@@ -245,13 +245,13 @@ fn bapipe_table_one() {
     // bapipe.rs), bubble (2N-1)/(M+2N-1).
     for d in 1..=6usize {
         for m in 1..=20usize {
-            let r = run(ScheduleKind::Bapipe1f1bAs, d, m, F, B, 5.0);
+            let r = run(bapipe::ONE_F_ONE_B_AS.kind(), d, m, F, B, 5.0);
             assert!(close(r.makespan_seconds, (m + d - 1) as f64 * (F + B)));
             assert!(close(r.bubble_ratio, (d - 1) as f64 / (m + d - 1) as f64));
             for (i, mem) in r.memory.iter().enumerate() {
                 assert_eq!(mem.peak_live, (d - i).min(m));
             }
-            let r = run(ScheduleKind::BapipeFbpAs, d, m, F, B, 5.0);
+            let r = run(bapipe::FBP_AS.kind(), d, m, F, B, 5.0);
             assert!(close(r.makespan_seconds, (m + 2 * d - 1) as f64 * (F + B)));
             assert!(close(
                 r.bubble_ratio,
@@ -268,12 +268,80 @@ fn bapipe_table_one() {
 fn gpipe_and_dapple_textbook() {
     for d in 1..=8usize {
         for n in 1..=16usize {
-            for kind in [ScheduleKind::Gpipe, ScheduleKind::Dapple] {
+            for kind in [gpipe::GPIPE.kind(), dapple::DAPPLE.kind()] {
                 let r = run(kind, d, n, F, B, 0.0);
                 assert!(close(r.makespan_seconds, (n + d - 1) as f64 * (F + B)));
                 assert!(close(r.bubble_ratio, (d - 1) as f64 / (n + d - 1) as f64));
                 assert_eq!(r.memory[0].replicas, 1);
             }
+        }
+    }
+}
+
+/// The simulated bubble ratio of `kind` at (D, N) with forward `f` and backward `b`, the
+/// streams drawn by the registry for those costs, and the descriptor's closed form there.
+fn registry_bubbles(kind: ScheduleKind, d: usize, n: usize, f: f64, b: f64) -> (f64, Option<f64>) {
+    let costs = StageCosts::uniform(d, f, b, 0.0);
+    let s = kind.generate_for(d, n, &costs).unwrap();
+    let r = simulate(&s, &costs, kind.execution()).unwrap();
+    (r.bubble_ratio, kind.paper_bubble_ratio(d, n))
+}
+
+/// Every registered schedule's closed-form bubble (its descriptor's `paper_bubble`) against
+/// the simulator, where the paper's form is exact for our streams, within the stated
+/// distance where the paper writes an approximation, and absent where the paper gives none.
+/// A schedule added to the registry without a case here fails.
+#[test]
+fn every_registered_closed_form_matches_the_simulator() {
+    use pipeopt::schedule::sync::SCHEDULES;
+    let exact = |kind: ScheduleKind, d: usize, n: usize, f: f64, b: f64| {
+        let (sim, paper) = registry_bubbles(kind, d, n, f, b);
+        let paper = paper.unwrap_or_else(|| panic!("{kind:?} D={d} N={n}: no closed form"));
+        assert!(close(sim, paper), "{kind:?} D={d} N={n}: {sim} vs {paper}");
+    };
+    for s in SCHEDULES {
+        match s.name {
+            "gpipe" | "dapple" | "1f1b-sno" => {
+                for d in 1..=8 {
+                    for n in 1..=16 {
+                        exact(s.kind(), d, n, F, B);
+                    }
+                }
+            }
+            // Table I's (D-2)/(3D-2), Chimera's form for forward = backward.
+            "chimera" => {
+                for d in (2..=16).step_by(2) {
+                    exact(s.kind(), d, d, 1.0, 1.0);
+                }
+            }
+            // Eq. (1) at N = D, exact where MIXPIPE_EXACT says.
+            "mixpipe" => {
+                for &(d, k, gamma) in MIXPIPE_EXACT {
+                    exact(s.with_k_gamma(k, gamma), d, d, F, B);
+                }
+            }
+            // "D/2 - 1 bubbles": exact at D = 4 (see the test above for deeper pipelines).
+            "mixpipe-kmax" => {
+                for n in [8, 12, 16] {
+                    exact(s.kind(), 4, n, F, B);
+                }
+            }
+            // Table I writes ≈ (D-1)/(D+1/2): within 0.03 from D = 4 on.
+            "gems" => {
+                for d in (4..=16).step_by(2) {
+                    let (sim, paper) = registry_bubbles(s.kind(), d, d, F, B);
+                    assert!((sim - paper.unwrap()).abs() < 0.03, "gems D={d}");
+                }
+            }
+            "chimera-doubling" | "1f1b-so" | "1f1b-as" | "fbp-as" => {
+                for d in [2, 4] {
+                    for n in [d, 2 * d, 4 * d] {
+                        let kind = s.default_kind(d);
+                        assert_eq!(kind.paper_bubble_ratio(d, n), None, "{} D={d}", s.name);
+                    }
+                }
+            }
+            other => panic!("no closed-form check for the registered schedule {other}"),
         }
     }
 }

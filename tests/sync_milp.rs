@@ -10,7 +10,7 @@ use pipeopt::milp::sync_schedule::{
 use pipeopt::milp::{MilpOptions, SolveStatus};
 use pipeopt::schedule::sync::chimera::chimera_for;
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
-use pipeopt::schedule::sync::{Instr, Schedule, ScheduleKind};
+use pipeopt::schedule::sync::{chimera, dapple, gpipe, Instr, Schedule};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
@@ -61,7 +61,7 @@ fn one_direction_without_memory_limit_is_the_critical_path() {
             };
             for &formulation in formulations {
                 // GPipe as the starting incumbent: the bound has to meet it.
-                let gpipe = ScheduleKind::Gpipe.generate(d, n).unwrap();
+                let gpipe = gpipe::GPIPE.kind().generate(d, n).unwrap();
                 let o = solve(
                     &costs,
                     Placement::OneDirection,
@@ -234,7 +234,7 @@ fn dapple_one_f_one_b_is_optimal_under_its_own_live_caps() {
     // those caps beats 1F1B (the MILP proves its makespan is the minimum).
     for (d, n, b) in [(4, 8, 2.0), (4, 6, 1.0), (3, 6, 2.0)] {
         let costs = StageCosts::uniform(d, 1.0, b, 0.0);
-        let dapple = ScheduleKind::Dapple.generate(d, n).unwrap();
+        let dapple = dapple::DAPPLE.kind().generate(d, n).unwrap();
         let r = simulate(&dapple, &costs, Execution::Serial).unwrap();
         let caps: Vec<usize> = (0..d).map(|s| d - s).collect();
         let o = solve(
@@ -262,7 +262,7 @@ fn chimera_reaches_table_one_at_d_4() {
     // optimum on Chimera's placement is exactly that: 3D - 2 = 10 forward times.
     let d = 4;
     let costs = StageCosts::uniform(d, 1.0, 1.0, 0.0);
-    let chimera = ScheduleKind::Chimera.generate(d, d).unwrap();
+    let chimera = chimera::CHIMERA.kind().generate(d, d).unwrap();
     let o = solve(
         &costs,
         Placement::Bidirectional,

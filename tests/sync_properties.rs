@@ -4,28 +4,28 @@
 use std::collections::HashMap;
 
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
-use pipeopt::schedule::sync::{Instr, ScheduleKind};
+use pipeopt::schedule::sync::{bapipe, chimera, dapple, gems, gpipe, mixpipe, Instr, ScheduleKind};
 use proptest::prelude::*;
 
 fn kinds(d: usize, n: usize, k: usize, gamma: usize) -> Vec<ScheduleKind> {
     let mut out = vec![
-        ScheduleKind::Gpipe,
-        ScheduleKind::Dapple,
-        ScheduleKind::Bapipe1f1bSno,
-        ScheduleKind::Bapipe1f1bSo,
-        ScheduleKind::Bapipe1f1bAs,
-        ScheduleKind::BapipeFbpAs,
+        gpipe::GPIPE.kind(),
+        dapple::DAPPLE.kind(),
+        bapipe::ONE_F_ONE_B_SNO.kind(),
+        bapipe::ONE_F_ONE_B_SO.kind(),
+        bapipe::ONE_F_ONE_B_AS.kind(),
+        bapipe::FBP_AS.kind(),
     ];
     if d % 2 == 0 && n % 2 == 0 && n >= d {
         out.extend([
-            ScheduleKind::Gems,
-            ScheduleKind::Chimera,
-            ScheduleKind::MixpipeKMax,
-            ScheduleKind::Mixpipe { k, gamma },
+            gems::GEMS.kind(),
+            chimera::CHIMERA.kind(),
+            mixpipe::MIXPIPE_K_MAX.kind(),
+            mixpipe::MIXPIPE.with_k_gamma(k, gamma),
         ]);
     }
     if d % 2 == 0 && n % d == 0 && n >= 2 * d {
-        out.push(ScheduleKind::ChimeraDoubling);
+        out.push(chimera::CHIMERA_DOUBLING.kind());
     }
     out
 }
@@ -104,7 +104,7 @@ proptest! {
     ) {
         let d = 2 * half_d;
         let n = d * h;
-        let schedule = ScheduleKind::ChimeraDoubling.generate(d, n).unwrap();
+        let schedule = chimera::CHIMERA_DOUBLING.kind().generate(d, n).unwrap();
         let costs = StageCosts {
             forward_seconds: times.iter().take(d).map(|t| t.0).collect(),
             backward_seconds: times.iter().take(d).map(|t| t.1).collect(),
@@ -139,7 +139,7 @@ proptest! {
 #[test]
 fn forward_doubling_refuses_shapes_it_cannot_draw() {
     for (d, n) in [(4, 4), (4, 10), (3, 6), (4, 6)] {
-        let e = ScheduleKind::ChimeraDoubling.generate(d, n).unwrap_err();
+        let e = chimera::CHIMERA_DOUBLING.kind().generate(d, n).unwrap_err();
         assert!(e.to_string().contains("N >= 2D"), "{e}");
     }
 }
@@ -157,14 +157,14 @@ fn forward_doubling_against_continuation_and_k_maximizing() {
             .bubble_ratio
     };
     for n in [8, 16] {
-        let fd = bubble(ScheduleKind::ChimeraDoubling, n);
-        assert!(fd < bubble(ScheduleKind::Chimera, n) - 1e-9, "N = {n}");
+        let fd = bubble(chimera::CHIMERA_DOUBLING.kind(), n);
+        assert!(fd < bubble(chimera::CHIMERA.kind(), n) - 1e-9, "N = {n}");
         assert!(
-            (fd - bubble(ScheduleKind::MixpipeKMax, n)).abs() < 1e-9,
+            (fd - bubble(mixpipe::MIXPIPE_K_MAX.kind(), n)).abs() < 1e-9,
             "N = {n}"
         );
     }
-    let odd = bubble(ScheduleKind::ChimeraDoubling, 12);
-    assert!(odd > bubble(ScheduleKind::MixpipeKMax, 12) + 1e-9);
-    assert!(odd < bubble(ScheduleKind::Chimera, 12) - 1e-9);
+    let odd = bubble(chimera::CHIMERA_DOUBLING.kind(), 12);
+    assert!(odd > bubble(mixpipe::MIXPIPE_K_MAX.kind(), 12) + 1e-9);
+    assert!(odd < bubble(chimera::CHIMERA.kind(), 12) - 1e-9);
 }

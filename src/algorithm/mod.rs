@@ -7,9 +7,13 @@
 //! - [`registry`]: [`Algorithm`] (every planner by name) and [`Configured`], an algorithm
 //!   with the options the command line and experiment files give it; above the planners,
 //!   which never import it.
+//! - [`sync`]: the synchronous side by request (`pipeopt sync`): stages resolved, a
+//!   registered schedule simulated or searched, the schedule optimum, MixPipe's hybrid, as a
+//!   typed report.
 
 mod driver;
 pub mod registry;
+pub mod sync;
 
 pub use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution, SolverSummary};
 pub use driver::run;

@@ -38,8 +38,7 @@ pub enum Command {
     ///
     /// Weights, outputs and stashes come exactly from the shapes; with `--times analytic`
     /// forward and backward times come from FLOP counts and bytes moved on a roofline device
-    /// model (see src/nets/analytic.rs). Networks: resnet50, resnet101, inception_v3,
-    /// densenet121, vgg16, bert48, gpt24.
+    /// model (see src/nets/analytic.rs). The networks are `--model`'s values.
     Instance(super::instance::InstanceArgs),
     /// Measure a built-in network with libtorch, layer by layer, and write its instance
     /// (feature `torch`; on a GPU for real numbers).

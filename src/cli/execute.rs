@@ -12,15 +12,20 @@ use pipeopt::units::{ShowBytes, ShowSeconds};
 #[cfg(feature = "torch")]
 use super::parse_dtype;
 
+/// `--network`'s test network (`exec::mlp`), beside the built-in ones.
+const MLP: (&str, &str) = (
+    "mlp",
+    "the small test network of tests/exec.rs (8 layers of width 64)",
+);
+
 #[derive(Args)]
 pub struct ExecuteArgs {
     /// The plan file (it must carry a pattern).
     pub plan: PathBuf,
-    /// The network to run (its layers and sizes must match the plan's instance): `mlp` (the
-    /// small test network of `tests/exec.rs`) or resnet50, resnet101, inception_v3,
-    /// densenet121, vgg16, bert48, gpt24 at --image and --batch (plan for the instance
-    /// `pipeopt profile` or `pipeopt instance` wrote for the same sizes).
-    #[arg(long, default_value = "mlp")]
+    /// The network to run (its layers and sizes must match the plan's instance): `mlp` or a
+    /// built-in network at --image and --batch (plan for the instance `pipeopt profile` or
+    /// `pipeopt instance` wrote for the same sizes).
+    #[arg(long, default_value = "mlp", value_parser = super::network_parser(&[MLP]))]
     pub network: String,
     /// Image side in pixels of the network's input (not for mlp).
     #[arg(long, default_value_t = 224)]

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use clap::builder::{EnumValueParser, TypedValueParser};
+use clap::builder::{EnumValueParser, PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use pipeopt::model::{PlacementKind, PlanReport, Platform, MAX_PROCESSORS};
 use pipeopt::sweep::engine::Isolation;
@@ -49,11 +49,26 @@ pub fn isolation_parser() -> impl TypedValueParser<Value = Isolation> {
     })
 }
 
+/// The parser of a flag naming a built-in network: `extra` (name, help) first, then the
+/// network table's names and descriptions ([`pipeopt::nets::NETWORKS`]).
+pub fn network_parser(extra: &[(&'static str, &'static str)]) -> PossibleValuesParser {
+    let extra = extra
+        .iter()
+        .map(|&(name, help)| PossibleValue::new(name).help(help));
+    PossibleValuesParser::new(
+        extra.chain(
+            pipeopt::nets::NETWORKS
+                .iter()
+                .map(|n| PossibleValue::new(n.name).help(n.description)),
+        ),
+    )
+}
+
 /// A built-in network, its image size and its batch size (`instance`, `profile`).
 #[derive(Args)]
 pub struct NetworkArgs {
-    /// The network: resnet50, resnet101, inception_v3, densenet121, vgg16, bert48, gpt24.
-    #[arg(long)]
+    /// The built-in network (its values below come from the network table).
+    #[arg(long, value_parser = network_parser(&[]))]
     pub model: String,
     /// Image side in pixels (square images; ignored by the transformers).
     #[arg(long, default_value_t = 224)]

@@ -24,7 +24,7 @@
 use tch::{Device, Kind, Tensor};
 
 use super::{Batch, ChainLayer, Network};
-use crate::nets::{self, Block, DType, OpKind};
+use crate::nets::{self, Block, DType, Init, OpKind};
 
 /// How to build a network's layers.
 #[derive(Debug, Clone, Copy)]
@@ -44,60 +44,6 @@ pub fn kind(dtype: DType) -> Kind {
     }
 }
 
-/// The parameters of one op, in torchvision's layout (empty for parameter-free ops).
-fn op_params(kind: &OpKind) -> Vec<(Vec<i64>, Init)> {
-    let i = |x: usize| x as i64;
-    match kind {
-        OpKind::Conv2d {
-            cin,
-            cout,
-            kernel,
-            groups,
-            bias,
-            ..
-        } => {
-            let fan_in = (cin / groups) * kernel.0 * kernel.1;
-            let mut v = vec![(
-                vec![i(*cout), i(cin / groups), i(kernel.0), i(kernel.1)],
-                Init::Normal((2.0 / fan_in as f64).sqrt()),
-            )];
-            if *bias {
-                v.push((vec![i(*cout)], Init::Zeros));
-            }
-            v
-        }
-        OpKind::BatchNorm2d { channels, .. } => vec![
-            (vec![i(*channels)], Init::Ones),
-            (vec![i(*channels)], Init::Zeros),
-        ],
-        OpKind::LayerNorm { dim, .. } => {
-            vec![(vec![i(*dim)], Init::Ones), (vec![i(*dim)], Init::Zeros)]
-        }
-        OpKind::Linear { fin, fout, bias } => {
-            let mut v = vec![(
-                vec![i(*fout), i(*fin)],
-                Init::Normal(1.0 / (*fin as f64).sqrt()),
-            )];
-            if *bias {
-                v.push((vec![i(*fout)], Init::Zeros));
-            }
-            v
-        }
-        OpKind::Embedding { vocab, dim } => vec![(vec![i(*vocab), i(*dim)], Init::Normal(0.02))],
-        OpKind::PositionEmbedding { max_len, dim } => {
-            vec![(vec![i(*max_len), i(*dim)], Init::Normal(0.02))]
-        }
-        _ => vec![],
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Init {
-    Normal(f64),
-    Ones,
-    Zeros,
-}
-
 /// Where each op's parameters lie in its block's parameter list (an empty range for ops
 /// without parameters).
 pub(crate) fn param_ranges(block: &Block) -> Vec<std::ops::Range<usize>> {
@@ -107,7 +53,7 @@ pub(crate) fn param_ranges(block: &Block) -> Vec<std::ops::Range<usize>> {
         .iter()
         .map(|op| {
             let start = next;
-            next += op_params(&op.kind).len();
+            next += nets::op_params(&op.kind).len();
             start..next
         })
         .collect()
@@ -124,8 +70,9 @@ pub fn build(desc: &nets::Network, options: BuildOptions) -> Network {
             let mut params = Vec::new();
             let slots = param_ranges(block);
             for op in &block.ops {
-                for (shape, init) in op_params(&op.kind) {
-                    let t = match init {
+                for p in nets::op_params(&op.kind) {
+                    let shape: Vec<i64> = p.shape.iter().map(|&x| x as i64).collect();
+                    let t = match p.init {
                         Init::Normal(std) => {
                             Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu)) * std
                         }

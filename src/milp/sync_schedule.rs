@@ -79,79 +79,9 @@ use crate::schedule::sync::{Instr, Pipeline, Schedule};
 /// built before HiGHS looks at its time limit.
 pub const MAX_MICRO_BATCHES: usize = 256;
 
-/// Where the stage replicas live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    /// Stage s on worker s, all micro-batches down.
-    OneDirection,
-    /// Chimera's and MixPipe's two pipelines: down stage s and up stage D-1-s on worker s.
-    Bidirectional,
-    /// The bidirectional placement under GEMS's rule: one live micro-batch per worker.
-    Gems,
-}
-
-impl Placement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::OneDirection => "one-direction",
-            Placement::Bidirectional => "bidirectional",
-            Placement::Gems => "gems",
-        }
-    }
-
-    /// Parses `one-direction`, `bidirectional` or `gems`.
-    pub fn parse(text: &str) -> Option<Placement> {
-        match text {
-            "one-direction" => Some(Placement::OneDirection),
-            "bidirectional" => Some(Placement::Bidirectional),
-            "gems" => Some(Placement::Gems),
-            _ => None,
-        }
-    }
-
-    /// The known schedules of this placement drawn for D = `d` and N = `n` (those that
-    /// exist at that shape), named: the schedule MILP starts from the best that fits.
-    pub fn known_schedules(self, d: usize, n: usize) -> Vec<(String, Schedule)> {
-        use crate::schedule::sync::ScheduleKind;
-        let kinds: &[ScheduleKind] = match self {
-            Placement::OneDirection => &[
-                ScheduleKind::Dapple,
-                ScheduleKind::Gpipe,
-                ScheduleKind::Bapipe1f1bSno,
-                ScheduleKind::Bapipe1f1bSo,
-            ],
-            Placement::Bidirectional => &[
-                ScheduleKind::Chimera,
-                ScheduleKind::ChimeraDoubling,
-                ScheduleKind::Mixpipe { k: d, gamma: 0 },
-                ScheduleKind::MixpipeKMax,
-                ScheduleKind::Gems,
-            ],
-            Placement::Gems => &[ScheduleKind::Gems],
-        };
-        let mut out: Vec<(String, Schedule)> = kinds
-            .iter()
-            .filter_map(|kind| kind.generate(d, n).ok().map(|s| (kind.name(), s)))
-            .collect();
-        if self == Placement::Bidirectional && n >= d && d % 2 == 0 {
-            if let Ok(s) = crate::schedule::sync::chimera::chimera_drawn_for(d, n, 1) {
-                out.push(("chimera (drawn for B = F)".into(), s));
-            }
-        }
-        out
-    }
-
-    /// The pipelines with their micro-batches (numbered as `schedule::sync` does).
-    pub fn pipelines(self, n: usize) -> Vec<(Pipeline, std::ops::Range<usize>)> {
-        match self {
-            Placement::OneDirection => vec![(Pipeline::Down, 0..n)],
-            Placement::Bidirectional | Placement::Gems => {
-                vec![(Pipeline::Down, 0..n / 2), (Pipeline::Up, n / 2..n)]
-            }
-        }
-    }
-}
+/// Where the stage replicas live (the registry's placements; each schedule's descriptor
+/// says which it warm-starts).
+pub use crate::schedule::sync::Placement;
 
 /// Which MILP to solve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

@@ -1,5 +1,7 @@
 //! Analytic instances: weights, outputs and stashes exactly from the
 //! shapes, times from FLOP counts and a roofline device model. No profiler involved.
+//! `analytic_rebuild` makes such an instance again at another batch (the synchronous sweep
+//! and MixPipe's hybrid scale costs that way), after checking that it is one.
 //!
 //! # Sizes
 //! - `weights` of a chain layer: its parameters times the dtype size.
@@ -57,7 +59,9 @@ use serde_json::{json, Map, Value};
 
 pub use super::device::{DType, DeviceModel, Rates};
 use super::{params, Block, NetError, Network, OpKind};
+use crate::error::InputError;
 use crate::model::{Instance, Layer};
+use std::path::Path;
 
 /// Costs of one op for a whole batch.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -480,4 +484,63 @@ pub fn instance(
 ) -> Result<Instance, NetError> {
     let net = super::network(model, image)?;
     analytic_instance(&net, batch, dtype, device)
+}
+
+fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
+    inst.meta.get(key).and_then(|v| v.as_str())
+}
+
+/// The instance `base` rebuilt at micro-batch size `b` when it is an analytic pipeopt
+/// instance (checked against the file at its own batch), else `None`.
+pub fn analytic_rebuild(
+    base: &Instance,
+    path: &Path,
+    b: usize,
+) -> Result<Option<Instance>, InputError> {
+    let (Some(model), Some("analytic"), Some(batch)) = (
+        meta_str(base, "model"),
+        meta_str(base, "times"),
+        base.meta.get("batch").and_then(|v| v.as_u64()),
+    ) else {
+        return Ok(None);
+    };
+    let dtype = meta_str(base, "dtype")
+        .and_then(DType::parse)
+        .unwrap_or(DType::F32);
+    let Some(device) = base
+        .meta
+        .get("device_model")
+        .and_then(|d| d.get("name"))
+        .and_then(|n| n.as_str())
+        .and_then(DeviceModel::preset)
+    else {
+        return Ok(None);
+    };
+    let image = base.meta.get("image").and_then(|v| v.as_u64()).unwrap_or(1) as usize;
+    let build = |batch: usize| {
+        instance(model, image, batch, dtype, &device).map_err(|e| {
+            InputError::file(path, format!("rebuilding {model} at batch {batch}: {e}"))
+        })
+    };
+    let own = build(batch as usize)?;
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-30);
+    let same = own.layers.len() == base.layers.len()
+        && close(own.input, base.input)
+        && own.layers.iter().zip(&base.layers).all(|(a, c)| {
+            close(a.fwd, c.fwd)
+                && close(a.bwd, c.bwd)
+                && close(a.weights, c.weights)
+                && close(a.out, c.out)
+                && close(a.stash.unwrap_or(0.0), c.stash.unwrap_or(0.0))
+        });
+    if !same {
+        return Err(InputError::file(
+            path,
+            format!(
+                "the {model} network rebuilt at its own batch {batch} differs from this file \
+                 (made by another version of pipeopt?): regenerate it (instances/README.md)"
+            ),
+        ));
+    }
+    Ok(Some(if b as u64 == batch { own } else { build(b)? }))
 }

@@ -25,16 +25,60 @@ pub use ops::{
     analytic_op_times, measured_op_instance, op_graph, op_instance, Granularity, OpTimes,
 };
 
-/// Names accepted by [`network`].
-pub const NETWORKS: &[&str] = &[
-    "resnet50",
-    "resnet101",
-    "inception_v3",
-    "densenet121",
-    "vgg16",
-    "bert48",
-    "gpt24",
+/// One built-in network: its name (`--model`, `execute --network`, an analytic
+/// instance's `meta.model`), a line saying what it is, and its constructor at an image side
+/// (the transformers ignore it: their sequence length is fixed).
+pub struct NetworkEntry {
+    pub name: &'static str,
+    pub description: &'static str,
+    build: fn(usize) -> R<Network>,
+}
+
+/// Every built-in network, in the order of the help texts: a new network is its file and
+/// one entry here. [`network`] looks names up in it; the command line's `--model` values and
+/// their help are made from it.
+pub static NETWORKS: &[NetworkEntry] = &[
+    NetworkEntry {
+        name: "resnet50",
+        description: "ResNet-50 (torchvision, 25.6 M parameters)",
+        build: |image| resnet::resnet("resnet50", &[3, 4, 6, 3], image),
+    },
+    NetworkEntry {
+        name: "resnet101",
+        description: "ResNet-101 (torchvision, 44.5 M parameters)",
+        build: |image| resnet::resnet("resnet101", &[3, 4, 23, 3], image),
+    },
+    NetworkEntry {
+        name: "inception_v3",
+        description: "Inception-v3 (torchvision, without the auxiliary classifier)",
+        build: inception::inception_v3,
+    },
+    NetworkEntry {
+        name: "densenet121",
+        description: "DenseNet-121 (torchvision)",
+        build: densenet::densenet121,
+    },
+    NetworkEntry {
+        name: "vgg16",
+        description: "VGG-16 (torchvision, 138 M parameters)",
+        build: vgg::vgg16,
+    },
+    NetworkEntry {
+        name: "bert48",
+        description: "BERT-style encoder: 48 layers, hidden 1024, sequence 512 (--image ignored)",
+        build: |_| Ok(transformer::bert48()),
+    },
+    NetworkEntry {
+        name: "gpt24",
+        description: "GPT-style decoder: 24 layers, hidden 2048, sequence 1024 (--image ignored)",
+        build: |_| Ok(transformer::gpt24()),
+    },
 ];
+
+/// The names of the built-in networks, in order.
+pub fn network_names() -> impl Iterator<Item = &'static str> {
+    NETWORKS.iter().map(|n| n.name)
+}
 
 /// Per-sample tensor shape: `[C, H, W]` for images, `[S, D]` for token sequences, `[F]` flat.
 pub type Shape = Vec<usize>;
@@ -168,26 +212,71 @@ impl Block {
     }
 }
 
-/// Parameters (trainable; BN running statistics are buffers and not counted, as in
-/// torchvision's `sum(p.numel() for p in model.parameters())`).
-pub fn params(kind: &OpKind) -> u64 {
-    let u = |x: usize| x as u64;
+/// How a weight tensor starts (the libtorch builder's initialization, as torchvision and
+/// the transformers' reference code do it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Normal with mean 0 and this standard deviation.
+    Normal(f64),
+    Ones,
+    Zeros,
+}
+
+/// One weight tensor of an op: its shape and how it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamShape {
+    pub shape: Vec<usize>,
+    pub init: Init,
+}
+
+fn param(shape: Vec<usize>, init: Init) -> ParamShape {
+    ParamShape { shape, init }
+}
+
+/// The weight tensors of one op, in torchvision's layout (empty for parameter-free ops): the
+/// one rule the parameter count ([`params`], hence the analytic model's weights) and the
+/// libtorch builder (`exec::torchnet`) read. A new op with weights adds its arm here.
+pub fn op_params(kind: &OpKind) -> Vec<ParamShape> {
+    let bias = |present: bool, n: usize| present.then(|| param(vec![n], Init::Zeros));
     match kind {
         OpKind::Conv2d {
             cin,
             cout,
             kernel,
             groups,
-            bias,
+            bias: b,
             ..
-        } => u(cout * (cin / groups) * kernel.0 * kernel.1) + if *bias { u(*cout) } else { 0 },
-        OpKind::BatchNorm2d { channels, .. } => 2 * u(*channels),
-        OpKind::Linear { fin, fout, bias } => u(fin * fout) + if *bias { u(*fout) } else { 0 },
-        OpKind::Embedding { vocab, dim } => u(vocab * dim),
-        OpKind::PositionEmbedding { max_len, dim } => u(max_len * dim),
-        OpKind::LayerNorm { dim, .. } => 2 * u(*dim),
-        _ => 0,
+        } => {
+            let fan_in = (cin / groups) * kernel.0 * kernel.1;
+            let weight = param(
+                vec![*cout, cin / groups, kernel.0, kernel.1],
+                Init::Normal((2.0 / fan_in as f64).sqrt()),
+            );
+            std::iter::once(weight).chain(bias(*b, *cout)).collect()
+        }
+        OpKind::BatchNorm2d { channels: n, .. } | OpKind::LayerNorm { dim: n, .. } => {
+            vec![param(vec![*n], Init::Ones), param(vec![*n], Init::Zeros)]
+        }
+        OpKind::Linear { fin, fout, bias: b } => {
+            let weight = param(vec![*fout, *fin], Init::Normal(1.0 / (*fin as f64).sqrt()));
+            std::iter::once(weight).chain(bias(*b, *fout)).collect()
+        }
+        OpKind::Embedding { vocab: rows, dim }
+        | OpKind::PositionEmbedding { max_len: rows, dim } => {
+            vec![param(vec![*rows, *dim], Init::Normal(0.02))]
+        }
+        _ => vec![],
     }
+}
+
+/// Number of parameters of one op ([`op_params`]): trainable ones (BN running statistics
+/// are buffers and not counted, as in torchvision's `sum(p.numel() for p in
+/// model.parameters())`).
+pub fn params(kind: &OpKind) -> u64 {
+    op_params(kind)
+        .iter()
+        .map(|p| p.shape.iter().product::<usize>() as u64)
+        .sum()
 }
 
 /// A network: its chain of blocks for one input size.
@@ -217,7 +306,7 @@ impl Network {
 /// Errors of [`network`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum NetError {
-    #[error("unknown network {0:?}; known: {known}", known = NETWORKS.join(", "))]
+    #[error("unknown network {0:?}; known: {known}", known = network_names().collect::<Vec<_>>().join(", "))]
     Unknown(String),
     #[error("network {net}: input size {size} is too small (a feature map becomes empty at {at})")]
     TooSmall {
@@ -240,16 +329,10 @@ pub fn network(name: &str, image: usize) -> Result<Network, NetError> {
             what: "image",
         });
     }
-    let net = match name {
-        "resnet50" => resnet::resnet(name, &[3, 4, 6, 3], image),
-        "resnet101" => resnet::resnet(name, &[3, 4, 23, 3], image),
-        "inception_v3" => inception::inception_v3(image),
-        "densenet121" => densenet::densenet121(image),
-        "vgg16" => vgg::vgg16(image),
-        "bert48" => Ok(transformer::bert48()),
-        "gpt24" => Ok(transformer::gpt24()),
-        _ => return Err(NetError::Unknown(name.into())),
+    let Some(entry) = NETWORKS.iter().find(|n| n.name == name) else {
+        return Err(NetError::Unknown(name.into()));
     };
+    let net = (entry.build)(image);
     net.map_err(|EmptyAt(at)| NetError::TooSmall {
         net: name.into(),
         size: image,

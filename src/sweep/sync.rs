@@ -44,12 +44,11 @@ use crate::error::InputError;
 use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
-use crate::nets::{self, DType, DeviceModel};
+use crate::nets::analytic::analytic_rebuild;
 use crate::partition::bapipe::balanced_partition;
 use crate::schedule::sync::hybrid::with_recompute;
-use crate::schedule::sync::mixpipe::paper_bubbles;
-use crate::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
-use crate::schedule::sync::{Schedule, ScheduleKind, ScheduleName};
+use crate::schedule::sync::sim::{simulate, SimReport, StageCosts};
+use crate::schedule::sync::{registry, Schedule, ScheduleKind};
 use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
 #[derive(Debug, Deserialize)]
@@ -210,12 +209,12 @@ impl SyncExperiment {
             ));
         }
         for (i, s) in raw.schedules.iter().enumerate() {
-            if ScheduleName::approach(s).is_none() {
+            if registry::approach(s).is_none() {
                 return Err(bad(
                     &format!("schedules[{i}]"),
                     format!(
                         "unknown schedule {s:?} (one of {})",
-                        ScheduleName::approach_names().join(", ")
+                        registry::approach_names().join(", ")
                     ),
                 ));
             }
@@ -478,98 +477,6 @@ pub struct SyncOutcome {
     pub best: Vec<BestRow>,
     #[serde(skip)]
     pub optimum: Vec<OptimumRow>,
-}
-
-fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
-    inst.meta.get(key).and_then(|v| v.as_str())
-}
-
-/// The instance `base` rebuilt at micro-batch size `b` when it is an analytic pipeopt
-/// instance (checked against the file at its own batch), else `None`.
-pub fn analytic_rebuild(
-    base: &Instance,
-    path: &Path,
-    b: usize,
-) -> Result<Option<Instance>, InputError> {
-    let (Some(model), Some("analytic"), Some(batch)) = (
-        meta_str(base, "model"),
-        meta_str(base, "times"),
-        base.meta.get("batch").and_then(|v| v.as_u64()),
-    ) else {
-        return Ok(None);
-    };
-    let dtype = meta_str(base, "dtype")
-        .and_then(DType::parse)
-        .unwrap_or(DType::F32);
-    let Some(device) = base
-        .meta
-        .get("device_model")
-        .and_then(|d| d.get("name"))
-        .and_then(|n| n.as_str())
-        .and_then(DeviceModel::preset)
-    else {
-        return Ok(None);
-    };
-    let image = base.meta.get("image").and_then(|v| v.as_u64()).unwrap_or(1) as usize;
-    let build = |batch: usize| {
-        nets::instance(model, image, batch, dtype, &device).map_err(|e| {
-            InputError::file(path, format!("rebuilding {model} at batch {batch}: {e}"))
-        })
-    };
-    let own = build(batch as usize)?;
-    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-30);
-    let same = own.layers.len() == base.layers.len()
-        && close(own.input, base.input)
-        && own.layers.iter().zip(&base.layers).all(|(a, c)| {
-            close(a.fwd, c.fwd)
-                && close(a.bwd, c.bwd)
-                && close(a.weights, c.weights)
-                && close(a.out, c.out)
-                && close(a.stash.unwrap_or(0.0), c.stash.unwrap_or(0.0))
-        });
-    if !same {
-        return Err(InputError::file(
-            path,
-            format!(
-                "the {model} network rebuilt at its own batch {batch} differs from this file \
-                 (made by another version of pipeopt?): regenerate it (instances/README.md)"
-            ),
-        ));
-    }
-    Ok(Some(if b as u64 == batch { own } else { build(b)? }))
-}
-
-/// The papers' closed-form bubble ratio of `kind` at (D, N), where they give one.
-pub fn paper_bubble_ratio(kind: ScheduleKind, d: usize, n: usize) -> Option<f64> {
-    let (df, nf) = (d as f64, n as f64);
-    match kind {
-        ScheduleKind::Gpipe | ScheduleKind::Dapple | ScheduleKind::Bapipe1f1bSno => {
-            Some((df - 1.0) / (nf + df - 1.0))
-        }
-        ScheduleKind::Chimera if n == d => Some((df - 2.0) / (3.0 * df - 2.0)),
-        ScheduleKind::Gems if n == d => Some((df - 1.0) / (df + 0.5)),
-        ScheduleKind::Mixpipe { k, gamma } if n == d => {
-            let b = paper_bubbles(d, k, gamma);
-            Some(b / (df + b))
-        }
-        ScheduleKind::MixpipeKMax if n > d => {
-            let b = df / 2.0 - 1.0;
-            Some(b / (nf + b))
-        }
-        _ => None,
-    }
-}
-
-/// The placement whose optimum a schedule is compared with, `None` for schedules the MILP
-/// does not model (BaPipe's streamed and forward-backward-parallel executions).
-pub fn placement_of(kind: ScheduleKind) -> Option<Placement> {
-    if kind.execution() != Execution::Serial {
-        None
-    } else if kind.bidirectional() {
-        Some(Placement::Bidirectional)
-    } else {
-        Some(Placement::OneDirection)
-    }
 }
 
 /// One configuration and placement to solve.
@@ -941,11 +848,7 @@ impl Run<'_> {
                 r.memory[w].peak_bytes + extra
             })
             .collect();
-        let (k, gamma) = match self.kind {
-            ScheduleKind::Mixpipe { k, gamma } => (Some(k), Some(gamma)),
-            ScheduleKind::MixpipeKMax => (Some(2 * (d - 1)), None),
-            _ => (None, None),
-        };
+        let (k, gamma) = (self.kind.schedule.k_gamma_columns)(d, self.kind.params);
         job.uses
             .iter()
             .map(|u| {
@@ -966,7 +869,7 @@ impl Run<'_> {
                     costs_from: self.costs_from.to_string(),
                     makespan_seconds: r.makespan_seconds,
                     bubble_ratio: r.bubble_ratio,
-                    paper_bubble_ratio: paper_bubble_ratio(self.kind, d, n),
+                    paper_bubble_ratio: self.kind.paper_bubble_ratio(d, n),
                     samples_per_second: sps,
                     samples_per_second_per_gpu: sps / d as f64,
                     peak_memory_max: peaks.iter().cloned().fold(0.0, f64::max),
@@ -996,7 +899,7 @@ fn optimum_rows(
 ) -> Vec<OptimumRow> {
     let mut by_placement: BTreeMap<&'static str, OptimumJob> = BTreeMap::new();
     for (name, kind, schedule) in generated {
-        let (Some(placement), Some(schedule)) = (placement_of(*kind), schedule) else {
+        let (Some(placement), Some(schedule)) = (kind.placement(), schedule) else {
             continue;
         };
         by_placement
@@ -1035,7 +938,7 @@ fn optimum_rows(
             .iter()
             .find(|(g, _, _)| *g == r.schedule)
             .map(|g| g.1);
-        let Some(placement) = kind.and_then(placement_of) else {
+        let Some(placement) = kind.and_then(ScheduleKind::placement) else {
             continue;
         };
         let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
@@ -1111,7 +1014,7 @@ fn sorted_optimum(records: &[SyncRecord]) -> Vec<OptimumRow> {
 
 /// The schedules the approach `approach` (checked when the file loads) stands for at (D, N).
 fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
-    ScheduleName::approach(approach).map_or_else(Vec::new, |a| a.kinds(d, n))
+    registry::approach(approach).map_or_else(Vec::new, |a| a.kinds(d, n))
 }
 
 /// Per (instance, study, D, S, budget, approach): the fitting run with the highest
@@ -1385,9 +1288,10 @@ mod tests {
     #[test]
     fn closed_forms_at_n_equals_d() {
         // Chimera's Table I, GEMS's, MixPipe eq. (1) at K = D equal Chimera's 5D - 4 count.
-        assert_eq!(paper_bubble_ratio(ScheduleKind::Chimera, 4, 4), Some(0.2));
-        let m = paper_bubble_ratio(ScheduleKind::Mixpipe { k: 4, gamma: 0 }, 4, 4).unwrap();
+        use crate::schedule::sync::{chimera::CHIMERA, mixpipe::MIXPIPE};
+        assert_eq!(CHIMERA.kind().paper_bubble_ratio(4, 4), Some(0.2));
+        let m = MIXPIPE.with_k_gamma(4, 0).paper_bubble_ratio(4, 4).unwrap();
         assert!((m - 4.0 / 16.0).abs() < 1e-12);
-        assert_eq!(paper_bubble_ratio(ScheduleKind::Chimera, 4, 8), None);
+        assert_eq!(CHIMERA.kind().paper_bubble_ratio(4, 8), None);
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, RawMemoryFigure, SyncExperiment, SyncRow};
 use crate::plot::style::{FigureWriter, Layout, Legend, Line, Panel, BLACK};
-use crate::schedule::sync::ScheduleName;
+use crate::schedule::sync::registry;
 
 const GIB: f64 = 1073741824.0;
 
@@ -65,9 +65,9 @@ fn instances(rows: &[SyncRow]) -> Vec<String> {
     v
 }
 
-/// An approach's name in figures ([`ScheduleName::info`]).
+/// An approach's name in figures (its descriptor's label).
 fn label(approach: &str) -> &str {
-    ScheduleName::approach(approach).map_or(approach, |s| s.info().label)
+    registry::approach(approach).map_or(approach, |s| s.label)
 }
 
 /// The panels of `bubble-ratio-optimum.svg`: per instance, the schedules of `series` at

@@ -28,8 +28,64 @@
 use serde::Serialize;
 
 use super::dapple::one_f_one_b;
+use super::registry::{one_direction_bubble, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
+use super::sim::Execution;
 use super::sim::{simulate, SimError, StageCosts};
-use super::{b, f, Schedule, ScheduleKind};
+use super::{b, f, Schedule};
+
+const PAPER: &str = "Zhao et al., arXiv 2020";
+
+pub static ONE_F_ONE_B_SNO: ScheduleDescriptor = ScheduleDescriptor {
+    name: "1f1b-sno",
+    label: "BaPipe 1F1B-SNO",
+    help: "BaPipe's 1F1B-SNO: DAPPLE's order on GPUs, transfers not overlapped",
+    paper: PAPER,
+    generate: |d, n, _, _| Ok(one_f_one_b_sno(d, n)),
+    approach: Some(|_, _| vec![ONE_F_ONE_B_SNO.kind()]),
+    paper_bubble: |d, n, _| Some(one_direction_bubble(d, n)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::OneDirection],
+        rank: 2,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
+
+pub static ONE_F_ONE_B_SO: ScheduleDescriptor = ScheduleDescriptor {
+    name: "1f1b-so",
+    label: "BaPipe 1F1B-SO",
+    help: "BaPipe's 1F1B-SO: doubled warm-up, 2(D - s) forwards on worker s, hiding transfers",
+    paper: PAPER,
+    generate: |d, n, _, _| Ok(one_f_one_b_so(d, n)),
+    approach: Some(|_, _| vec![ONE_F_ONE_B_SO.kind()]),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::OneDirection],
+        rank: 3,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
+
+pub static ONE_F_ONE_B_AS: ScheduleDescriptor = ScheduleDescriptor {
+    name: "1f1b-as",
+    label: "BaPipe 1F1B-AS",
+    help: "BaPipe's 1F1B-AS: 1F1B with transfers streamed during computation (FPGAs)",
+    paper: PAPER,
+    execution: Execution::StreamedCommunication,
+    generate: |d, n, _, _| Ok(one_f_one_b_as(d, n)),
+    ..DEFAULTS
+};
+
+pub static FBP_AS: ScheduleDescriptor = ScheduleDescriptor {
+    name: "fbp-as",
+    label: "BaPipe FBP-AS",
+    help: "BaPipe's FBP-AS: forwards and backwards in parallel on two halves of each \
+           accelerator, transfers streamed (FPGAs)",
+    paper: PAPER,
+    execution: Execution::ForwardBackwardParallel,
+    generate: |d, n, _, _| Ok(fbp_as(d, n)),
+    ..DEFAULTS
+};
 
 /// 1F1B-SNO: warm-up D - s on worker s (DAPPLE's order).
 pub fn one_f_one_b_sno(d: usize, n: usize) -> Schedule {
@@ -112,8 +168,8 @@ pub fn explore(
     memory_bytes: f64,
 ) -> Result<Exploration, SimError> {
     let kinds = match accelerator {
-        Accelerator::Gpu => [ScheduleKind::Bapipe1f1bSno, ScheduleKind::Bapipe1f1bSo],
-        Accelerator::Fpga => [ScheduleKind::Bapipe1f1bAs, ScheduleKind::BapipeFbpAs],
+        Accelerator::Gpu => [ONE_F_ONE_B_SNO.kind(), ONE_F_ONE_B_SO.kind()],
+        Accelerator::Fpga => [ONE_F_ONE_B_AS.kind(), FBP_AS.kind()],
     };
     let mut rows = Vec::new();
     for &m in micro_batch_counts {

@@ -41,8 +41,58 @@
 //! doubling".
 
 use super::list::{self, Priority, Rules};
+use super::registry::{Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::sim::{simulate, Execution, StageCosts};
 use super::{shape_error, Schedule, SyncError};
+
+pub static CHIMERA: ScheduleDescriptor = ScheduleDescriptor {
+    name: "chimera",
+    label: "Chimera",
+    help: "Chimera: two pipelines in opposite directions, D micro-batches injected at once \
+           (the fastest of its drawings on the costs at hand)",
+    paper: "Li and Hoefler, SC 2021",
+    bidirectional: true,
+    generate: |d, n, _, costs| match costs {
+        Some(costs) => chimera_for(d, n, costs),
+        None => chimera(d, n),
+    },
+    approach: Some(|d, n| {
+        // Chimera's own scaling for N > D (forward doubling) when N is a multiple of D.
+        if n >= 2 * d && d > 0 && n % d == 0 {
+            vec![CHIMERA.kind(), CHIMERA_DOUBLING.kind()]
+        } else {
+            vec![CHIMERA.kind()]
+        }
+    }),
+    // Table I of Zhang et al., DAC 2023 (Chimera's closed form for forward = backward).
+    paper_bubble: |d, n, _| (n == d).then(|| (d as f64 - 2.0) / (3.0 * d as f64 - 2.0)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 0,
+        // Drawn for backward = forward: the optimum on costs near that ratio.
+        other_drawing: Some(|d, n| {
+            let drawn = (n >= d && d % 2 == 0).then(|| chimera_drawn_for(d, n, 1).ok())??;
+            Some(("chimera (drawn for B = F)".into(), drawn))
+        }),
+    }),
+    ..DEFAULTS
+};
+
+pub static CHIMERA_DOUBLING: ScheduleDescriptor = ScheduleDescriptor {
+    name: "chimera-doubling",
+    label: "Chimera (forward doubling)",
+    help: "Chimera's forward doubling for N a multiple of D, N >= 2D: basic units of 2D \
+           micro-batches, forwards run in pairs",
+    paper: "Li and Hoefler, SC 2021, section 3.5",
+    bidirectional: true,
+    generate: |d, n, _, _| forward_doubling(d, n),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 1,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
 
 /// Chimera's streams for `d` stages (even) and `n` micro-batches (even, at least `d`),
 /// drawn for backward = 2 x forward.

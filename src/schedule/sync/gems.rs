@@ -16,7 +16,26 @@
 //! (2D^2 - D - 1)/(2D^2 + 2D - 1); `tests/sync_closed_forms.rs` checks both.
 
 use super::list::{self, Priority, Rules};
+use super::registry::{Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::{shape_error, Schedule, SyncError};
+
+pub static GEMS: ScheduleDescriptor = ScheduleDescriptor {
+    name: "gems",
+    label: "GEMS",
+    help: "GEMS: two replicas in opposite directions, one live micro-batch per worker",
+    paper: "Jain et al., SC 2020",
+    bidirectional: true,
+    generate: |d, n, _, _| gems(d, n),
+    approach: Some(|_, _| vec![GEMS.kind()]),
+    // Table I of Zhang et al., DAC 2023 (an approximation, see above).
+    paper_bubble: |d, n, _| (n == d).then(|| (d as f64 - 1.0) / (d as f64 + 0.5)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional, Placement::Gems],
+        rank: 4,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
 
 /// GEMS's streams for `d` stages and `n` micro-batches (`n` even: half per replica).
 pub fn gems(d: usize, n: usize) -> Result<Schedule, SyncError> {

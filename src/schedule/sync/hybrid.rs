@@ -29,7 +29,7 @@
 use serde::Serialize;
 
 use super::sim::{simulate, SimError, StageCosts};
-use super::{Schedule, ScheduleName};
+use super::{Schedule, ScheduleDescriptor};
 
 /// The costs of the stages that start at `starts` (the caller's partition: the balanced one
 /// for each D) at micro-batch size `b`: from `rebuilt`, the network rebuilt at `b`, when
@@ -140,7 +140,7 @@ pub struct HybridInput<'a> {
     pub server_gpus: usize,
     pub inter_server_bytes_per_second: f64,
     /// gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno, 1f1b-so.
-    pub approach: ScheduleName,
+    pub approach: &'static ScheduleDescriptor,
     /// The largest D to try (the chain's length).
     pub max_stages: usize,
 }
@@ -272,7 +272,7 @@ mod tests {
             allreduce_bytes_per_second: 1e9,
             server_gpus: 8,
             inter_server_bytes_per_second: 1e8,
-            approach: ScheduleName::Mixpipe,
+            approach: &crate::schedule::sync::mixpipe::MIXPIPE,
             max_stages: 8,
         };
         let rows = search(&input, &costs_at).unwrap();

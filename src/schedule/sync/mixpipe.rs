@@ -35,7 +35,73 @@
 use serde::Serialize;
 
 use super::list::{self, Priority, Rules};
+use super::registry::{KGamma, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::{shape_error, Schedule, SyncError};
+
+pub static MIXPIPE: ScheduleDescriptor = ScheduleDescriptor {
+    name: "mixpipe",
+    label: "MixPipe",
+    help: "MixPipe: bidirectional pipelines with K injected (--k, even, default D) and Gamma \
+           early forwards (--gamma)",
+    paper: "Zhang et al., DAC 2023",
+    bidirectional: true,
+    takes_k_gamma: true,
+    // K is D unless given.
+    params: |d, n, k, gamma| {
+        let k = k.unwrap_or(d);
+        check_k_gamma(d, n, k, gamma)?;
+        Ok(Some(KGamma { k, gamma }))
+    },
+    generate: |d, n, p, _| {
+        let p = p.unwrap_or(KGamma { k: d, gamma: 0 });
+        mixpipe(d, n, p.k, p.gamma)
+    },
+    // Eq. (5)'s space: every even K <= D, Gamma <= (D - K) / 2; and K maximizing when N > D.
+    approach: Some(|d, n| {
+        let mut v = Vec::new();
+        for k in (2..=d).step_by(2) {
+            for gamma in 0..=(d - k) / 2 {
+                v.push(MIXPIPE.with_k_gamma(k, gamma));
+            }
+        }
+        if n > d {
+            v.push(MIXPIPE_K_MAX.kind());
+        }
+        v
+    }),
+    paper_bubble: |d, n, p| {
+        let p = p.filter(|_| n == d)?;
+        let b = paper_bubbles(d, p.k, p.gamma);
+        Some(b / (d as f64 + b))
+    },
+    k_gamma_columns: |_, p| (p.map(|p| p.k), p.map(|p| p.gamma)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 2,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
+
+pub static MIXPIPE_K_MAX: ScheduleDescriptor = ScheduleDescriptor {
+    name: "mixpipe-kmax",
+    label: "MixPipe K maximizing",
+    help: "MixPipe's K maximizing for N > D: K = 2(D-1), at most 3D/2 - 1 live micro-batches",
+    paper: "Zhang et al., DAC 2023, section III-C",
+    bidirectional: true,
+    generate: |d, n, _, _| k_maximizing(d, n),
+    paper_bubble: |d, n, _| {
+        let b = d as f64 / 2.0 - 1.0;
+        (n > d).then(|| b / (n as f64 + b))
+    },
+    k_gamma_columns: |d, _| (Some(2 * (d - 1)), None),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Bidirectional],
+        rank: 3,
+        other_drawing: None,
+    }),
+    ..DEFAULTS
+};
 
 /// MixPipe's streams for `d` stages, `n` micro-batches, `k` injected and `gamma` early
 /// forwards.
