@@ -24,7 +24,7 @@
 use tch::{Device, Kind, Tensor};
 
 use super::{Batch, ChainLayer, Network};
-use crate::nets::{self, Block, DType, OpKind};
+use crate::nets::{self, BinOp, Block, ConstValues, DType, Op, OpKind, UnaryFn};
 
 /// How to build a network's layers.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +86,15 @@ fn op_params(kind: &OpKind) -> Vec<(Vec<i64>, Init)> {
         OpKind::Embedding { vocab, dim } => vec![(vec![i(*vocab), i(*dim)], Init::Normal(0.02))],
         OpKind::PositionEmbedding { max_len, dim } => {
             vec![(vec![i(*max_len), i(*dim)], Init::Normal(0.02))]
+        }
+        // A norm's scale starts at one, a shift or a bias at zero.
+        OpKind::Param { op, shape } => {
+            let init = if *op == BinOp::Mul {
+                Init::Ones
+            } else {
+                Init::Zeros
+            };
+            vec![(shape.iter().map(|&d| i(d)).collect(), init)]
         }
         _ => vec![],
     }
@@ -229,7 +238,7 @@ fn forward_block(
                     .expect("an op's inputs are computed before it and freed after it")
             })
             .collect();
-        let y = run_op(&op.kind, &p[slots[op.id].clone()], &args, dropout);
+        let y = run_op(op, &p[slots[op.id].clone()], &args, dropout);
         for &i in &op.inputs {
             if last_use[i] == op.id {
                 vals[i] = None;
@@ -240,11 +249,40 @@ fn forward_block(
     vals[n - 1].take().expect("the last op's output")
 }
 
+/// The batch axis followed by the per-sample `shape`, as torch's sizes.
+fn with_batch(shape: &[usize]) -> Vec<i64> {
+    std::iter::once(-1)
+        .chain(shape.iter().map(|&d| d as i64))
+        .collect()
+}
+
+/// A constant operand of per-sample `shape` (the batch axis of 1 in front) with `values`,
+/// on the device and of the kind of `like`. Values the importer does not model cannot be
+/// rebuilt: the executor refuses them by name.
+fn constant(shape: &[usize], values: ConstValues, like: &Tensor) -> Tensor {
+    let mut dims = vec![1i64];
+    dims.extend(shape.iter().map(|&d| d as i64));
+    let opts = (like.kind(), like.device());
+    match values {
+        ConstValues::Fill(v) => Tensor::full(dims.as_slice(), v, opts),
+        ConstValues::Causal { above, on_or_below } => {
+            let n = dims.len();
+            let (r, c) = (dims[n - 2], dims[n - 1]);
+            let upper = Tensor::ones([r, c], (Kind::Bool, like.device())).triu(c - r + 1);
+            Tensor::full(dims.as_slice(), on_or_below, opts).masked_fill(&upper, above)
+        }
+        ConstValues::Other => panic!(
+            "not supported by the executor: a constant operand of shape {shape:?} whose \
+             values pipeopt does not model (only fills and causal masks)"
+        ),
+    }
+}
+
 /// Runs one op (not `Input`) on its inputs `args` with its parameters `w`.
-pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
+pub(crate) fn run_op(op: &Op, w: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
     let arg = move |j: usize| args[j];
     let w = move |j: usize| &w[j];
-    match kind {
+    match &op.kind {
         OpKind::Input => unreachable!("only op 0 is the input"),
         OpKind::Conv2d {
             stride,
@@ -329,6 +367,55 @@ pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: boo
             arg(0).layer_norm([*dim as i64], Some(w(0)), Some(w(1)), *eps, true)
         }
         OpKind::Gelu => arg(0).gelu("none"),
+        OpKind::MatMul => arg(0).matmul(arg(1)),
+        OpKind::Softmax { axis } => arg(0).softmax(*axis as i64 + 1, arg(0).kind()),
+        OpKind::Transpose { perm } => {
+            let p: Vec<i64> = std::iter::once(0)
+                .chain(perm.iter().map(|&a| a as i64 + 1))
+                .collect();
+            arg(0).permute(p.as_slice())
+        }
+        OpKind::Reshape => arg(0).reshape(with_batch(&op.shape).as_slice()),
+        OpKind::Contiguous => arg(0).contiguous(),
+        OpKind::Slice { axis, start, len } => {
+            arg(0).narrow(*axis as i64 + 1, *start as i64, *len as i64)
+        }
+        OpKind::Expand => arg(0).expand(with_batch(&op.shape).as_slice(), false),
+        OpKind::Concat { axis } => Tensor::cat(args, *axis as i64 + 1),
+        OpKind::ReduceMean { axis, keepdim } => {
+            arg(0).mean_dim([*axis as i64 + 1].as_slice(), *keepdim, arg(0).kind())
+        }
+        OpKind::Unary { f } => {
+            let x = arg(0);
+            match f {
+                UnaryFn::Exp => x.exp(),
+                UnaryFn::Log => x.log(),
+                UnaryFn::Tanh => x.tanh(),
+                UnaryFn::Erf => x.erf(),
+                UnaryFn::Sqrt => x.sqrt(),
+                UnaryFn::Reciprocal => x.reciprocal(),
+                UnaryFn::Neg => x.neg(),
+                UnaryFn::Sin => x.sin(),
+                UnaryFn::Cos => x.cos(),
+                UnaryFn::Pow(e) => x.pow_tensor_scalar(*e),
+                UnaryFn::Affine { mul, add } => x * *mul + *add,
+            }
+        }
+        OpKind::Binary { op } => binary(*op, arg(0), arg(1)),
+        OpKind::Param { op, .. } => binary(*op, arg(0), w(0)),
+        OpKind::Const { op, shape, values } => {
+            let c = constant(shape, *values, arg(0));
+            binary(*op, arg(0), &c)
+        }
+        OpKind::MaskFill {
+            shape,
+            values,
+            fill,
+            ..
+        } => {
+            let mask = constant(shape, *values, arg(0)).to_kind(Kind::Bool);
+            arg(0).masked_fill(&mask, *fill)
+        }
         OpKind::Attention {
             heads,
             causal,
@@ -342,6 +429,15 @@ pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: boo
             *rate,
             dropout,
         ),
+    }
+}
+
+fn binary(op: BinOp, a: &Tensor, b: &Tensor) -> Tensor {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
     }
 }
 

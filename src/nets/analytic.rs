@@ -56,7 +56,7 @@
 use serde_json::{json, Map, Value};
 
 pub use super::device::{DType, DeviceModel, Rates};
-use super::{params, Block, NetError, Network, OpKind};
+use super::{params, BinOp, Block, NetError, Network, OpKind, UnaryFn};
 use crate::model::{Instance, Layer};
 
 /// Costs of one op for a whole batch.
@@ -91,7 +91,26 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
     let w = params(&op.kind) as f64;
     let io = (ins + out) * n * e + w * e;
     let (flops, bytes) = match &op.kind {
-        OpKind::Input | OpKind::Flatten => (0.0, 0.0),
+        OpKind::Input
+        | OpKind::Flatten
+        | OpKind::Reshape
+        | OpKind::Transpose { .. }
+        | OpKind::Slice { .. }
+        | OpKind::Expand => (0.0, 0.0),
+        OpKind::MatMul => {
+            let a = &block.ops[op.inputs[0]].shape;
+            let k = *a.last().expect("a matrix product's input has a last axis") as f64;
+            (2.0 * k * out, io)
+        }
+        OpKind::Softmax { .. } => (5.0 * out, io),
+        OpKind::Contiguous | OpKind::Concat { .. } => (0.0, io),
+        OpKind::ReduceMean { .. } => (ins, io),
+        OpKind::Unary { f } => (unary_flops(*f) * out, io),
+        OpKind::Binary { .. } | OpKind::Param { .. } => (out, io),
+        OpKind::Const { shape, .. } | OpKind::MaskFill { shape, .. } => {
+            // The constant is read once per batch, as a broadcast operand.
+            (out, io + elems(shape) * e)
+        }
         OpKind::Conv2d {
             cin,
             cout,
@@ -165,6 +184,7 @@ pub(crate) fn saved_extra(block: &Block, i: usize, batch: usize, dtype: DType) -
         }
         OpKind::MaxPool2d { .. } => elems(&op.shape) * n * 8.0,
         OpKind::Dropout { .. } => elems(&op.shape) * n,
+        OpKind::MaskFill { mask_bytes, .. } => *mask_bytes as f64,
         OpKind::Attention { heads, dropout, .. } => {
             let probs = (*heads * op.shape[0] * op.shape[0]) as f64 * n;
             probs * e
@@ -198,6 +218,25 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
         | OpKind::HardSwish => op.inputs.clone(),
         // The gradient of the sigmoid is `y (1 - y)`: autograd keeps its result.
         OpKind::Sigmoid => vec![i],
+        // A matrix product's gradients are products with the other factor; a quotient's
+        // need both operands.
+        OpKind::MatMul | OpKind::Binary { op: BinOp::Mul | BinOp::Div } => op.inputs.clone(),
+        // The softmax's gradient is `y (g - sum(g y))`: its result.
+        OpKind::Softmax { .. } => vec![i],
+        // A learned scale's gradient is the activation times the upstream gradient; a
+        // learned shift's needs nothing.
+        OpKind::Param { op: BinOp::Mul, .. } => op.inputs.clone(),
+        OpKind::Unary { f } => match f {
+            // Their gradients are functions of their result: `e^x`, `1 - tanh^2`,
+            // `1 / (2 sqrt(x))`, `-1 / x^2`.
+            UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sqrt | UnaryFn::Reciprocal => vec![i],
+            // Functions of their input.
+            UnaryFn::Erf | UnaryFn::Log | UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Pow(_) => {
+                op.inputs.clone()
+            }
+            // Constant gradients.
+            UnaryFn::Neg | UnaryFn::Affine { .. } => vec![],
+        },
         // PyTorch computes a global average pool as a mean, whose backward needs only the
         // input's shape; other output sizes run the pooling kernel, which saves its input.
         OpKind::AdaptiveAvgPool2d { out: (1, 1) } => vec![],
@@ -207,9 +246,31 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
     }
 }
 
-/// The tensor whose storage op `t`'s output is: a flatten's output is a view of its input.
+/// Whether an op of `kind` is a view of its first input: no tensor of its own, no time.
+pub fn is_view(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Flatten
+            | OpKind::Reshape
+            | OpKind::Transpose { .. }
+            | OpKind::Slice { .. }
+            | OpKind::Expand
+    )
+}
+
+/// FLOPs per element of an elementwise function (transcendental ones a few).
+fn unary_flops(f: UnaryFn) -> f64 {
+    match f {
+        UnaryFn::Neg | UnaryFn::Affine { .. } => 1.0,
+        UnaryFn::Sqrt | UnaryFn::Reciprocal | UnaryFn::Pow(_) => 2.0,
+        _ => 4.0,
+    }
+}
+
+/// The tensor whose storage op `t`'s output is: a view's output (flatten, reshape,
+/// transpose, slice, expand) is its input's storage.
 fn storage(block: &Block, mut t: usize) -> usize {
-    while matches!(block.ops[t].kind, OpKind::Flatten) {
+    while is_view(&block.ops[t].kind) {
         t = block.ops[t].inputs[0];
     }
     t
@@ -302,13 +363,13 @@ pub fn op_work(
     first_block: bool,
 ) -> Option<(OpWork, OpWork)> {
     let op = &block.ops[i];
-    if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
+    if matches!(op.kind, OpKind::Input) || is_view(&op.kind) {
         return None;
     }
     let class = match &op.kind {
         OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => RateClass::Conv,
         OpKind::Conv2d { .. } => RateClass::Conv1x1,
-        OpKind::Linear { .. } | OpKind::Attention { .. } => RateClass::Matmul,
+        OpKind::Linear { .. } | OpKind::Attention { .. } | OpKind::MatMul => RateClass::Matmul,
         _ => RateClass::Memory,
     };
     let oc = op_cost(block, i, batch, dtype);
