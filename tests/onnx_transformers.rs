@@ -98,8 +98,10 @@ fn dropout(g: &mut GraphWriter, x: &'static str) -> &'static str {
 /// Parameters: embeddings 800 + 256, per block 32 + 816 + 272 + 32 + 1088 + 1040 = 3280,
 /// final norm 32, head 800: 8448.
 fn gpt() -> Model<'static> {
-    let mut g = GraphWriter::default();
-    g.scope = "/wte".into();
+    let mut g = GraphWriter {
+        scope: "/wte".into(),
+        ..Default::default()
+    };
     let wte = g.weight("wte.weight", &[V, D]);
     let tok = g.op(OpType::Gather, &[wte, "input_ids"], vec![]);
     g.scope = "/wpe".into();
@@ -188,9 +190,11 @@ fn layer_norm_by_hand(g: &mut GraphWriter, x: &'static str, name: &str) -> &'sta
 /// `x * 0.5 * (1 + erf(x / sqrt 2))`, its second norm a `LayerNormalization`.
 /// Parameters: 4 x 272 + 32 + 1088 + 1040 + 32 = 3280.
 fn bert_block() -> Model<'static> {
-    let mut g = GraphWriter::default();
+    let mut g = GraphWriter {
+        scope: "/layer.0/attention".into(),
+        ..Default::default()
+    };
     let x = "hidden";
-    g.scope = "/layer.0/attention".into();
     let flat_shape = g.i64s(&[2], &[-1, D]);
     let flat = g.op(OpType::Reshape, &[x, flat_shape], vec![]);
     let qw = g.weight("q.weight", &[D, D]);

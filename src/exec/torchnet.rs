@@ -367,6 +367,29 @@ pub(crate) fn run_op(op: &Op, w: &[Tensor], args: &[&Tensor], dropout: bool) -> 
             arg(0).layer_norm([*dim as i64], Some(w(0)), Some(w(1)), *eps, true)
         }
         OpKind::Gelu => arg(0).gelu("none"),
+        OpKind::Attention {
+            heads,
+            causal,
+            dropout: rate,
+        } => attention(
+            arg(0),
+            arg(1),
+            arg(2),
+            *heads as i64,
+            *causal,
+            *rate,
+            dropout,
+        ),
+        _ => run_general_op(op, w, args),
+    }
+}
+
+/// Runs one of the general ops of imported networks (matrix products, softmax, views,
+/// elementwise ops with broadcasting, constants, masks).
+fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
+    let arg = move |j: usize| args[j];
+    let w = move |j: usize| &w[j];
+    match &op.kind {
         OpKind::MatMul => arg(0).matmul(arg(1)),
         OpKind::Softmax { axis } => arg(0).softmax(*axis as i64 + 1, arg(0).kind()),
         OpKind::Transpose { perm } => {
@@ -416,19 +439,7 @@ pub(crate) fn run_op(op: &Op, w: &[Tensor], args: &[&Tensor], dropout: bool) -> 
             let mask = constant(shape, *values, arg(0)).to_kind(Kind::Bool);
             arg(0).masked_fill(&mask, *fill)
         }
-        OpKind::Attention {
-            heads,
-            causal,
-            dropout: rate,
-        } => attention(
-            arg(0),
-            arg(1),
-            arg(2),
-            *heads as i64,
-            *causal,
-            *rate,
-            dropout,
-        ),
+        other => unreachable!("run_op runs {other:?}"),
     }
 }
 

@@ -18,6 +18,16 @@
 //!     (`heads x S x S`), and with dropout its mask (1 byte) and the dropped probabilities;
 //!   - Embedding: the int64 ids; Add, Cat, Flatten, PositionEmbedding, Input: nothing;
 //!   - AdaptiveAvgPool2d to 1x1: nothing (a mean).
+//!   - The general ops of imported transformers (`onnx.rs`): MatMul both factors; Softmax
+//!     its output; a quotient both operands, a difference or sum nothing; a learned scale
+//!     (`Param` Mul) its input, a learned shift nothing; a constant operand nothing (it
+//!     is not an activation); `exp`, `tanh`, `sqrt`, `1/x` their result, `erf`, `log`,
+//!     `sin`, `cos`, `x^c` their input, `-x` and affine maps nothing; ReduceMean, Concat
+//!     and a contiguous copy nothing; MaskFill the mask when the forward computes it (1
+//!     byte per entry, once for the batch); views (Reshape, Transpose, Slice, Expand, like
+//!     Flatten) nothing, and a tensor they view is their input's storage, so what an op
+//!     keeps through a view (attention's `q` as a slice of the q/k/v projection) counts
+//!     the whole storage once.
 //!
 //! - The block's input always counts: a stage keeps its input until its backward (it reads
 //!   its gradient there), whether or not an op saves it. A flatten's output is a view of its
@@ -43,7 +53,10 @@
 //! FLOPs: conv `2 Cin/groups k_h k_w Cout H_out W_out` per sample (+ `Cout H_out W_out` for a
 //! bias); linear `2 fin fout` per row (+ `fout`); attention `4 S^2 D` (QK^T and AV) + `5 h S^2`
 //! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
-//! `k^2` per output element, cat/flatten/embedding 0.
+//! `k^2` per output element, cat/flatten/embedding 0; a matrix product `2 K` per output
+//! element (matrix rate), softmax 5, transcendental functions 4, roots, powers and
+//! reciprocals 2, other elementwise ops 1, a mean 1 per input element, copies 0 (memory
+//! traffic); a constant operand's bytes are read once per batch.
 //! The device models are data (`devices/*.toml`, [`DeviceModel`]). The default `h100`
 //! model's rates are fitted to measured profiles (`devices/h100.toml`): within a factor of
 //! 1.72 (forward) and 2.04 (backward) of every measured layer of the five CNNs at image

@@ -13,15 +13,23 @@
 //! is refused rather than planned.
 //!
 //! # Ops
-//! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu` and
-//! `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the same bytes),
-//! `Sigmoid` (keeps its result), `HardSwish` and torch's `HardSigmoid` (keep their input),
-//! `Mul` of two activations of one shape or of a map and a `[C, 1, 1]` gate broadcast over
-//! it (keeps both: squeeze-and-excitation, and SiLU as `x * sigmoid(x)`),
-//! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
-//! `ReduceMean` over the spatial axes (a global average pool), `Flatten` and a `Reshape` to
-//! `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
-//! `Dropout`, `Add` and `Concat` of activations (channel axis), `Identity`, `Constant`.
+//! Of CNNs: `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`,
+//! `Relu` and `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the
+//! same bytes), `Sigmoid` (keeps its result), `HardSwish` and torch's `HardSigmoid` (keep
+//! their input), `MaxPool` and `AveragePool` (square windows, symmetric padding),
+//! `GlobalAveragePool`, `ReduceMean` over the spatial axes (a global average pool),
+//! `Flatten`, `Gemm` (a linear layer: `transA = 0`), `Dropout`, `Add` and `Concat`,
+//! `Identity`, `Constant`. Of transformers (`seq`): `MatMul` of two activations or of an
+//! activation and a weight (a linear layer, a bias `Add` after it folded in), `Softmax`,
+//! `LayerNormalization`, `Gelu` and the elementwise functions a block writes out (`Erf`,
+//! `Tanh`, `Pow`, `Sqrt`...), `Add`/`Sub`/`Mul`/`Div` broadcast, with constants (a scalar:
+//! an affine map; a learned vector: a scale or a shift; a slice of a learned table: a
+//! position embedding; anything else a constant operand), `Where` with a constant mask,
+//! `ReduceMean` over one axis, views (`Transpose`, `Reshape`, `Unsqueeze`, `Squeeze`,
+//! `Split`, `Slice`, `Expand`), `Gather` (an embedding, or a select), `Cast`. Nodes whose
+//! inputs are all constants are evaluated at import time (`fold`, `eval`): the shape
+//! arithmetic of exporters (`Shape`, `Range`, `ConstantOfShape`, `Equal`...), so masks and
+//! reshape targets are known numbers.
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
 //! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error, never a silent
@@ -42,9 +50,10 @@
 //!
 //! # Blocks
 //! The op DAG is cut into blocks wherever exactly one tensor is alive (a cut of the DAG
-//! that carries one tensor), but never just before a ReLU or a flatten (ops that write
-//! into their input's storage or view it: a block of one of them alone would hold only an
-//! alias of the tensor it receives): `--granularity block` makes each such block a chain layer,
+//! that carries one tensor: in a transformer, the residual stream between attention and
+//! MLP), but never just before a ReLU or a view (ops that write into their input's storage
+//! or view it: a block of one of them alone would hold only an alias of the tensor it
+//! receives): `--granularity block` makes each such block a chain layer,
 //! `--granularity op` linearizes the whole DAG like any op-level chain ([`super::ops`]).
 //! These blocks are finer than the built-in networks' (ResNet's stem is four blocks here,
 //! one there), so the per-layer overhead of a device model (`per_layer_seconds`, charged
@@ -153,6 +162,8 @@ struct Importer<'g, 'a> {
     accept_fused: bool,
     /// Constants evaluated from the file (shape arithmetic, masks: `fold`).
     values: HashMap<&'a str, fold::Val>,
+    /// The file's tensors (initializers, `Constant`s) as values, decoded once.
+    decoded: std::cell::RefCell<HashMap<&'a str, fold::Val>>,
     /// How many nodes read each tensor.
     readers: HashMap<&'a str, usize>,
     /// The file's opset (of the default domain).
@@ -210,9 +221,12 @@ pub struct UnsupportedOp {
 
 /// The ops the importer has rules for, as a user reads them.
 const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), Sigmoid, \
-    HardSigmoid, HardSwish, Mul of two activations (one may be [C, 1, 1]), MaxPool, \
-    AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], \
-    Gemm, Dropout, Add, Concat, Identity, Constant";
+    HardSigmoid, HardSwish, MaxPool, AveragePool, GlobalAveragePool, Flatten, Gemm, MatMul, \
+    Softmax, LayerNormalization, Gelu, Erf, Tanh, Exp, Log, Sqrt, Reciprocal, Neg, Sin, Cos, \
+    Pow, Add, Sub, Mul, Div, Where, ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, \
+    Split, Slice, Concat, Expand, Cast, Gather, Dropout, Identity, Constant, and on \
+    constants only Shape, ConstantOfShape, Range, Equal, Less, Greater, Not, And, Or, \
+    Trilu, Floor, Ceil, Min, Max, Mod, Abs";
 
 /// Every unsupported op of a model in one message (each with its count and first node).
 fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
@@ -522,6 +536,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             | OpType::Ceil
             | OpType::Min
             | OpType::Max
+            | OpType::Mod
             | OpType::Abs => Self::constant_only,
             _ => return None,
         })
@@ -1103,6 +1118,7 @@ pub fn network_from_onnx(
         b: B::new(name, shape.clone()),
         accept_fused: read.accept_fused,
         values: HashMap::new(),
+        decoded: Default::default(),
         readers,
         opset,
         batch: data.batch.unwrap_or(seq::SYMBOLIC_BATCH),

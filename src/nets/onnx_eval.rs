@@ -116,6 +116,18 @@ pub(super) fn eval(
     vals: &[Option<Val>],
     opset: i64,
 ) -> Result<Option<Vec<Val>>, OnnxError> {
+    let out = match eval_elementwise(node, vals)? {
+        Some(v) => Some(v),
+        None => match eval_view(node, vals)? {
+            Some(v) => Some(v),
+            None => eval_index(node, vals, opset)?,
+        },
+    };
+    Ok(out.map(|v| vec![v]))
+}
+
+/// Elementwise nodes (arithmetic, comparisons, `Where`, `Cast`) on constants.
+fn eval_elementwise(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
     let at = Attrs { node };
     let v = |i: usize| {
         vals.get(i)
@@ -158,6 +170,18 @@ pub(super) fn eval(
         }
         OpType::Pow => bin(f64::powf, None)?,
         OpType::Min => bin(f64::min, None)?,
+        // Integer `Mod` takes the divisor's sign (Python's `%`); `fmod = 1`, the dividend's.
+        OpType::Mod if at.int("fmod", 0) != 0 => bin(|a, b| a % b, None)?,
+        OpType::Mod => bin(
+            |a, b| {
+                if b == 0.0 {
+                    0.0
+                } else {
+                    a - b * (a / b).floor()
+                }
+            },
+            None,
+        )?,
         OpType::Max => bin(f64::max, None)?,
         OpType::Equal => bin(|a, b| if a == b { 1.0 } else { 0.0 }, Some(false))?,
         OpType::Less => bin(|a, b| if a < b { 1.0 } else { 0.0 }, Some(false))?,
@@ -198,7 +222,7 @@ pub(super) fn eval(
             let a = v(0)?;
             let float = float_type(at.int("to", 1));
             let to_bool = at.int("to", 1) == 9;
-            let data = a.data.as_ref().map(|d| {
+            let data = a.data.as_deref().map(|d| {
                 d.iter()
                     .map(|&x| {
                         if to_bool {
@@ -213,13 +237,27 @@ pub(super) fn eval(
             });
             let same = a.float == float;
             Val {
-                data,
+                data: data.map(std::rc::Rc::new),
                 float,
                 stored: a.stored && same,
                 init: false,
                 ..a.clone()
             }
         }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// Nodes that view a constant under other dims (`Reshape`, `Unsqueeze`, `Transpose`...).
+fn eval_view(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
+    let at = Attrs { node };
+    let v = |i: usize| {
+        vals.get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
+    };
+    let out = match &node.op_type {
         OpType::Unsqueeze | OpType::Squeeze => {
             let a = v(0)?;
             let axes = ints_arg(node, vals, 1, "axes")?;
@@ -268,6 +306,55 @@ pub(super) fn eval(
             let dims = vec![a.dims[..k].iter().product(), a.dims[k..].iter().product()];
             a.reshaped(dims)
         }
+        OpType::Transpose => {
+            let a = v(0)?;
+            let perm: Vec<usize> = match at.ints("perm") {
+                Some(p) => p
+                    .iter()
+                    .map(|&x| norm_axis(node, x, a.dims.len()))
+                    .collect::<Result<_, _>>()?,
+                None => (0..a.dims.len()).rev().collect(),
+            };
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if sorted != (0..a.dims.len()).collect::<Vec<_>>() {
+                return Err(unsupported(node, format!("perm {perm:?}")));
+            }
+            fold::transpose(a, &perm)
+        }
+        OpType::Expand => {
+            let a = v(0)?;
+            let shape = v(1)?
+                .as_ints()
+                .ok_or_else(|| unsupported(node, "the shape has no values"))?;
+            let shape: Vec<usize> = shape.iter().map(|&d| d.max(1) as usize).collect();
+            let dims = fold::broadcast(&a.dims, &shape)
+                .ok_or_else(|| unsupported(node, format!("{:?} to {shape:?}", a.dims)))?;
+            let off = dims.len() - a.dims.len();
+            let padded: Vec<usize> = std::iter::repeat_n(1, off)
+                .chain(a.dims.iter().copied())
+                .collect();
+            let index: Vec<Vec<usize>> = dims
+                .iter()
+                .zip(&padded)
+                .map(|(&n, &p)| if p == 1 { vec![0; n] } else { (0..n).collect() })
+                .collect();
+            fold::take(&a.reshaped(padded.clone()), &index)
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// Nodes that index or make constants (`Gather`, `Slice`, `Concat`, `Range`...).
+fn eval_index(node: &Node, vals: &[Option<Val>], opset: i64) -> Result<Option<Val>, OnnxError> {
+    let at = Attrs { node };
+    let v = |i: usize| {
+        vals.get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
+    };
+    let out = match &node.op_type {
         OpType::Concat => {
             let all: Vec<Val> = (0..node.input.len())
                 .map(|i| v(i).cloned())
@@ -330,41 +417,20 @@ pub(super) fn eval(
             }
             fold::take(a, &index)
         }
-        OpType::Transpose => {
-            let a = v(0)?;
-            let perm: Vec<usize> = match at.ints("perm") {
-                Some(p) => p
-                    .iter()
-                    .map(|&x| norm_axis(node, x, a.dims.len()))
-                    .collect::<Result<_, _>>()?,
-                None => (0..a.dims.len()).rev().collect(),
-            };
-            let mut sorted = perm.clone();
-            sorted.sort_unstable();
-            if sorted != (0..a.dims.len()).collect::<Vec<_>>() {
-                return Err(unsupported(node, format!("perm {perm:?}")));
-            }
-            fold::transpose(a, &perm)
-        }
-        OpType::Expand => {
-            let a = v(0)?;
-            let shape = v(1)?
-                .as_ints()
-                .ok_or_else(|| unsupported(node, "the shape has no values"))?;
-            let shape: Vec<usize> = shape.iter().map(|&d| d.max(1) as usize).collect();
-            let dims = fold::broadcast(&a.dims, &shape)
-                .ok_or_else(|| unsupported(node, format!("{:?} to {shape:?}", a.dims)))?;
-            let off = dims.len() - a.dims.len();
-            let padded: Vec<usize> = std::iter::repeat_n(1, off)
-                .chain(a.dims.iter().copied())
-                .collect();
-            let index: Vec<Vec<usize>> = dims
-                .iter()
-                .zip(&padded)
-                .map(|(&n, &p)| if p == 1 { vec![0; n] } else { (0..n).collect() })
-                .collect();
-            fold::take(&a.reshaped(padded.clone()), &index)
-        }
+        _ => return eval_make(node, vals),
+    };
+    Ok(Some(out))
+}
+
+/// Nodes that make constants (`ConstantOfShape`, `Range`, `Trilu`, a product of constants).
+fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
+    let at = Attrs { node };
+    let v = |i: usize| {
+        vals.get(i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
+    };
+    let out = match &node.op_type {
         OpType::ConstantOfShape => {
             let dims: Vec<usize> = v(0)?
                 .as_ints()
@@ -418,7 +484,7 @@ pub(super) fn eval(
                 return Err(unsupported(node, "a tensor of rank below 2"));
             }
             let (r, c) = (a.dims[n - 2], a.dims[n - 1]);
-            let data = a.data.as_ref().map(|d| {
+            let data = a.data.as_deref().map(|d| {
                 d.iter()
                     .enumerate()
                     .map(|(i, &x)| {
@@ -455,5 +521,5 @@ pub(super) fn eval(
         }
         _ => return Ok(None),
     };
-    Ok(Some(vec![out]))
+    Ok(Some(out))
 }

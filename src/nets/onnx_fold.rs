@@ -9,6 +9,8 @@
 //! written as dims only, as the tests write weights, has none) and they are small enough.
 //! Values are `f64`: integers of shapes and indices are exact in it.
 
+use std::rc::Rc;
+
 use onnx_rs::ast::{DataType, TensorProto};
 
 /// Largest constant whose values are evaluated (elements); beyond it only its dims are.
@@ -18,8 +20,8 @@ const MAX_VALUES: usize = 1 << 22;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Val {
     pub dims: Vec<usize>,
-    /// Row-major values, when known.
-    pub data: Option<Vec<f64>>,
+    /// Row-major values, when known (shared: a mask buffer is read by every block).
+    pub data: Option<Rc<Vec<f64>>>,
     /// A floating-point tensor (else integers or booleans).
     pub float: bool,
     /// An initializer as the file has it, or a view of one (sliced, gathered, reshaped):
@@ -40,7 +42,9 @@ fn elems(dims: &[usize]) -> usize {
 impl Val {
     /// A computed tensor of `dims` with `data`.
     pub fn new(dims: Vec<usize>, data: Option<Vec<f64>>, float: bool) -> Val {
-        let data = data.filter(|d| d.len() == elems(&dims) && d.len() <= MAX_VALUES);
+        let data = data
+            .filter(|d| d.len() == elems(&dims) && d.len() <= MAX_VALUES)
+            .map(Rc::new);
         Val {
             dims,
             data,
@@ -107,7 +111,7 @@ impl Val {
             (n / d, d)
         });
         Some(Val {
-            data: data.filter(|d| d.len() == n),
+            data: data.filter(|d| d.len() == n).map(Rc::new),
             dims,
             float,
             stored: true,
@@ -129,7 +133,7 @@ impl Val {
 
     /// Its one value, when it holds one (a scalar or a tensor of one element).
     pub fn scalar(&self) -> Option<f64> {
-        self.data.as_ref().filter(|d| d.len() == 1).map(|d| d[0])
+        self.data.as_deref().filter(|d| d.len() == 1).map(|d| d[0])
     }
 
     /// The same tensor under other dims (reshape, squeeze, unsqueeze): a view.
@@ -145,7 +149,9 @@ impl Val {
     /// the same storage: slice, gather, transpose, expand).
     fn derived(&self, dims: Vec<usize>, data: Option<Vec<f64>>) -> Val {
         Val {
-            data: data.filter(|d| d.len() == elems(&dims) && d.len() <= MAX_VALUES),
+            data: data
+                .filter(|d| d.len() == elems(&dims) && d.len() <= MAX_VALUES)
+                .map(Rc::new),
             dims,
             init: false,
             ..self.clone()
@@ -188,7 +194,7 @@ pub(crate) fn map(vals: &[&Val], float: bool, f: impl Fn(&[f64]) -> f64) -> Opti
         .iter()
         .try_fold(Vec::new(), |d, v| broadcast(&d, &v.dims))?;
     let n = elems(&dims);
-    let datas: Option<Vec<&Vec<f64>>> = vals.iter().map(|v| v.data.as_ref()).collect();
+    let datas: Option<Vec<&Vec<f64>>> = vals.iter().map(|v| v.data.as_deref()).collect();
     let data = datas.filter(|_| n <= MAX_VALUES).map(|datas| {
         let out_strides = strides(&dims);
         let src: Vec<Vec<usize>> = vals
@@ -249,7 +255,7 @@ pub(crate) fn take(v: &Val, index: &[Vec<usize>]) -> Val {
 /// `v` with its axes permuted (`perm[i]` is the input axis of output axis `i`).
 pub(crate) fn transpose(v: &Val, perm: &[usize]) -> Val {
     let dims: Vec<usize> = perm.iter().map(|&p| v.dims[p]).collect();
-    let data = v.data.as_ref().map(|d| {
+    let data = v.data.as_deref().map(|d| {
         let s = strides(&v.dims);
         let os = strides(&dims);
         (0..elems(&dims))
@@ -283,7 +289,7 @@ pub(crate) fn concat(vals: &[Val], axis: usize) -> Option<Val> {
     let outer: usize = dims[..axis].iter().product();
     let data = vals
         .iter()
-        .map(|v| v.data.as_ref())
+        .map(|v| v.data.as_deref())
         .collect::<Option<Vec<_>>>()
         .map(|datas| {
             let mut out = Vec::with_capacity(elems(&dims));
@@ -302,7 +308,7 @@ pub(crate) fn concat(vals: &[Val], axis: usize) -> Option<Val> {
 /// Whether `v` (dims `[.., R, C]`) is a causal pattern: `above` where the column is after
 /// the row, `on_or_below` elsewhere, the same in every leading index; the two values.
 pub(crate) fn causal(v: &Val) -> Option<(f64, f64)> {
-    let d = v.data.as_ref()?;
+    let d = v.data.as_deref()?;
     let n = v.dims.len();
     if n < 2 || v.dims[n - 1] < 2 {
         return None;
@@ -335,12 +341,12 @@ mod tests {
         let b = Val::new(vec![3], Some(vec![10.0, 20.0, 30.0]), false);
         let s = map(&[&a, &b], false, |x| x[0] + x[1]).unwrap();
         assert_eq!(s.dims, vec![2, 3]);
-        assert_eq!(s.data.unwrap(), vec![11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);
+        assert_eq!(*s.data.unwrap(), vec![11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);
         let t = transpose(
             &Val::new(vec![2, 3], Some((0..6).map(f64::from).collect()), false),
             &[1, 0],
         );
-        assert_eq!(t.data.unwrap(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(*t.data.unwrap(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
         let tril: Vec<f64> = (0..16)
             .map(|k| if k % 4 <= k / 4 { 1.0 } else { 0.0 })
             .collect();

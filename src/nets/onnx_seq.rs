@@ -77,10 +77,16 @@ impl<'g, 'a> Importer<'g, 'a> {
         if self.producer.contains_key(name) {
             return None;
         }
-        match self.values.get(name) {
-            Some(v) => Some(v.clone()),
-            None => self.constants.get(name).and_then(Val::of_tensor),
+        if let Some(v) = self.values.get(name) {
+            return Some(v.clone());
         }
+        let (key, t) = self.constants.get_key_value(name)?;
+        if let Some(v) = self.decoded.borrow().get(name) {
+            return Some(v.clone());
+        }
+        let v = Val::of_tensor(t)?;
+        self.decoded.borrow_mut().insert(key, v.clone());
+        Some(v)
     }
 
     /// Evaluates `node` when every input is a constant (module doc of `fold`); whether it
