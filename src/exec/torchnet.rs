@@ -279,9 +279,9 @@ fn constant(shape: &[usize], values: ConstValues, like: &Tensor) -> Tensor {
 }
 
 /// Runs one op (not `Input`) on its inputs `args` with its parameters `w`.
-pub(crate) fn run_op(op: &Op, w: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
+pub(crate) fn run_op(op: &Op, weights: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
     let arg = move |j: usize| args[j];
-    let w = move |j: usize| &w[j];
+    let w = move |j: usize| &weights[j];
     match &op.kind {
         OpKind::Input => unreachable!("only op 0 is the input"),
         OpKind::Conv2d {
@@ -380,7 +380,7 @@ pub(crate) fn run_op(op: &Op, w: &[Tensor], args: &[&Tensor], dropout: bool) -> 
             *rate,
             dropout,
         ),
-        _ => run_general_op(op, w, args),
+        _ => run_general_op(op, weights, args),
     }
 }
 

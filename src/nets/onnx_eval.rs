@@ -104,6 +104,18 @@ pub(super) fn reshape_dims(
     Ok(out)
 }
 
+/// Every index of every axis of a tensor of `dims` (to gather from), refused for an axis
+/// too long to list (a damaged file).
+fn axes_index(node: &Node, dims: &[usize]) -> Result<Vec<Vec<usize>>, OnnxError> {
+    if dims.iter().any(|&d| d > 1 << 24) {
+        return Err(unsupported(
+            node,
+            format!("a constant of dims {dims:?} is too large to evaluate"),
+        ));
+    }
+    Ok(dims.iter().map(|&n| (0..n).collect()).collect())
+}
+
 fn float_type(to: i64) -> bool {
     // TensorProto.DataType: FLOAT 1, FLOAT16 10, DOUBLE 11, BFLOAT16 16.
     matches!(to, 1 | 10 | 11 | 16)
@@ -330,6 +342,7 @@ fn eval_view(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
             let shape: Vec<usize> = shape.iter().map(|&d| d.max(1) as usize).collect();
             let dims = fold::broadcast(&a.dims, &shape)
                 .ok_or_else(|| unsupported(node, format!("{:?} to {shape:?}", a.dims)))?;
+            axes_index(node, &dims)?;
             let off = dims.len() - a.dims.len();
             let padded: Vec<usize> = std::iter::repeat_n(1, off)
                 .chain(a.dims.iter().copied())
@@ -378,7 +391,7 @@ fn eval_index(node: &Node, vals: &[Option<Val>], opset: i64) -> Result<Option<Va
                 })
                 .collect::<Option<Vec<usize>>>()
                 .ok_or_else(|| unsupported(node, format!("indices out of range of {d}")))?;
-            let mut index: Vec<Vec<usize>> = a.dims.iter().map(|&n| (0..n).collect()).collect();
+            let mut index = axes_index(node, &a.dims)?;
             index[axis] = ids;
             let mut dims = a.dims[..axis].to_vec();
             dims.extend(&idx.dims);
@@ -402,7 +415,7 @@ fn eval_index(node: &Node, vals: &[Option<Val>], opset: i64) -> Result<Option<Va
                 .ok_or_else(|| unsupported(node, "no starts or ends"))?;
             let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
             let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
-            let mut index: Vec<Vec<usize>> = a.dims.iter().map(|&n| (0..n).collect()).collect();
+            let mut index = axes_index(node, &a.dims)?;
             for k in 0..starts
                 .len()
                 .min(ends.len())
@@ -461,8 +474,8 @@ fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
                 return Err(unsupported(node, "a delta of 0"));
             }
             let n = ((limit - start) / delta).ceil().max(0.0) as usize;
-            if n > super::LIMIT {
-                return Err(unsupported(node, "too many elements"));
+            if n > 1 << 22 {
+                return Err(unsupported(node, format!("a range of {n} elements")));
             }
             let float = v(0)?.float;
             Val::new(

@@ -255,7 +255,9 @@ pub(crate) fn take(v: &Val, index: &[Vec<usize>]) -> Val {
 /// `v` with its axes permuted (`perm[i]` is the input axis of output axis `i`).
 pub(crate) fn transpose(v: &Val, perm: &[usize]) -> Val {
     let dims: Vec<usize> = perm.iter().map(|&p| v.dims[p]).collect();
-    let data = v.data.as_deref().map(|d| {
+    // The large constants exporters transpose are weights (a linear's `W^T`), whose values
+    // nothing reads: only small ones are evaluated.
+    let data = v.data.as_deref().filter(|d| d.len() <= 1 << 16).map(|d| {
         let s = strides(&v.dims);
         let os = strides(&dims);
         (0..elems(&dims))

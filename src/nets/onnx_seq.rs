@@ -16,8 +16,10 @@ use super::{first_input, input, node_name, shape_text, unsupported, Attrs, Impor
 use crate::nets::{BinOp, ConstValues, OpKind, Shape, UnaryFn};
 
 /// The batch of a file whose batch axis is symbolic, as shape arithmetic sees it: a number
-/// no real axis has.
-pub(super) const SYMBOLIC_BATCH: i64 = 1_000_000_007;
+/// that real axes hardly have (the largest prime below 2^16), small enough that a constant
+/// with a batch axis (position ids expanded to the batch) has index lists of a sane size
+/// (its values are not evaluated: it is too large).
+pub(super) const SYMBOLIC_BATCH: i64 = 65521;
 
 /// Row-major strides of `dims`.
 fn contiguous(dims: &[usize]) -> Vec<i64> {
@@ -1120,5 +1122,30 @@ impl<'g, 'a> Importer<'g, 'a> {
             self.values.insert(out, v);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// torch's view rule: splitting the last axis of a slice is a view, merging the heads
+    /// of a transposed tensor back is not.
+    #[test]
+    fn reshape_is_a_view_where_torch_makes_one() {
+        // q, a slice [2, 8, 16] of a [2, 8, 48] projection, to heads [2, 8, 2, 8].
+        let sliced = [384, 48, 1];
+        assert_eq!(
+            view_strides(&[2, 8, 16], &sliced, &[2, 8, 2, 8]),
+            Some(vec![384, 48, 8, 1])
+        );
+        // [2, 2, 8, 8] heads transposed to [2, 8, 2, 8], merged to [2, 8, 16]: a copy.
+        let transposed = [128, 8, 64, 1];
+        assert_eq!(view_strides(&[2, 8, 2, 8], &transposed, &[2, 8, 16]), None);
+        // A contiguous tensor views anything of its size.
+        assert_eq!(
+            view_strides(&[2, 8, 16], &contiguous(&[2, 8, 16]), &[16, 16]),
+            Some(vec![16, 1])
+        );
     }
 }
