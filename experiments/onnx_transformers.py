@@ -11,6 +11,9 @@ Models, each written as MODEL.onnx beside MODEL.params (torch's parameter count)
 - gpt2-untied: the same with an untied head (torch's count then equals the import's);
 - bert: 12 BERT layers as Hugging Face writes them (separate q, k, v projections, post-LN,
   GELU) on a sequence of vectors [batch, 512, 768];
+- llama: a Llama-style decoder (4 blocks, width 512, 8 heads, SwiGLU 1376, vocabulary
+  32000, sequence 1024): RMSNorm, rotary embeddings computed from the positions,
+  `scaled_dot_product_attention(is_causal=True)`, no biases, no dropout;
 - torch-encoder: torch.nn.TransformerEncoder (12 post-LN layers, width 768, 12 heads,
   batch first) on the same input: nn.MultiheadAttention moves the batch axis (sequence
   first, the batch merged with the heads), which pipeopt refuses, and the row says so.
@@ -99,6 +102,72 @@ class BertLayer(nn.Module):
         return self.ln2(x + self.ff(x))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """A Llama block as Hugging Face writes it: RMSNorm, rotary embeddings computed from
+    the positions, causal scaled dot-product attention, SwiGLU; no biases, no dropout."""
+
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.heads = heads
+        self.input_layernorm = RMSNorm(d)
+        self.q_proj, self.k_proj = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.v_proj, self.o_proj = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.post_attention_layernorm = RMSNorm(d)
+        self.gate_proj = nn.Linear(d, ff, bias=False)
+        self.up_proj = nn.Linear(d, ff, bias=False)
+        self.down_proj = nn.Linear(ff, d, bias=False)
+        dh = d // heads
+        self.register_buffer(
+            "inv_freq", 1.0 / (10000 ** (torch.arange(0, dh, 2).float() / dh)), persistent=False
+        )
+
+    def forward(self, x):
+        b, t, c = x.size()
+        h = self.input_layernorm(x)
+        split = lambda y: y.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        q, k, v = split(self.q_proj(h)), split(self.k_proj(h)), split(self.v_proj(h))
+        pos = torch.arange(t, device=x.device).float()
+        freqs = pos[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers=4, d=512, heads=8, ff=1376, vocab=32000):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(LlamaBlock(d, heads, ff) for _ in range(layers))
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
 class GPT(nn.Module):
     def __init__(self, layers=12, d=768, heads=12, vocab=50257, n_pos=1024, p=0.1, tied=True):
         super().__init__()
@@ -141,7 +210,9 @@ def main():
     ap.add_argument("--pipeopt", default="target/release/pipeopt")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument(
-        "models", nargs="*", default=["gpt2", "gpt2-untied", "bert", "torch-encoder"]
+        "models",
+        nargs="*",
+        default=["gpt2", "gpt2-untied", "bert", "llama", "torch-encoder"],
     )
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -151,6 +222,9 @@ def main():
         if m.startswith("gpt2"):
             model = GPT(tied=(m == "gpt2"))
             x, name = torch.randint(0, 50257, (1, a.seq)), "input_ids"
+        elif m == "llama":
+            model = Llama()
+            x, name = torch.randint(0, 32000, (1, a.seq)), "input_ids"
         elif m == "bert":
             model = nn.Sequential(*(BertLayer() for _ in range(12)))
             x, name = torch.randn(1, 512, 768), "hidden"

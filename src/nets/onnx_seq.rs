@@ -277,6 +277,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                     mul: 1.0 / s,
                     add: 0.0,
                 },
+                (BinOp::Div, true) if s == 1.0 => UnaryFn::Reciprocal,
                 (BinOp::Div, true) => {
                     let r = self.push_op(
                         format!("{}/reciprocal", node_name(node)),
