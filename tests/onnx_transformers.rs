@@ -406,3 +406,35 @@ fn unsupported_ops_of_a_transformer_are_listed_at_once() {
         assert!(err.contains(w), "{w:?} not in {err}");
     }
 }
+
+/// Damaged transformer files (bytes flipped, cut anywhere) are errors or networks, never a
+/// panic: the evaluation of constants meets every number a damaged file may hold.
+#[test]
+fn damaged_transformer_files_never_panic() {
+    use pipeopt::nets::onnx::{network_from_onnx, ReadOptions};
+    for model in [gpt(), bert_block()] {
+        let bytes = onnx_rs::encode(&model);
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..1500 {
+            let mut b = bytes.clone();
+            if next() % 4 == 0 {
+                b.truncate((next() as usize) % b.len());
+            } else {
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % b.len();
+                    b[i] ^= 1 << (next() % 8);
+                }
+            }
+            if let Ok(net) = network_from_onnx(&b, "t", &ReadOptions::default()) {
+                let device = pipeopt::nets::DeviceModel::resolve("h100", "test").unwrap();
+                let _ = pipeopt::nets::op_instance(&net, 2, pipeopt::nets::DType::F32, &device);
+            }
+        }
+    }
+}
