@@ -478,3 +478,118 @@ fn attention(
         .contiguous()
         .view([n, s, d])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nets::{ConstValues, UnaryFn, B};
+
+    /// The general ops of imported transformers run in libtorch with the shapes the
+    /// importer gives them: causal attention written out, a learned scale, a rotary-style
+    /// constant product, a slice and a concatenation.
+    #[test]
+    fn transformer_ops_run_with_their_shapes() {
+        let (s, d, h) = (4usize, 8usize, 2usize);
+        let dh = d / h;
+        let mut b = B::new("attn", vec![s, d]);
+        let qkv = b.linear("qkv", 0, 3 * d, true).unwrap();
+        let mut heads = Vec::new();
+        for (i, perm) in [vec![1, 0, 2], vec![1, 2, 0], vec![1, 0, 2]]
+            .into_iter()
+            .enumerate()
+        {
+            let sl = OpKind::Slice {
+                axis: 1,
+                start: i * d,
+                len: d,
+            };
+            let x = b.op("slice", sl, &[qkv], vec![s, d]).unwrap();
+            let x = b.op("view", OpKind::Reshape, &[x], vec![s, h, dh]).unwrap();
+            let shape: Vec<usize> = perm.iter().map(|&p| [s, h, dh][p]).collect();
+            heads.push(b.op("t", OpKind::Transpose { perm }, &[x], shape).unwrap());
+        }
+        let scores = b
+            .op("qk", OpKind::MatMul, &heads[..2], vec![h, s, s])
+            .unwrap();
+        let scale = OpKind::Unary {
+            f: UnaryFn::Affine { mul: 0.5, add: 0.0 },
+        };
+        let scores = b.op("scale", scale, &[scores], vec![h, s, s]).unwrap();
+        let mask = OpKind::MaskFill {
+            shape: vec![1, s, s],
+            values: ConstValues::Causal {
+                above: 1.0,
+                on_or_below: 0.0,
+            },
+            fill: f64::NEG_INFINITY,
+            mask_bytes: s * s,
+        };
+        let scores = b.op("mask", mask, &[scores], vec![h, s, s]).unwrap();
+        let p = b
+            .op(
+                "softmax",
+                OpKind::Softmax { axis: 2 },
+                &[scores],
+                vec![h, s, s],
+            )
+            .unwrap();
+        let y = b
+            .op("pv", OpKind::MatMul, &[p, heads[2]], vec![h, s, dh])
+            .unwrap();
+        let perm = vec![1, 0, 2];
+        let y = b
+            .op("t", OpKind::Transpose { perm }, &[y], vec![s, h, dh])
+            .unwrap();
+        let y = b
+            .op("copy", OpKind::Contiguous, &[y], vec![s, h, dh])
+            .unwrap();
+        let y = b.op("merge", OpKind::Reshape, &[y], vec![s, d]).unwrap();
+        let rot = OpKind::Const {
+            op: BinOp::Mul,
+            shape: vec![s, d],
+            values: ConstValues::Fill(0.5),
+        };
+        let y = b.op("rot", rot, &[y], vec![s, d]).unwrap();
+        let half = OpKind::Slice {
+            axis: 1,
+            start: 0,
+            len: d / 2,
+        };
+        let a = b.op("half", half, &[y], vec![s, d / 2]).unwrap();
+        let neg = OpKind::Unary { f: UnaryFn::Neg };
+        let a = b.op("neg", neg, &[a], vec![s, d / 2]).unwrap();
+        let other = OpKind::Slice {
+            axis: 1,
+            start: d / 2,
+            len: d / 2,
+        };
+        let c = b.op("other", other, &[y], vec![s, d / 2]).unwrap();
+        let y = b
+            .op("cat", OpKind::Concat { axis: 1 }, &[a, c], vec![s, d])
+            .unwrap();
+        let scale = OpKind::Param {
+            op: BinOp::Mul,
+            shape: vec![d],
+        };
+        let y = b.op("norm.weight", scale, &[y], vec![s, d]).unwrap();
+        b.op("residual", OpKind::Add, &[0, y], vec![s, d]).unwrap();
+        let desc = nets::Network {
+            name: "attn".into(),
+            input: vec![s, d],
+            input_elem_bytes: None,
+            blocks: vec![b.finish()],
+        };
+        let options = BuildOptions {
+            dtype: DType::F32,
+            device: Device::Cpu,
+            seed: 1,
+            dropout: true,
+        };
+        let net = build(&desc, options);
+        assert_eq!(net.layers[0].params.len(), 3, "qkv weight, bias, the scale");
+        let x = Tensor::randn([3, s as i64, d as i64], (Kind::Float, Device::Cpu));
+        let y = (net.layers[0].forward)(&net.layers[0].params, &x);
+        assert_eq!(y.size(), vec![3, s as i64, d as i64]);
+        assert!(y.isfinite().all().int64_value(&[]) == 1);
+    }
+}
