@@ -399,8 +399,7 @@ impl<'a> Builder<'a> {
         let v = self.m.integer(0.0, lo, hi);
         // m + d_i <= sigma_j - sigma_i <= m + 1 - d_j
         let (si, sj) = (self.sigma[i], self.sigma[j]);
-        self.m
-            .row(di, 1.0 - dj, &[(sj, 1.0), (si, -1.0), (v, -1.0)]);
+        self.m.row(di, 1.0 - dj, &[(sj, 1.0), (si, -1.0), (v, -1.0)]);
         self.pair.insert((i, j), v);
         v
     }
