@@ -21,6 +21,7 @@ mod madpipe_dp;
 mod milp;
 mod milp_general;
 mod onnx_import;
+mod onnx_transformers;
 mod op_chains;
 mod parsers_fuzz;
 mod pipedream;

@@ -41,18 +41,19 @@ pub enum ImportCommand {
     },
     /// An ONNX model (e.g. from `torch.onnx.export`) as an instance: every node one op with
     /// its exact output and weight sizes and what it keeps for the backward, times from a
-    /// device model (docs/onnx.md). Supported ops: Conv,
-    /// BatchNormalization, Relu, Clip from 0 (ReLU6), MaxPool, AveragePool, GlobalAveragePool, ReduceMean
-    /// over H and W, Flatten, Reshape to [batch, -1], Gemm, Dropout, Add, Concat, Identity, Constant; any other is an error
-    /// naming the op and the node.
+    /// device model (docs/onnx.md). Inputs: images, token ids or sequences of vectors.
+    /// Ops: those of CNNs (Conv, BatchNormalization, Relu, pools...) and of transformers
+    /// (MatMul, Gemm, Softmax, LayerNormalization, elementwise ops, views, Gather
+    /// embeddings, masks; shape arithmetic is evaluated at import); any other is an
+    /// error naming every such op and its first node.
     Onnx {
         /// The .onnx file.
         file: PathBuf,
         /// Samples per (micro-)batch.
         #[arg(long)]
         batch: usize,
-        /// Per-sample input shape C,H,W, where the file has none (a dynamic axis) or to
-        /// check the file's.
+        /// Per-sample input shape (C,H,W for images, S for token ids, S,D for
+        /// sequences), where the file has none (a dynamic axis) or to check the file's.
         #[arg(long, value_delimiter = ',')]
         input_shape: Option<Vec<usize>>,
         /// Element type: float32 or float16.

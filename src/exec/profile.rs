@@ -590,14 +590,14 @@ pub fn profile_ops(
                 })
                 .collect();
             let args: Vec<&Tensor> = args.iter().collect();
-            let y = tch::no_grad(|| torchnet::run_op(&op.kind, w, &args, true));
+            let y = tch::no_grad(|| torchnet::run_op(op, w, &args, true));
             let timed = analytic::op_time(block, op.id, batch, dtype, model, k == 0).is_some();
             if timed {
                 let (fwd, fmin, fmax) = time(
                     device,
                     timing,
                     || (),
-                    |()| torchnet::run_op(&op.kind, w, &args, true),
+                    |()| torchnet::run_op(op, w, &args, true),
                 );
                 let mut inputs: Vec<&Tensor> = w.iter().collect();
                 inputs.extend(args.iter().copied().filter(|a| a.requires_grad()));
@@ -609,7 +609,7 @@ pub fn profile_ops(
                     let t = time(
                         device,
                         timing,
-                        || torchnet::run_op(&op.kind, w, &args, true),
+                        || torchnet::run_op(op, w, &args, true),
                         |out| {
                             if let Err(e) = alloc::backward_with(&out, &g, &inputs) {
                                 failed = Some(e);

@@ -24,7 +24,7 @@
 use tch::{Device, Kind, Tensor};
 
 use super::{Batch, ChainLayer, Network};
-use crate::nets::{self, Block, DType, Init, OpKind};
+use crate::nets::{self, BinOp, Block, ConstValues, DType, Init, Op, OpKind, UnaryFn};
 
 /// How to build a network's layers.
 #[derive(Debug, Clone, Copy)]
@@ -176,7 +176,7 @@ fn forward_block(
                     .expect("an op's inputs are computed before it and freed after it")
             })
             .collect();
-        let y = run_op(&op.kind, &p[slots[op.id].clone()], &args, dropout);
+        let y = run_op(op, &p[slots[op.id].clone()], &args, dropout);
         for &i in &op.inputs {
             if last_use[i] == op.id {
                 vals[i] = None;
@@ -187,11 +187,40 @@ fn forward_block(
     vals[n - 1].take().expect("the last op's output")
 }
 
+/// The batch axis followed by the per-sample `shape`, as torch's sizes.
+fn with_batch(shape: &[usize]) -> Vec<i64> {
+    std::iter::once(-1)
+        .chain(shape.iter().map(|&d| d as i64))
+        .collect()
+}
+
+/// A constant operand of per-sample `shape` (the batch axis of 1 in front) with `values`,
+/// on the device and of the kind of `like`. Values the importer does not model cannot be
+/// rebuilt: the executor refuses them by name.
+fn constant(shape: &[usize], values: ConstValues, like: &Tensor) -> Tensor {
+    let mut dims = vec![1i64];
+    dims.extend(shape.iter().map(|&d| d as i64));
+    let opts = (like.kind(), like.device());
+    match values {
+        ConstValues::Fill(v) => Tensor::full(dims.as_slice(), v, opts),
+        ConstValues::Causal { above, on_or_below } => {
+            let n = dims.len();
+            let (r, c) = (dims[n - 2], dims[n - 1]);
+            let upper = Tensor::ones([r, c], (Kind::Bool, like.device())).triu(c - r + 1);
+            Tensor::full(dims.as_slice(), on_or_below, opts).masked_fill(&upper, above)
+        }
+        ConstValues::Other => panic!(
+            "not supported by the executor: a constant operand of shape {shape:?} whose \
+             values pipeopt does not model (only fills and causal masks)"
+        ),
+    }
+}
+
 /// Runs one op (not `Input`) on its inputs `args` with its parameters `w`.
-pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
+pub(crate) fn run_op(op: &Op, weights: &[Tensor], args: &[&Tensor], dropout: bool) -> Tensor {
     let arg = move |j: usize| args[j];
-    let w = move |j: usize| &w[j];
-    match kind {
+    let w = move |j: usize| &weights[j];
+    match &op.kind {
         OpKind::Input => unreachable!("only op 0 is the input"),
         OpKind::Conv2d {
             stride,
@@ -289,6 +318,75 @@ pub(crate) fn run_op(kind: &OpKind, w: &[Tensor], args: &[&Tensor], dropout: boo
             *rate,
             dropout,
         ),
+        _ => run_general_op(op, weights, args),
+    }
+}
+
+/// Runs one of the general ops of imported networks (matrix products, softmax, views,
+/// elementwise ops with broadcasting, constants, masks).
+fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
+    let arg = move |j: usize| args[j];
+    let w = move |j: usize| &w[j];
+    match &op.kind {
+        OpKind::MatMul => arg(0).matmul(arg(1)),
+        OpKind::Softmax { axis } => arg(0).softmax(*axis as i64 + 1, arg(0).kind()),
+        OpKind::Transpose { perm } => {
+            let p: Vec<i64> = std::iter::once(0)
+                .chain(perm.iter().map(|&a| a as i64 + 1))
+                .collect();
+            arg(0).permute(p.as_slice())
+        }
+        OpKind::Reshape => arg(0).reshape(with_batch(&op.shape).as_slice()),
+        OpKind::Contiguous => arg(0).contiguous(),
+        OpKind::Slice { axis, start, len } => {
+            arg(0).narrow(*axis as i64 + 1, *start as i64, *len as i64)
+        }
+        OpKind::Expand => arg(0).expand(with_batch(&op.shape).as_slice(), false),
+        OpKind::Concat { axis } => Tensor::cat(args, *axis as i64 + 1),
+        OpKind::ReduceMean { axis, keepdim } => {
+            arg(0).mean_dim([*axis as i64 + 1].as_slice(), *keepdim, arg(0).kind())
+        }
+        OpKind::Unary { f } => {
+            let x = arg(0);
+            match f {
+                UnaryFn::Exp => x.exp(),
+                UnaryFn::Log => x.log(),
+                UnaryFn::Tanh => x.tanh(),
+                UnaryFn::Erf => x.erf(),
+                UnaryFn::Sqrt => x.sqrt(),
+                UnaryFn::Reciprocal => x.reciprocal(),
+                UnaryFn::Neg => x.neg(),
+                UnaryFn::Sin => x.sin(),
+                UnaryFn::Cos => x.cos(),
+                UnaryFn::Pow(e) => x.pow_tensor_scalar(*e),
+                UnaryFn::Affine { mul, add } => x * *mul + *add,
+            }
+        }
+        OpKind::Binary { op } => binary(*op, arg(0), arg(1)),
+        OpKind::Param { op, .. } => binary(*op, arg(0), w(0)),
+        OpKind::Const { op, shape, values } => {
+            let c = constant(shape, *values, arg(0));
+            binary(*op, arg(0), &c)
+        }
+        OpKind::MaskFill {
+            shape,
+            values,
+            fill,
+            ..
+        } => {
+            let mask = constant(shape, *values, arg(0)).to_kind(Kind::Bool);
+            arg(0).masked_fill(&mask, *fill)
+        }
+        other => unreachable!("run_op runs {other:?}"),
+    }
+}
+
+fn binary(op: BinOp, a: &Tensor, b: &Tensor) -> Tensor {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
     }
 }
 
@@ -317,4 +415,119 @@ fn attention(
         .transpose(1, 2)
         .contiguous()
         .view([n, s, d])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nets::{ConstValues, UnaryFn, B};
+
+    /// The general ops of imported transformers run in libtorch with the shapes the
+    /// importer gives them: causal attention written out, a learned scale, a rotary-style
+    /// constant product, a slice and a concatenation.
+    #[test]
+    fn transformer_ops_run_with_their_shapes() {
+        let (s, d, h) = (4usize, 8usize, 2usize);
+        let dh = d / h;
+        let mut b = B::new("attn", vec![s, d]);
+        let qkv = b.linear("qkv", 0, 3 * d, true).unwrap();
+        let mut heads = Vec::new();
+        for (i, perm) in [vec![1, 0, 2], vec![1, 2, 0], vec![1, 0, 2]]
+            .into_iter()
+            .enumerate()
+        {
+            let sl = OpKind::Slice {
+                axis: 1,
+                start: i * d,
+                len: d,
+            };
+            let x = b.op("slice", sl, &[qkv], vec![s, d]).unwrap();
+            let x = b.op("view", OpKind::Reshape, &[x], vec![s, h, dh]).unwrap();
+            let shape: Vec<usize> = perm.iter().map(|&p| [s, h, dh][p]).collect();
+            heads.push(b.op("t", OpKind::Transpose { perm }, &[x], shape).unwrap());
+        }
+        let scores = b
+            .op("qk", OpKind::MatMul, &heads[..2], vec![h, s, s])
+            .unwrap();
+        let scale = OpKind::Unary {
+            f: UnaryFn::Affine { mul: 0.5, add: 0.0 },
+        };
+        let scores = b.op("scale", scale, &[scores], vec![h, s, s]).unwrap();
+        let mask = OpKind::MaskFill {
+            shape: vec![1, s, s],
+            values: ConstValues::Causal {
+                above: 1.0,
+                on_or_below: 0.0,
+            },
+            fill: f64::NEG_INFINITY,
+            mask_bytes: s * s,
+        };
+        let scores = b.op("mask", mask, &[scores], vec![h, s, s]).unwrap();
+        let p = b
+            .op(
+                "softmax",
+                OpKind::Softmax { axis: 2 },
+                &[scores],
+                vec![h, s, s],
+            )
+            .unwrap();
+        let y = b
+            .op("pv", OpKind::MatMul, &[p, heads[2]], vec![h, s, dh])
+            .unwrap();
+        let perm = vec![1, 0, 2];
+        let y = b
+            .op("t", OpKind::Transpose { perm }, &[y], vec![s, h, dh])
+            .unwrap();
+        let y = b
+            .op("copy", OpKind::Contiguous, &[y], vec![s, h, dh])
+            .unwrap();
+        let y = b.op("merge", OpKind::Reshape, &[y], vec![s, d]).unwrap();
+        let rot = OpKind::Const {
+            op: BinOp::Mul,
+            shape: vec![s, d],
+            values: ConstValues::Fill(0.5),
+        };
+        let y = b.op("rot", rot, &[y], vec![s, d]).unwrap();
+        let half = OpKind::Slice {
+            axis: 1,
+            start: 0,
+            len: d / 2,
+        };
+        let a = b.op("half", half, &[y], vec![s, d / 2]).unwrap();
+        let neg = OpKind::Unary { f: UnaryFn::Neg };
+        let a = b.op("neg", neg, &[a], vec![s, d / 2]).unwrap();
+        let other = OpKind::Slice {
+            axis: 1,
+            start: d / 2,
+            len: d / 2,
+        };
+        let c = b.op("other", other, &[y], vec![s, d / 2]).unwrap();
+        let y = b
+            .op("cat", OpKind::Concat { axis: 1 }, &[a, c], vec![s, d])
+            .unwrap();
+        let scale = OpKind::Param {
+            op: BinOp::Mul,
+            shape: vec![d],
+        };
+        let y = b.op("norm.weight", scale, &[y], vec![s, d]).unwrap();
+        b.op("residual", OpKind::Add, &[0, y], vec![s, d]).unwrap();
+        let desc = nets::Network {
+            name: "attn".into(),
+            input: vec![s, d],
+            input_elem_bytes: None,
+            blocks: vec![b.finish()],
+        };
+        let options = BuildOptions {
+            dtype: DType::F32,
+            device: Device::Cpu,
+            seed: 1,
+            dropout: true,
+        };
+        let net = build(&desc, options);
+        assert_eq!(net.layers[0].params.len(), 3, "qkv weight, bias, the scale");
+        let x = Tensor::randn([3, s as i64, d as i64], (Kind::Float, Device::Cpu));
+        let y = (net.layers[0].forward)(&net.layers[0].params, &x);
+        assert_eq!(y.size(), vec![3, s as i64, d as i64]);
+        assert!(y.isfinite().all().int64_value(&[]) == 1);
+    }
 }

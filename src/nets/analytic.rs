@@ -20,6 +20,16 @@
 //!     (`heads x S x S`), and with dropout its mask (1 byte) and the dropped probabilities;
 //!   - Embedding: the int64 ids; Add, Cat, Flatten, PositionEmbedding, Input: nothing;
 //!   - AdaptiveAvgPool2d to 1x1: nothing (a mean).
+//!   - The general ops of imported transformers (`onnx.rs`): MatMul both factors; Softmax
+//!     its output; a quotient both operands, a difference or sum nothing; a learned scale
+//!     (`Param` Mul) its input, a learned shift nothing; a constant operand nothing (it
+//!     is not an activation); `exp`, `tanh`, `sqrt`, `1/x` their result, `erf`, `log`,
+//!     `sin`, `cos`, `x^c` their input, `-x` and affine maps nothing; ReduceMean, Concat
+//!     and a contiguous copy nothing; MaskFill the mask when the forward computes it (1
+//!     byte per entry, once for the batch); views (Reshape, Transpose, Slice, Expand, like
+//!     Flatten) nothing, and a tensor they view is their input's storage, so what an op
+//!     keeps through a view (attention's `q` as a slice of the q/k/v projection) counts
+//!     the whole storage once.
 //!
 //! - The block's input always counts: a stage keeps its input until its backward (it reads
 //!   its gradient there), whether or not an op saves it. A flatten's output is a view of its
@@ -45,7 +55,10 @@
 //! FLOPs: conv `2 Cin/groups k_h k_w Cout H_out W_out` per sample (+ `Cout H_out W_out` for a
 //! bias); linear `2 fin fout` per row (+ `fout`); attention `4 S^2 D` (QK^T and AV) + `5 h S^2`
 //! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
-//! `k^2` per output element, cat/flatten/embedding 0.
+//! `k^2` per output element, cat/flatten/embedding 0; a matrix product `2 K` per output
+//! element (matrix rate), softmax 5, transcendental functions 4, roots, powers and
+//! reciprocals 2, other elementwise ops 1, a mean 1 per input element, copies 0 (memory
+//! traffic); a constant operand's bytes are read once per batch.
 //! The device models are data (`devices/*.toml`, [`DeviceModel`]). The default `h100`
 //! model's rates are fitted to measured profiles (`devices/h100.toml`): within a factor of
 //! 1.72 (forward) and 2.04 (backward) of every measured layer of the five CNNs at image
@@ -58,7 +71,7 @@
 use serde_json::{json, Map, Value};
 
 pub use super::device::{DType, DeviceModel, Rates};
-use super::{params, Block, NetError, Network, OpKind};
+use super::{params, BinOp, Block, NetError, Network, OpKind, UnaryFn};
 use crate::error::InputError;
 use crate::model::{Instance, Layer};
 use std::path::Path;
@@ -95,7 +108,26 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
     let w = params(&op.kind) as f64;
     let io = (ins + out) * n * e + w * e;
     let (flops, bytes) = match &op.kind {
-        OpKind::Input | OpKind::Flatten => (0.0, 0.0),
+        OpKind::Input
+        | OpKind::Flatten
+        | OpKind::Reshape
+        | OpKind::Transpose { .. }
+        | OpKind::Slice { .. }
+        | OpKind::Expand => (0.0, 0.0),
+        OpKind::MatMul => {
+            let a = &block.ops[op.inputs[0]].shape;
+            let k = *a.last().expect("a matrix product's input has a last axis") as f64;
+            (2.0 * k * out, io)
+        }
+        OpKind::Softmax { .. } => (5.0 * out, io),
+        OpKind::Contiguous | OpKind::Concat { .. } => (0.0, io),
+        OpKind::ReduceMean { .. } => (ins, io),
+        OpKind::Unary { f } => (unary_flops(*f) * out, io),
+        OpKind::Binary { .. } | OpKind::Param { .. } => (out, io),
+        OpKind::Const { shape, .. } | OpKind::MaskFill { shape, .. } => {
+            // The constant is read once per batch, as a broadcast operand.
+            (out, io + elems(shape) * e)
+        }
         OpKind::Conv2d {
             cin,
             cout,
@@ -169,6 +201,7 @@ pub(crate) fn saved_extra(block: &Block, i: usize, batch: usize, dtype: DType) -
         }
         OpKind::MaxPool2d { .. } => elems(&op.shape) * n * 8.0,
         OpKind::Dropout { .. } => elems(&op.shape) * n,
+        OpKind::MaskFill { mask_bytes, .. } => *mask_bytes as f64,
         OpKind::Attention { heads, dropout, .. } => {
             let probs = (*heads * op.shape[0] * op.shape[0]) as f64 * n;
             probs * e
@@ -202,6 +235,25 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
         | OpKind::HardSwish => op.inputs.clone(),
         // The gradient of the sigmoid is `y (1 - y)`: autograd keeps its result.
         OpKind::Sigmoid => vec![i],
+        // A matrix product's gradients are products with the other factor; a quotient's
+        // need both operands.
+        OpKind::MatMul | OpKind::Binary { op: BinOp::Mul | BinOp::Div } => op.inputs.clone(),
+        // The softmax's gradient is `y (g - sum(g y))`: its result.
+        OpKind::Softmax { .. } => vec![i],
+        // A learned scale's gradient is the activation times the upstream gradient; a
+        // learned shift's needs nothing.
+        OpKind::Param { op: BinOp::Mul, .. } => op.inputs.clone(),
+        OpKind::Unary { f } => match f {
+            // Their gradients are functions of their result: `e^x`, `1 - tanh^2`,
+            // `1 / (2 sqrt(x))`, `-1 / x^2`.
+            UnaryFn::Exp | UnaryFn::Tanh | UnaryFn::Sqrt | UnaryFn::Reciprocal => vec![i],
+            // Functions of their input.
+            UnaryFn::Erf | UnaryFn::Log | UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Pow(_) => {
+                op.inputs.clone()
+            }
+            // Constant gradients.
+            UnaryFn::Neg | UnaryFn::Affine { .. } => vec![],
+        },
         // PyTorch computes a global average pool as a mean, whose backward needs only the
         // input's shape; other output sizes run the pooling kernel, which saves its input.
         OpKind::AdaptiveAvgPool2d { out: (1, 1) } => vec![],
@@ -211,9 +263,31 @@ pub fn saved_tensors(block: &Block, i: usize) -> Vec<usize> {
     }
 }
 
-/// The tensor whose storage op `t`'s output is: a flatten's output is a view of its input.
+/// Whether an op of `kind` is a view of its first input: no tensor of its own, no time.
+pub fn is_view(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Flatten
+            | OpKind::Reshape
+            | OpKind::Transpose { .. }
+            | OpKind::Slice { .. }
+            | OpKind::Expand
+    )
+}
+
+/// FLOPs per element of an elementwise function (transcendental ones a few).
+fn unary_flops(f: UnaryFn) -> f64 {
+    match f {
+        UnaryFn::Neg | UnaryFn::Affine { .. } => 1.0,
+        UnaryFn::Sqrt | UnaryFn::Reciprocal | UnaryFn::Pow(_) => 2.0,
+        _ => 4.0,
+    }
+}
+
+/// The tensor whose storage op `t`'s output is: a view's output (flatten, reshape,
+/// transpose, slice, expand) is its input's storage.
 fn storage(block: &Block, mut t: usize) -> usize {
-    while matches!(block.ops[t].kind, OpKind::Flatten) {
+    while is_view(&block.ops[t].kind) {
         t = block.ops[t].inputs[0];
     }
     t
@@ -306,13 +380,13 @@ pub fn op_work(
     first_block: bool,
 ) -> Option<(OpWork, OpWork)> {
     let op = &block.ops[i];
-    if matches!(op.kind, OpKind::Input | OpKind::Flatten) {
+    if matches!(op.kind, OpKind::Input) || is_view(&op.kind) {
         return None;
     }
     let class = match &op.kind {
         OpKind::Conv2d { kernel, .. } if kernel.0 * kernel.1 > 1 => RateClass::Conv,
         OpKind::Conv2d { .. } => RateClass::Conv1x1,
-        OpKind::Linear { .. } | OpKind::Attention { .. } => RateClass::Matmul,
+        OpKind::Linear { .. } | OpKind::Attention { .. } | OpKind::MatMul => RateClass::Matmul,
         _ => RateClass::Memory,
     };
     let oc = op_cost(block, i, batch, dtype);

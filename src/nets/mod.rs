@@ -165,6 +165,116 @@ pub enum OpKind {
         causal: bool,
         dropout: f64,
     },
+    /// Matrix product of two activations (`torch.matmul`): `[.., M, K] x [.., K, N]`, the
+    /// leading dimensions broadcast (attention's scores and weighted sum).
+    MatMul,
+    /// Softmax over `axis` of the per-sample shape.
+    Softmax {
+        axis: usize,
+    },
+    /// A permutation of the per-sample axes: a view (`perm[i]` is the input axis of output
+    /// axis `i`).
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// The same elements under the op's shape: a view (reshape, squeeze, unsqueeze, a
+    /// flatten of more than one axis).
+    Reshape,
+    /// A copy of a non-contiguous view into a new tensor (`contiguous()`, which a reshape
+    /// that cannot be a view makes).
+    Contiguous,
+    /// `len` entries from `start` on `axis` of the per-sample shape: a view (slice, split,
+    /// select).
+    Slice {
+        axis: usize,
+        start: usize,
+        len: usize,
+    },
+    /// The input broadcast to the op's shape: a view.
+    Expand,
+    /// Concatenation of its inputs along `axis` of the per-sample shape.
+    Concat {
+        axis: usize,
+    },
+    /// Mean over `axis` of the per-sample shape (`keepdim` keeps it as size 1).
+    ReduceMean {
+        axis: usize,
+        keepdim: bool,
+    },
+    /// An elementwise function of one activation.
+    Unary {
+        f: UnaryFn,
+    },
+    /// An elementwise function of two activations, broadcast (their product is [`Mul`]).
+    ///
+    /// [`Mul`]: OpKind::Mul
+    Binary {
+        op: BinOp,
+    },
+    /// The activation with a learned tensor of `shape` (a norm's scale or shift, a bias)
+    /// broadcast over its trailing dimensions; `op` is `Add` or `Mul`.
+    Param {
+        op: BinOp,
+        shape: Shape,
+    },
+    /// The activation with a constant tensor of `shape` broadcast over it (a mask added to
+    /// attention scores, a rotary table): not a parameter, and nothing to keep for it.
+    Const {
+        op: BinOp,
+        shape: Shape,
+        values: ConstValues,
+    },
+    /// `where(mask, fill, x)`: the entries of the activation where a constant boolean mask
+    /// of `shape` is true replaced by `fill` (`masked_fill`); `mask_bytes`, the mask's
+    /// bytes when the forward computes it (a comparison), which autograd keeps.
+    MaskFill {
+        shape: Shape,
+        values: ConstValues,
+        fill: f64,
+        mask_bytes: usize,
+    },
+}
+
+/// Elementwise functions of one tensor ([`OpKind::Unary`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryFn {
+    Exp,
+    Log,
+    Tanh,
+    Erf,
+    Sqrt,
+    Reciprocal,
+    Neg,
+    Sin,
+    Cos,
+    /// `x^e` for a constant `e`.
+    Pow(f64),
+    /// `mul * x + add` for constants (a scale by `1/sqrt(d)`, an `x + 1`).
+    Affine {
+        mul: f64,
+        add: f64,
+    },
+}
+
+/// Elementwise binary operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// What is known of a constant tensor's values (enough for the executor to rebuild it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConstValues {
+    /// Every entry is this value.
+    Fill(f64),
+    /// A causal mask over the last two axes: `above` where the column is after the row,
+    /// `on_or_below` elsewhere.
+    Causal { above: f64, on_or_below: f64 },
+    /// Values the importer does not model.
+    Other,
 }
 
 /// One operation of a block's DAG.
@@ -264,6 +374,14 @@ pub fn op_params(kind: &OpKind) -> Vec<ParamShape> {
         OpKind::Embedding { vocab: rows, dim }
         | OpKind::PositionEmbedding { max_len: rows, dim } => {
             vec![param(vec![*rows, *dim], Init::Normal(0.02))]
+        }
+        OpKind::Param { op, shape } => {
+            let init = if *op == BinOp::Mul {
+                Init::Ones
+            } else {
+                Init::Zeros
+            };
+            vec![param(shape.clone(), init)]
         }
         _ => vec![],
     }

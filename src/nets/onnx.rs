@@ -13,15 +13,23 @@
 //! is refused rather than planned.
 //!
 //! # Ops
-//! `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`, `Relu` and
-//! `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the same bytes),
-//! `Sigmoid` (keeps its result), `HardSwish` and torch's `HardSigmoid` (keep their input),
-//! `Mul` of two activations of one shape or of a map and a `[C, 1, 1]` gate broadcast over
-//! it (keeps both: squeeze-and-excitation, and SiLU as `x * sigmoid(x)`),
-//! `MaxPool` and `AveragePool` (square windows, symmetric padding), `GlobalAveragePool`,
-//! `ReduceMean` over the spatial axes (a global average pool), `Flatten` and a `Reshape` to
-//! `[batch, -1]`, `Gemm` (a linear layer: `transA = 0`),
-//! `Dropout`, `Add` and `Concat` of activations (channel axis), `Identity`, `Constant`.
+//! Of CNNs: `Conv` (any groups; symmetric padding, no dilation), `BatchNormalization`,
+//! `Relu` and `Clip` from 0 (ReLU6, costed as a ReLU: it keeps its output and moves the
+//! same bytes), `Sigmoid` (keeps its result), `HardSwish` and torch's `HardSigmoid` (keep
+//! their input), `MaxPool` and `AveragePool` (square windows, symmetric padding),
+//! `GlobalAveragePool`, `ReduceMean` over the spatial axes (a global average pool),
+//! `Flatten`, `Gemm` (a linear layer: `transA = 0`), `Dropout`, `Add` and `Concat`,
+//! `Identity`, `Constant`. Of transformers (`seq`): `MatMul` of two activations or of an
+//! activation and a weight (a linear layer, a bias `Add` after it folded in), `Softmax`,
+//! `LayerNormalization`, `Gelu` and the elementwise functions a block writes out (`Erf`,
+//! `Tanh`, `Pow`, `Sqrt`...), `Add`/`Sub`/`Mul`/`Div` broadcast, with constants (a scalar:
+//! an affine map; a learned vector: a scale or a shift; a slice of a learned table: a
+//! position embedding; anything else a constant operand), `Where` with a constant mask,
+//! `ReduceMean` over one axis, views (`Transpose`, `Reshape`, `Unsqueeze`, `Squeeze`,
+//! `Split`, `Slice`, `Expand`), `Gather` (an embedding, or a select), `Cast`. Nodes whose
+//! inputs are all constants are evaluated at import time (`fold`, `eval`): the shape
+//! arithmetic of exporters (`Shape`, `Range`, `ConstantOfShape`, `Equal`...), so masks and
+//! reshape targets are known numbers.
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
 //! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error, never a silent
@@ -42,15 +50,23 @@
 //!
 //! # Blocks
 //! The op DAG is cut into blocks wherever exactly one tensor is alive (a cut of the DAG
-//! that carries one tensor), but never just before a ReLU or a flatten (ops that write
-//! into their input's storage or view it: a block of one of them alone would hold only an
-//! alias of the tensor it receives): `--granularity block` makes each such block a chain layer,
+//! that carries one tensor: in a transformer, the residual stream between attention and
+//! MLP), but never just before a ReLU or a view (ops that write into their input's storage
+//! or view it: a block of one of them alone would hold only an alias of the tensor it
+//! receives): `--granularity block` makes each such block a chain layer,
 //! `--granularity op` linearizes the whole DAG like any op-level chain ([`super::ops`]).
 //! These blocks are finer than the built-in networks' (ResNet's stem is four blocks here,
 //! one there), so the per-layer overhead of a device model (`per_layer_seconds`, charged
 //! once per block) adds up differently; per-op times, sizes and stashes are the same rules.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+#[path = "onnx_eval.rs"]
+mod eval;
+#[path = "onnx_fold.rs"]
+mod fold;
+#[path = "onnx_seq.rs"]
+mod seq;
 
 use onnx_rs::ast::{Attribute, DataType, Dimension, Graph, Node, OpType, TensorProto};
 
@@ -144,6 +160,22 @@ struct Importer<'g, 'a> {
     /// Whether a file that is not the network that trains (batch norms fused or in
     /// inference mode) is planned as it is.
     accept_fused: bool,
+    /// Constants evaluated from the file (shape arithmetic, masks: `fold`).
+    values: HashMap<&'a str, fold::Val>,
+    /// The file's tensors (initializers, `Constant`s) as values, decoded once.
+    decoded: std::cell::RefCell<HashMap<&'a str, fold::Val>>,
+    /// How many nodes read each tensor.
+    readers: HashMap<&'a str, usize>,
+    /// The file's opset (of the default domain).
+    opset: i64,
+    /// The batch as the file's shape arithmetic sees it ([`seq::SYMBOLIC_BATCH`] when
+    /// the file's batch axis is symbolic).
+    batch: i64,
+    /// Ops whose first per-sample axis is merged with the batch in the file (`seq`).
+    merged: HashSet<usize>,
+    /// The strides of the ops whose tensors are views with other than row-major strides
+    /// (the batch of 2 first: `seq`).
+    strides: HashMap<usize, Vec<i64>>,
 }
 
 /// Largest size or count accepted in a file (per dimension, and per weight tensor's
@@ -189,9 +221,12 @@ pub struct UnsupportedOp {
 
 /// The ops the importer has rules for, as a user reads them.
 const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), Sigmoid, \
-    HardSigmoid, HardSwish, Mul of two activations (one may be [C, 1, 1]), MaxPool, \
-    AveragePool, GlobalAveragePool, ReduceMean over H and W, Flatten, Reshape to [batch, -1], \
-    Gemm, Dropout, Add, Concat, Identity, Constant";
+    HardSigmoid, HardSwish, MaxPool, AveragePool, GlobalAveragePool, Flatten, Gemm, MatMul, \
+    Softmax, LayerNormalization, Gelu, Erf, Tanh, Exp, Log, Sqrt, Reciprocal, Neg, Sin, Cos, \
+    Pow, Add, Sub, Mul, Div, Where, ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, \
+    Split, Slice, Concat, Expand, Cast, Gather, Dropout, Identity, Constant, and on \
+    constants only Shape, ConstantOfShape, Range, Equal, Less, Greater, Not, And, Or, \
+    Trilu, Floor, Ceil, Min, Max, Mod, Abs";
 
 /// Every unsupported op of a model in one message (each with its count and first node).
 fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
@@ -428,6 +463,9 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// One node of the graph, in the file's order: its op added to the network (or its
     /// constant kept), its output's shape by the builders' rules.
     fn node(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        if self.try_fold(node)? {
+            return Ok(());
+        }
         match Self::rule(&node.op_type) {
             Some(rule) => rule(self, node),
             None => Err(OnnxError::UnsupportedOps(vec![UnsupportedOp {
@@ -451,14 +489,55 @@ impl<'g, 'a> Importer<'g, 'a> {
             OpType::Sigmoid => Self::sigmoid,
             OpType::HardSigmoid => Self::hard_sigmoid,
             OpType::HardSwish => Self::hard_swish,
-            OpType::Mul => Self::mul,
+            OpType::Mul | OpType::Sub | OpType::Div => Self::binary,
             OpType::MaxPool | OpType::AveragePool => Self::pool,
-            OpType::GlobalAveragePool | OpType::ReduceMean => Self::global_pool,
-            OpType::Flatten | OpType::Reshape => Self::flatten,
+            OpType::GlobalAveragePool => Self::global_pool,
+            OpType::ReduceMean => Self::reduce_mean,
+            OpType::Flatten => Self::flatten,
+            OpType::Reshape | OpType::Unsqueeze | OpType::Squeeze => Self::reshape,
             OpType::Gemm => Self::gemm,
             OpType::Dropout => Self::dropout,
             OpType::Add => Self::add,
             OpType::Concat => Self::concat,
+            OpType::MatMul => Self::matmul,
+            OpType::Softmax => Self::softmax,
+            OpType::LayerNormalization => Self::layer_norm,
+            OpType::Gelu => Self::gelu,
+            OpType::Exp
+            | OpType::Log
+            | OpType::Tanh
+            | OpType::Erf
+            | OpType::Sqrt
+            | OpType::Reciprocal
+            | OpType::Neg
+            | OpType::Sin
+            | OpType::Cos
+            | OpType::Pow => Self::unary,
+            OpType::Transpose => Self::transpose,
+            OpType::Split => Self::split,
+            OpType::Slice => Self::slice,
+            OpType::Expand => Self::expand,
+            OpType::Cast => Self::cast,
+            OpType::Where => Self::where_,
+            OpType::Gather => Self::gather,
+            OpType::Shape => Self::shape,
+            OpType::ConstantOfShape
+            | OpType::Range
+            | OpType::Equal
+            | OpType::Less
+            | OpType::Greater
+            | OpType::LessOrEqual
+            | OpType::GreaterOrEqual
+            | OpType::Not
+            | OpType::And
+            | OpType::Or
+            | OpType::Trilu
+            | OpType::Floor
+            | OpType::Ceil
+            | OpType::Min
+            | OpType::Max
+            | OpType::Mod
+            | OpType::Abs => Self::constant_only,
             _ => return None,
         })
     }
@@ -492,38 +571,6 @@ impl<'g, 'a> Importer<'g, 'a> {
             ));
         }
         self.elementwise(node, OpKind::HardSigmoid)
-    }
-
-    /// A `Mul` of two activations: of one shape (SiLU's `x * sigmoid(x)`), or a feature
-    /// map and a `[C, 1, 1]` gate broadcast over it (squeeze-and-excitation), in either
-    /// order.
-    fn mul(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        if node.input.len() != 2 {
-            return Err(unsupported(node, "only the product of two activations"));
-        }
-        let a = self.activation(node, node.input[0])?;
-        let b = self.activation(node, node.input[1])?;
-        let (sa, sb) = (self.b.shape(a).clone(), self.b.shape(b).clone());
-        let gate = |map: &Shape, g: &Shape| {
-            g.len() == 3 && map.len() == 3 && g[0] == map[0] && g[1..] == [1, 1]
-        };
-        let (x, y) = if sa == sb || gate(&sa, &sb) {
-            (a, b)
-        } else if gate(&sb, &sa) {
-            (b, a)
-        } else {
-            return Err(unsupported(
-                node,
-                format!(
-                    "inputs of shapes {} and {} (only one shape, or a [C, 1, 1] gate of a \
-                     [C, H, W] map)",
-                    shape_text(&sa),
-                    shape_text(&sb)
-                ),
-            ));
-        };
-        let shape = self.b.shape(x).clone();
-        self.push(node, OpKind::Mul, &[x, y], shape)
     }
 
     /// A `Constant`: its tensor, kept for the nodes that read it as a value (a reshape
@@ -764,9 +811,11 @@ impl<'g, 'a> Importer<'g, 'a> {
         Ok(())
     }
 
-    /// A `Flatten` after the batch axis, or a `Reshape` to `[batch, -1]`.
+    /// A `Flatten` after the batch axis (any other axis: [`Importer::reshape`]).
     fn flatten(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let at = Attrs { node };
+        if (Attrs { node }).int("axis", 1) != 1 {
+            return self.reshape(node);
+        }
         let x = self.activation(node, first_input(node)?)?;
         let n = self
             .b
@@ -775,27 +824,11 @@ impl<'g, 'a> Importer<'g, 'a> {
             .try_fold(1usize, |a, &d| a.checked_mul(d))
             .filter(|&n| n <= LIMIT * LIMIT)
             .ok_or_else(|| unsupported(node, "the flattened size is out of range"))?;
-        if node.op_type == OpType::Flatten {
-            let axis = at.int("axis", 1);
-            if axis != 1 {
-                return Err(unsupported(
-                    node,
-                    format!("axis {axis} (only 1: keep the batch)"),
-                ));
-            }
-        } else {
-            let target = input(node, 1)
-                .and_then(|s| self.constants.get(s))
-                .and_then(|t| t.as_i64().map(|v| v.into_owned()))
-                .ok_or_else(|| unsupported(node, "the target shape is not a constant"))?;
-            let flat =
-                target.len() == 2 && (target[1] == -1 || target[1] == n as i64) && target[0] != -1;
-            if !flat {
-                return Err(unsupported(
-                    node,
-                    format!("target shape {target:?} (only a flatten to [batch, -1])"),
-                ));
-            }
+        if self.merged.contains(&x) {
+            return Err(unsupported(
+                node,
+                "a flatten of an axis merged with the batch",
+            ));
         }
         self.push(node, OpKind::Flatten, &[x], vec![n])?;
         Ok(())
@@ -819,15 +852,25 @@ impl<'g, 'a> Importer<'g, 'a> {
         };
         let (fin, fout) = (usize_of(fin, node, "fin")?, usize_of(fout, node, "fout")?);
         checked_elems(node, &[fin, fout])?;
-        let shape = self.b.shape(x).clone();
-        if shape != [fin] {
+        // Any rank: a tensor whose batch the exporter merged with the next axes
+        // (`x.view(-1, d)`) keeps its per-sample shape.
+        let mut shape = self.b.shape(x).clone();
+        if shape.last() != Some(&fin) {
             return Err(unsupported(
                 node,
-                format!("input shape {shape:?} for a weight of {fin} inputs"),
+                format!(
+                    "input shape {} for a weight of {fin} inputs",
+                    shape_text(&shape)
+                ),
             ));
         }
         let bias = self.bias(node, input(node, 2), fout)?;
-        self.push(node, OpKind::Linear { fin, fout, bias }, &[x], vec![fout])?;
+        *shape.last_mut().expect("checked") = fout;
+        let id = self.b.ops.len();
+        self.push(node, OpKind::Linear { fin, fout, bias }, &[x], shape)?;
+        if self.merged.contains(&x) {
+            self.merged.insert(id);
+        }
         Ok(())
     }
 
@@ -839,58 +882,22 @@ impl<'g, 'a> Importer<'g, 'a> {
         self.push(node, OpKind::Dropout { p }, &[x], shape)?;
         Ok(())
     }
+}
 
-    /// An `Add` of two activations of one shape.
-    fn add(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let xs = (0..node.input.len())
-            .map(|i| self.activation(node, node.input[i]))
-            .collect::<Result<Vec<_>, _>>()?;
-        if xs.len() != 2 {
-            return Err(unsupported(node, "only the sum of two activations"));
-        }
-        let shape = self.b.shape(xs[0]).clone();
-        if xs.len() != 2 || xs.iter().any(|&x| *self.b.shape(x) != shape) {
-            return Err(unsupported(
-                node,
-                "only the sum of two activations of one shape",
-            ));
-        }
-        self.push(node, OpKind::Add, &xs, shape)?;
-        Ok(())
-    }
-
-    /// A `Concat` of activations along the channels of NCHW maps.
-    fn concat(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let at = Attrs { node };
-        let xs = (0..node.input.len())
-            .map(|i| self.activation(node, node.input[i]))
-            .collect::<Result<Vec<_>, _>>()?;
-        let axis = at.int("axis", 1);
-        let Some(&x0) = xs.first() else {
-            return Err(unsupported(node, "no inputs"));
-        };
-        let mut shape = self.b.shape(x0).clone();
-        if axis != 1 || shape.len() != 3 {
-            return Err(unsupported(
-                node,
-                format!("axis {axis} (only channels of NCHW)"),
-            ));
-        }
-        if xs.iter().any(|&x| self.b.shape(x)[1..] != shape[1..]) {
-            return Err(unsupported(node, "inputs of different spatial sizes"));
-        }
-        shape[0] = xs.iter().map(|&x| self.b.shape(x)[0]).sum();
-        self.push(node, OpKind::Cat, &xs, shape)?;
-        Ok(())
-    }
+/// The graph's data input as read.
+struct DataInput<'a> {
+    name: &'a str,
+    /// Per sample: `[C, H, W]` images, `[S]` token ids, `[S, D]` sequences of vectors.
+    shape: Shape,
+    /// Bytes per element of token ids (int64: 8, int32: 4); `None` for floats.
+    id_bytes: Option<usize>,
+    /// The batch axis's size in the file, when it has one.
+    batch: Option<i64>,
 }
 
 /// The per-sample shape of the graph's data input: from the file, or `given` (which must
 /// agree with the file where the file has numbers).
-fn input_shape<'a>(
-    graph: &Graph<'a>,
-    given: Option<&[usize]>,
-) -> Result<(&'a str, Shape), OnnxError> {
+fn input_shape<'a>(graph: &Graph<'a>, given: Option<&[usize]>) -> Result<DataInput<'a>, OnnxError> {
     let inits: std::collections::HashSet<&str> =
         graph.initializer.iter().map(|t| t.name()).collect();
     let data: Vec<_> = graph
@@ -905,15 +912,18 @@ fn input_shape<'a>(
             data.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
         )));
     };
-    match input.tensor_elem_type() {
-        Some(DataType::Float) | Some(DataType::Float16) | Some(DataType::Bfloat16) | None => {}
+    let id_bytes = match input.tensor_elem_type() {
+        Some(DataType::Float) | Some(DataType::Float16) | Some(DataType::Bfloat16) | None => None,
+        Some(DataType::Int64) => Some(8),
+        Some(DataType::Int32) => Some(4),
         Some(t) => {
             return Err(OnnxError::Input(format!(
-                "{:?} has element type {t:?}; only floating-point images are supported",
+                "{:?} has element type {t:?}; pipeopt reads floating-point images or \
+                 sequences, or integer token ids",
                 input.name
             )))
         }
-    }
+    };
     let dims: Vec<Option<usize>> = input
         .tensor_shape()
         .map(|s| {
@@ -957,12 +967,24 @@ fn input_shape<'a>(
                 ))
             })?,
     };
-    if shape.len() != 3 || shape.contains(&0) || shape.iter().any(|&d| d > LIMIT) {
+    let rank_ok = match id_bytes {
+        Some(_) => shape.len() == 1,
+        None => shape.len() == 2 || shape.len() == 3,
+    };
+    if !rank_ok || shape.contains(&0) || shape.iter().any(|&d| d > LIMIT) {
         return Err(OnnxError::Input(format!(
-            "per-sample shape {shape:?}: pipeopt imports image networks (C,H,W, all positive)"
+            "per-sample shape {shape:?} of {:?}: pipeopt imports images (C,H,W), sequences \
+             of vectors (S,D) and token ids (S, integers), all positive",
+            input.name
         )));
     }
-    Ok((input.name, shape))
+    let batch = dims.first().copied().flatten().map(|b| b as i64);
+    Ok(DataInput {
+        name: input.name,
+        shape,
+        id_bytes,
+        batch,
+    })
 }
 
 /// Cuts the op list of one builder (op 0 the input, ops in topological order) into blocks
@@ -979,7 +1001,8 @@ fn split_blocks(ops: Vec<Op>) -> Vec<Block> {
         alive -= ops[..i].iter().filter(|o| last_use[o.id] == i).count();
         // No cut before an op that writes no tensor of its own (an in-place ReLU, a view):
         // its block would hold nothing but an alias of the boundary tensor.
-        let aliasing = matches!(ops[i + 1].kind, OpKind::Relu { .. } | OpKind::Flatten);
+        let aliasing = matches!(ops[i + 1].kind, OpKind::Relu { .. })
+            || super::analytic::is_view(&ops[i + 1].kind);
         if alive == 1 && last_use[i] > i && !aliasing {
             cuts.push(i);
         }
@@ -1071,7 +1094,19 @@ pub fn network_from_onnx(
     if graph.node.is_empty() {
         return Err(OnnxError::Graph("no nodes".into()));
     }
-    let (input_name, shape) = input_shape(graph, given_shape)?;
+    let data = input_shape(graph, given_shape)?;
+    let (input_name, shape) = (data.name, data.shape.clone());
+    let mut readers: HashMap<&str, usize> = HashMap::new();
+    for node in &graph.node {
+        for i in node.input.iter().filter(|s| !s.is_empty()) {
+            *readers.entry(i).or_default() += 1;
+        }
+    }
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(1, |o| o.version);
     let mut importer = Importer {
         graph,
         constants: graph
@@ -1082,6 +1117,13 @@ pub fn network_from_onnx(
         producer: HashMap::from([(input_name, 0)]),
         b: B::new(name, shape.clone()),
         accept_fused: read.accept_fused,
+        values: HashMap::new(),
+        decoded: Default::default(),
+        readers,
+        opset,
+        batch: data.batch.unwrap_or(seq::SYMBOLIC_BATCH),
+        merged: HashSet::new(),
+        strides: HashMap::new(),
     };
     let missing = unsupported_ops(graph);
     if !missing.is_empty() {
@@ -1140,7 +1182,7 @@ pub fn network_from_onnx(
     Ok(Network {
         name: name.into(),
         input: shape,
-        input_elem_bytes: None,
+        input_elem_bytes: data.id_bytes,
         blocks: split_blocks(ops),
     })
 }
@@ -1589,7 +1631,7 @@ mod tests {
         let mut model = onnx_rs::parse(&bytes).unwrap();
         let g = model.graph.as_mut().unwrap();
         for k in [2, 9] {
-            g.node[k].op_type = OpType::Softmax;
+            g.node[k].op_type = OpType::Einsum;
         }
         g.node[5].op_type = OpType::LSTM;
         let first_lstm = node_name(&g.node[5]);
@@ -1599,7 +1641,7 @@ mod tests {
             err,
             OnnxError::UnsupportedOps(vec![
                 UnsupportedOp {
-                    op: "Softmax".into(),
+                    op: "Einsum".into(),
                     count: 2,
                     first_node: "/stem/relu".into()
                 },
@@ -1613,7 +1655,7 @@ mod tests {
         let text = err.to_string();
         for part in [
             "2 op types",
-            "Softmax (2 nodes",
+            "Einsum (2 nodes",
             "/stem/relu",
             "LSTM (1 node",
             &first_lstm,

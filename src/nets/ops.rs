@@ -190,7 +190,7 @@ fn op_graph_timed(
                     .filter(|o| o.inputs.contains(&op.inputs[0]))
                     .count()
                     == 1;
-            if matches!(op.kind, OpKind::Flatten) || inplace {
+            if super::analytic::is_view(&op.kind) || inplace {
                 memory[gid[i]].alias_of = Some(gid[op.inputs[0]]);
             }
         }

@@ -1,5 +1,7 @@
 //! What several test files share: the binary under test, run as a user runs it.
 
+pub mod onnx;
+
 /// The `pipeopt` binary cargo built for the tests, as a command to run.
 pub fn pipeopt() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("pipeopt").unwrap()
