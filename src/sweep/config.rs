@@ -290,16 +290,7 @@ impl Experiment {
             };
         let memory = parse_list("memory", &raw.memory, parse_bytes)?;
         let bandwidth = parse_list("bandwidth", &raw.bandwidth, parse_bandwidth)?;
-        let job_timeout = match &raw.job_timeout {
-            None => 3600.0,
-            Some(t) => parse_seconds(t).map_err(|e| bad("job_timeout", e.to_string()))?,
-        };
-        if job_timeout <= 0.0 {
-            return Err(bad(
-                "job_timeout",
-                "must be positive (every job would be killed at once)".into(),
-            ));
-        }
+        let job_timeout = job_timeout(raw.job_timeout.as_deref(), &src)?;
         let mut labels = std::collections::HashSet::new();
         for (i, a) in raw.algorithms.iter().enumerate() {
             let label = a.label.as_deref().unwrap_or(a.name.name());
@@ -360,11 +351,7 @@ impl Experiment {
             ));
         }
         let algorithms = check_algorithms(raw.algorithms, &instances, &raw.processors, &src)?;
-        use sha2::Digest;
-        let config_hash = sha2::Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let config_hash = config_hash(text);
         Ok(Experiment {
             name: raw.name,
             instances,
@@ -393,6 +380,31 @@ impl Experiment {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The identity of an experiment's text, the same for both kinds of sweep: the SHA-256 of
+/// the file, in hexadecimal. Rows and shards carry it; `merge` refuses to mix two.
+pub fn config_hash(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The `job_timeout` key of an experiment file, in seconds: one hour when absent; positive.
+pub fn job_timeout(raw: Option<&str>, src: &str) -> Result<f64, InputError> {
+    let bad = |reason: String| InputError::new(src, "job_timeout", reason);
+    let seconds = match raw {
+        None => 3600.0,
+        Some(t) => parse_seconds(t).map_err(|e| bad(e.to_string()))?,
+    };
+    if seconds <= 0.0 {
+        return Err(bad(
+            "must be positive (every job would be killed at once)".into()
+        ));
+    }
+    Ok(seconds)
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ struct RawExperiment {
     /// Parallel threads (0 = one per core).
     #[serde(default)]
     workers: usize,
+    /// Wall-clock limit of one job (one configuration), e.g. "15min"; one hour by default.
+    #[serde(default)]
+    job_timeout: Option<String>,
     #[serde(rename = "case")]
     cases: Vec<RawCase>,
     /// Figure 7's panels: D and the micro-batch counts drawn (from the `weak` study).
@@ -167,6 +170,10 @@ pub struct SyncExperiment {
     pub schedules: Vec<String>,
     pub bandwidth: f64,
     pub workers: usize,
+    /// Seconds one job may take before it is killed and recorded as an error.
+    pub job_timeout: f64,
+    /// The SHA-256 of the experiment file (`sweep::config::config_hash`).
+    pub config_hash: String,
     pub cases: Vec<Case>,
     pub memory_figure: Option<RawMemoryFigure>,
     pub optimum: Option<OptimumSettings>,
@@ -271,6 +278,8 @@ impl SyncExperiment {
             schedules: raw.schedules,
             bandwidth,
             workers: raw.workers,
+            job_timeout: super::config::job_timeout(raw.job_timeout.as_deref(), &src)?,
+            config_hash: super::config::config_hash(text),
             cases,
             memory_figure: raw.memory_figure,
             optimum,
@@ -1093,7 +1102,7 @@ pub fn run(
     }
     let ctx = RunContext {
         experiment: exp.name.clone(),
-        config_hash: String::new(),
+        config_hash: exp.config_hash.clone(),
         git_revision: super::run::git_revision(),
     };
     let journal = match opts.shard {
@@ -1107,7 +1116,11 @@ pub fn run(
         &all,
         &journal,
         &ctx,
-        &opts.engine(exp.workers, std::time::Duration::MAX, &exp.name),
+        &opts.engine(
+            exp.workers,
+            std::time::Duration::from_secs_f64(exp.job_timeout),
+            &exp.name,
+        ),
     )?;
     let errors: Vec<String> = done
         .records
