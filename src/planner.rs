@@ -154,3 +154,33 @@ pub fn check_period(period: Option<Seconds>) -> Result<(), crate::InputError> {
         _ => Ok(()),
     }
 }
+
+/// A time limit given as an option (`--time-limit`, an experiment file's `time_limit`): a
+/// positive duration of at most [`crate::units::MAX_SECONDS`].
+pub fn checked_time_limit(
+    time_limit: Option<Seconds>,
+) -> Result<Option<std::time::Duration>, crate::InputError> {
+    let Some(t) = time_limit else {
+        return Ok(None);
+    };
+    std::time::Duration::try_from_secs_f64(t)
+        .ok()
+        .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
+        .map(Some)
+        .ok_or_else(|| {
+            crate::InputError::new(
+                "--time-limit",
+                "",
+                format!(
+                    "must be a positive duration of at most {:e} s, got {t}",
+                    crate::units::MAX_SECONDS
+                ),
+            )
+        })
+}
+
+/// A planner's deadline passed before its search ended: nothing was found or proven (a
+/// limit is never reported as infeasibility).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the time limit passed before the search ended")]
+pub struct OutOfTime;

@@ -12,5 +12,5 @@ mod driver;
 pub mod registry;
 
 pub use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution, SolverSummary};
-pub use driver::run;
+pub use driver::{empty_report, run};
 pub use registry::{planner, Algorithm, Configured};

@@ -71,39 +71,46 @@ impl Default for MilpOptions {
 impl MilpOptions {
     /// The options of `--time-limit` and `--threads` (experiment files: `time_limit`,
     /// `threads`), checked: a positive duration of at most [`crate::units::MAX_SECONDS`],
-    /// one thread or more.
+    /// 1 to [`MAX_THREADS`] threads.
     pub fn from_limits(
         time_limit: Option<crate::units::Seconds>,
         threads: Option<usize>,
     ) -> Result<MilpOptions, crate::InputError> {
         let mut m = MilpOptions::default();
-        if let Some(t) = time_limit {
-            m.time_limit = Some(
-                Duration::try_from_secs_f64(t)
-                    .ok()
-                    .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
-                    .ok_or_else(|| {
-                        crate::InputError::new(
-                            "--time-limit",
-                            "",
-                            format!(
-                                "must be a positive duration of at most {:e} s, got {t}",
-                                crate::units::MAX_SECONDS
-                            ),
-                        )
-                    })?,
-            );
-        }
+        m.time_limit = crate::planner::checked_time_limit(time_limit)?;
         if let Some(n) = threads {
-            m.threads = u32::try_from(n)
-                .ok()
-                .and_then(NonZeroU32::new)
-                .ok_or_else(|| {
-                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
-                })?;
+            m.threads = checked_threads(n)?;
         }
         Ok(m)
     }
+}
+
+/// The most HiGHS threads `--threads` accepts. HiGHS starts every thread it is given
+/// whatever the machine: 1000 of them made a 0.1 s solve take 6 s, 100000 exhausted memory.
+/// Within the range, HiGHS gets at most as many threads as the machine has cores
+/// ([`Model::solve`]), so that one experiment file runs on machines of any size.
+pub const MAX_THREADS: usize = 256;
+
+/// `--threads` (an experiment file's `threads`) checked: 1 to [`MAX_THREADS`].
+pub fn checked_threads(n: usize) -> Result<NonZeroU32, crate::InputError> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&t| t as usize <= MAX_THREADS)
+        .and_then(NonZeroU32::new)
+        .ok_or_else(|| {
+            crate::InputError::new(
+                "--threads",
+                "",
+                format!("must be 1 to {MAX_THREADS}, got {n}"),
+            )
+        })
+}
+
+/// The threads HiGHS is given for `asked`: at most the machine's cores (HiGHS gains nothing
+/// from more and pays for each one it starts).
+fn highs_threads(asked: NonZeroU32) -> i32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (asked.get() as usize).min(cores).min(MAX_THREADS) as i32
 }
 
 /// How a solve ended.
@@ -334,9 +341,9 @@ impl Model {
         opt(
             &mut model,
             "threads",
-            OptionValue::I(options.threads.get().min(i32::MAX as u32) as i32),
+            OptionValue::I(highs_threads(options.threads)),
         )?;
-        if options.threads.get() > 1 {
+        if highs_threads(options.threads) > 1 {
             opt(&mut model, "parallel", OptionValue::S("on"))?;
         }
         opt(
