@@ -329,13 +329,20 @@ fn transfer_disjunctions(
     }
 }
 
-/// The feasibility MILP at `period` for the grouped instance (module docs).
-fn feasibility(grouped: &Instance, platform: &Platform, period: Seconds) -> (Model, Layout) {
+/// The feasibility MILP at `period` for the grouped instance (module docs), built within
+/// `left` ([`Model::set_budget`]: past it the model is not solved).
+fn feasibility(
+    grouped: &Instance,
+    platform: &Platform,
+    period: Seconds,
+    left: Option<Duration>,
+) -> (Model, Layout) {
     let g_n = grouped.len();
     let p_n = platform.processors;
     let ops = Ops { groups: g_n };
     let n = ops.len();
     let mut m = Model::new();
+    m.set_budget(left);
     let mem = platform.memory;
     let sums = grouped.sums();
 
@@ -832,7 +839,7 @@ pub fn optimum_over_groups(
                     left: Option<Duration>,
                     out: &mut GeneralOutcome|
      -> crate::error::Result<Probe> {
-        let (model, layout) = feasibility(&grouped, platform, period);
+        let (model, layout) = feasibility(&grouped, platform, period, left);
         let r = model.solve(options, left)?;
         out.solves += 1;
         out.nodes += r.nodes;

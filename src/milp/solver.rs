@@ -162,6 +162,18 @@ pub struct Model {
     nonzeros: usize,
     /// Solve without HiGHS's presolve ([`Model::set_presolve`]).
     presolve_off: bool,
+    /// The size and time the model may take to build ([`Model::set_budget`]).
+    budget: Option<Budget>,
+    /// True once a row was dropped for the budget: the model is not solved.
+    over_budget: bool,
+}
+
+/// A model's building budget: the nonzeros HiGHS could set up within the time limit
+/// ([`SETUP_SECONDS_PER_NONZERO`]) and the deadline of the building itself.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    nonzeros: usize,
+    deadline: Instant,
 }
 
 /// Seconds HiGHS spends per nonzero coefficient, at least, before it first checks its time
@@ -232,9 +244,37 @@ impl Model {
         Var(self.cols.len() - 1)
     }
 
+    /// Builds the model under `time_limit` (from now): past the nonzeros HiGHS could set up
+    /// in that time, or past the time itself, rows are dropped and the model is not solved
+    /// ([`Model::over_budget`]; [`Model::solve`] answers "no solution within the limit").
+    /// Model building does not otherwise look at the clock, and a model of millions of
+    /// nonzeros took gigabytes and tens of seconds to build before HiGHS was called.
+    pub fn set_budget(&mut self, time_limit: Option<Duration>) {
+        self.budget = time_limit.map(|t| Budget {
+            nonzeros: (t.as_secs_f64() / SETUP_SECONDS_PER_NONZERO).min(usize::MAX as f64) as usize,
+            deadline: Instant::now() + t,
+        });
+    }
+
+    /// True when a row was dropped for the budget of [`Model::set_budget`].
+    pub fn over_budget(&self) -> bool {
+        self.over_budget
+    }
+
     /// `lo <= sum coef * x <= hi` (use infinities for one-sided rows). A variable may appear
     /// in several terms: their coefficients are summed (HiGHS rejects repeated columns).
     pub fn row(&mut self, lo: f64, hi: f64, terms: &[(Var, f64)]) {
+        if let Some(b) = self.budget {
+            // The clock is read every 1024 rows: a row costs microseconds.
+            let rows = self.problem.num_rows();
+            if self.over_budget
+                || self.nonzeros + terms.len() > b.nonzeros
+                || (rows % 1024 == 0 && Instant::now() >= b.deadline)
+            {
+                self.over_budget = true;
+                return;
+            }
+        }
         let mut merged: Vec<(Var, f64)> = terms.to_vec();
         merged.sort_by_key(|&(v, _)| v.0);
         merged.dedup_by(|b, a| {
@@ -308,7 +348,7 @@ impl Model {
     ) -> crate::error::Result<SolveResult> {
         let n = self.cols.len();
         let limit = time_left.or(options.time_limit);
-        if self.setup_outlasts(limit) {
+        if self.over_budget || self.setup_outlasts(limit) {
             return Ok(SolveResult::undecided(0));
         }
         let mut model = self
