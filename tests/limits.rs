@@ -247,3 +247,95 @@ fn threads_have_a_range() {
     assert!(pipeopt::milp::solver::checked_threads(256).is_ok());
     assert!(pipeopt::milp::solver::checked_threads(257).is_err());
 }
+
+/// A legal instance whose numbers the MILPs cannot scale (a layer of 1e-300 s, one of
+/// 3e298 bytes: HiGHS once rejected the model, exit 1) is refused up front by the MILP
+/// algorithms, exit 2, naming the file, the field and the supported range; the DPs still
+/// plan it.
+#[test]
+fn numbers_outside_the_milp_range_are_refused_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let toy = format!("{}/instances/toy-chain.json", env!("CARGO_MANIFEST_DIR"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(toy).unwrap()).unwrap();
+    v["layers"][0]["fwd"] = 1e-300.into();
+    v["layers"][1]["weights"] = 3e298.into();
+    let file = dir.path().join("extreme.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    for (name, field) in [
+        ("ilp", "layers[0].fwd"),
+        ("best", "layers[0].fwd"),
+        ("madpipe", "layers[0].fwd"),
+        ("contiguous-opt", "layers[0].fwd"),
+    ] {
+        let o = crate::support::pipeopt()
+            .timeout(Duration::from_secs(120))
+            .args([
+                "plan",
+                "-i",
+                file,
+                "-p",
+                "2",
+                "-m",
+                "8GiB",
+                "-b",
+                "12GB/s",
+                "-a",
+                name,
+                "--time-limit",
+                "10s",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        for word in [file, field, "1e-12 s"] {
+            assert!(err.contains(word), "{name}: {word} not in {err}");
+        }
+    }
+    v["layers"][0]["fwd"] = 1.0.into();
+    std::fs::write(dir.path().join("heavy.json"), v.to_string()).unwrap();
+    let heavy = dir.path().join("heavy.json");
+    let o = crate::support::pipeopt()
+        .timeout(Duration::from_secs(120))
+        .args(["plan", "-i", heavy.to_str().unwrap()])
+        .args([
+            "-p",
+            "2",
+            "-m",
+            "8GiB",
+            "-b",
+            "12GB/s",
+            "-a",
+            "ilp",
+            "--time-limit",
+            "10s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("layers[1].weights") && err.contains("1e9 times"),
+        "{err}"
+    );
+    // A DP has no such limit: it plans (or finds the instance infeasible), exit 0.
+    crate::support::pipeopt()
+        .timeout(Duration::from_secs(120))
+        .args([
+            "plan",
+            "-i",
+            file,
+            "-p",
+            "2",
+            "-m",
+            "8GiB",
+            "-b",
+            "12GB/s",
+            "-a",
+            "pipedream",
+        ])
+        .assert()
+        .success();
+}

@@ -229,7 +229,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         ));
         watchdog(started, limit, report, args.json, args.out.clone())
     });
-    let (plan, report) = algorithm::run(planner.as_ref(), &problem)?;
+    let (plan, report) = algorithm::run(planner.as_ref(), &problem).map_err(|e| {
+        // The planners name the instance's fields; the file is ours to name.
+        if e.source == "instance" {
+            e.in_file(&args.instance)
+        } else {
+            e
+        }
+    })?;
     // The watchdog stands down (or, past its deadline and printing, ends the process).
     let _finished = finished.as_ref().map(|f| {
         let mut done = f.lock().unwrap_or_else(|e| e.into_inner());

@@ -89,6 +89,7 @@ impl Planner for MadPipePlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         // One limit for both phases: the first phase stops at it, the second gets what is
         // left of it.
         let started = std::time::Instant::now();
