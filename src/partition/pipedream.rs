@@ -369,6 +369,20 @@ struct Table {
 }
 
 impl Table {
+    /// `rows` x `n` x `machines` entries, every time infinite.
+    fn new(n: usize, machines: usize, rows: usize) -> Table {
+        let size = rows * n * machines;
+        Table {
+            n,
+            machines,
+            rows,
+            time: vec![f64::INFINITY; size],
+            split: vec![0; size],
+            prev: vec![0; size],
+            replicas: vec![0; size],
+        }
+    }
+
     fn at(&self, i: usize, j: usize, m: usize) -> usize {
         (i * self.n + j) * self.machines + m
     }
@@ -537,31 +551,11 @@ fn solve_level<C: Cuts>(
     deadline: Option<Instant>,
 ) -> Option<Table> {
     let n = cuts.last_state();
-    // The level-1 time of the stage from state `a` to state `j + 1`: the table when there
-    // is one (`solve_pruned`), the cuts otherwise.
-    let stage_compute = |a: usize, j: usize| {
-        if !compute.is_empty() {
-            compute[a * n + j]
-        } else if cuts.nested(a, j + 1) {
-            cuts.compute(a, j + 1)
-        } else {
-            f64::INFINITY
-        }
-    };
+    let stage_compute = |a: usize, j: usize| level_one(cuts, compute, a, j);
     let nm = level.processors;
     let b = level.bandwidth;
     let ratio = config.activation_compression;
-    let rows = if last_level { 1 } else { n };
-    let size = rows * n * nm;
-    let mut t = Table {
-        n,
-        machines: nm,
-        rows,
-        time: vec![f64::INFINITY; size],
-        split: vec![0; size],
-        prev: vec![0; size],
-        replicas: vec![0; size],
-    };
+    let mut t = Table::new(n, nm, if last_level { 1 } else { n });
     let memory_ok = |stash_weights: Bytes, in_flight: usize| match config.memory {
         Some(limit) => in_flight as f64 * stash_weights <= limit,
         None => true,
@@ -689,6 +683,18 @@ fn solve_level<C: Cuts>(
         }
     }
     Some(t)
+}
+
+/// The level-1 time of the stage from state `a` to state `j + 1`: `compute`, the table,
+/// when there is one ([`solve_pruned`]), the cuts otherwise.
+fn level_one<C: Cuts>(cuts: &C, compute: &[f64], a: usize, j: usize) -> Seconds {
+    if !compute.is_empty() {
+        compute[a * cuts.last_state() + j]
+    } else if cuts.nested(a, j + 1) {
+        cuts.compute(a, j + 1)
+    } else {
+        f64::INFINITY
+    }
 }
 
 /// True once `deadline` has passed.
