@@ -98,6 +98,8 @@ fn run(
         cmd.args(["--partition", &starts.join(",")]);
     }
     let started = Instant::now();
+    // Reaped by `wait4` below, which `Child::wait` cannot replace (it gives no rusage).
+    #[allow(clippy::zombie_processes)]
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

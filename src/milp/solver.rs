@@ -76,8 +76,10 @@ impl MilpOptions {
         time_limit: Option<crate::units::Seconds>,
         threads: Option<usize>,
     ) -> Result<MilpOptions, crate::InputError> {
-        let mut m = MilpOptions::default();
-        m.time_limit = crate::planner::checked_time_limit(time_limit)?;
+        let mut m = MilpOptions {
+            time_limit: crate::planner::checked_time_limit(time_limit)?,
+            ..MilpOptions::default()
+        };
         if let Some(n) = threads {
             m.threads = checked_threads(n)?;
         }
