@@ -9,7 +9,8 @@
 //! Run: `cargo build --profile fastrel && cargo bench --profile fastrel --bench time_limits`
 //! (`PIPEOPT_BIN` names another binary; `TIME_LIMITS_CHAINS=5000` runs only the chains
 //! whose name contains it; `TIME_LIMITS_ALGORITHMS=ilp,best` only those algorithms). Without
-//! `--bench` (`cargo test --all-targets`), a smoke run: the toy chain, one algorithm.
+//! `--bench` (`cargo test --all-targets`), a smoke run: the toy chain, two algorithms.
+//! `TIME_LIMITS_DIR=/tmp/chains` keeps the long chains there (to rerun one case by hand).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -164,7 +165,15 @@ fn main() {
         }
         std::process::exit(1);
     }
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let temporary = tempfile::tempdir().expect("a temporary directory");
+    let dir = std::env::var_os("TIME_LIMITS_DIR").map_or_else(
+        || temporary.path().to_path_buf(),
+        |d| {
+            let d = PathBuf::from(d);
+            std::fs::create_dir_all(&d).expect("TIME_LIMITS_DIR: a folder");
+            d
+        },
+    );
     let mut chains: Vec<(String, PathBuf, usize)> = Vec::new();
     if smoke {
         let toy = root().join("instances/toy-chain.json");
@@ -187,7 +196,7 @@ fn main() {
         for layers in [1500, 5000] {
             let name = format!("op-chains-{layers}");
             let chain = concatenated(&name, &parts, layers);
-            let path = dir.path().join(format!("{name}.json"));
+            let path = dir.join(format!("{name}.json"));
             std::fs::write(&path, serde_json::to_string(&chain).expect("serializes"))
                 .expect("writes");
             chains.push((name, path, layers));

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::judge::judge_pattern;
 use crate::model::bounds::period_lower_bound;
-use crate::model::{Placement, Plan, PlanReport, Status};
+use crate::model::{Placement, Plan, PlanReport, Platform, Status};
 use crate::planner::{Outcome, Planner, Problem};
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
@@ -24,7 +24,7 @@ pub fn run(
     let started = Instant::now();
     let outcome = planner.plan(problem);
     let seconds = started.elapsed().as_secs_f64();
-    let mut report = empty_report(&planner.name(), problem);
+    let mut report = empty_report(&planner.name(), &problem.instance.name, problem.platform);
     report.solve_seconds = Some(seconds);
     let global = planner.bound_is_global();
     Ok(match outcome {
@@ -126,16 +126,16 @@ pub fn run(
     })
 }
 
-/// The report of `algorithm` on `problem` before anything is known: status "error", no
-/// plan. [`run`] fills it in; the command line's watchdog reports a run that outlasts its
-/// time limit with it (status "timeout").
-pub fn empty_report(algorithm: &str, problem: &Problem) -> PlanReport {
+/// The report of `algorithm` on the instance named `instance` and `platform` before
+/// anything is known: status "error", no plan. [`run`] fills it in; the command line's
+/// watchdog reports a run that outlasts its time limit with it (status "timeout").
+pub fn empty_report(algorithm: &str, instance: &str, platform: &Platform) -> PlanReport {
     PlanReport {
         algorithm: algorithm.to_string(),
-        instance: problem.instance.name.clone(),
-        processors: problem.platform.processors,
-        memory: problem.platform.memory,
-        bandwidth: problem.platform.bandwidth,
+        instance: instance.to_string(),
+        processors: platform.processors,
+        memory: platform.memory,
+        bandwidth: platform.bandwidth,
         status: Status::Error,
         period: None,
         planned_period: None,

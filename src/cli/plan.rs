@@ -156,39 +156,49 @@ fn watchdog_grace(limit: f64) -> Duration {
 /// outlast it), but a phase of a solver that does not look at the clock (HiGHS's presolve)
 /// could still run past it. Past the limit and [`watchdog_grace`], this thread prints
 /// `report` (status "timeout", no plan), removes a stale `--out` and ends the process
-/// without running destructors (the planner's thread is still in its work). The flag it
-/// returns is set by the main thread once the planner returned; the thread then does
+/// without running destructors (the planner's thread is still in its work). The [`Watch`] it
+/// returns is marked done by the main thread once the planner returned; the thread then does
 /// nothing.
 fn watchdog(
     started: Instant,
     limit: f64,
-    mut report: pipeopt::model::PlanReport,
+    report: pipeopt::model::PlanReport,
     json: bool,
     out: Option<PathBuf>,
-) -> Arc<Mutex<bool>> {
-    let finished = Arc::new(Mutex::new(false));
-    let flag = Arc::clone(&finished);
+) -> Arc<Mutex<Watch>> {
+    let watch = Arc::new(Mutex::new(Watch {
+        done: false,
+        report,
+    }));
+    let shared = Arc::clone(&watch);
     let at = started + Duration::from_secs_f64(limit) + watchdog_grace(limit);
     std::thread::spawn(move || {
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
-        let done = flag.lock().unwrap_or_else(|e| e.into_inner());
-        if *done {
+        let mut watch = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if watch.done {
             return;
         }
-        report.solve_seconds = Some(started.elapsed().as_secs_f64());
+        watch.report.solve_seconds = Some(started.elapsed().as_secs_f64());
         if let Some(path) = &out {
             let _ = remove_stale(path);
         }
         let text = if json {
-            serde_json::to_string(&report).map_or_else(|e| e.to_string(), |t| t + "\n")
+            serde_json::to_string(&watch.report).map_or_else(|e| e.to_string(), |t| t + "\n")
         } else {
-            Human(&report).to_string()
+            Human(&watch.report).to_string()
         };
         let _ = super::emit(&text, ExitCode::SUCCESS);
         // SAFETY: `_exit` ends the process at once; stdout was flushed by `emit`.
         unsafe { libc::_exit(0) }
     });
-    finished
+    watch
+}
+
+/// What the watchdog and the main thread share: whether the planner returned, and the
+/// report the watchdog prints if it did not.
+struct Watch {
+    done: bool,
+    report: pipeopt::model::PlanReport,
 }
 
 /// A relative gap such as 0.05 (5%), checked as `best` checks it (a NaN would otherwise
@@ -202,8 +212,26 @@ fn parse_relative_gap(text: &str) -> Result<f64, String> {
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let instance = Instance::load(&args.instance)?;
     let platform = args.platform.platform()?;
+    // The watchdog is armed before the instance is read: reading a long chain is part of
+    // the run the limit bounds.
+    let name = args.algorithm.descriptor().name;
+    let watch = pipeopt::planner::checked_time_limit(args.options.time_limit)?.map(|limit| {
+        let stem = args.instance.file_stem().unwrap_or_default();
+        let mut report = algorithm::empty_report(name, &stem.to_string_lossy(), &platform);
+        report.status = Status::Timeout;
+        let limit = limit.as_secs_f64();
+        report.messages.push(format!(
+            "{name} had not returned {:.1} s after its time limit of {limit} s: stopped \
+             without a plan (nothing was proven)",
+            watchdog_grace(limit).as_secs_f64()
+        ));
+        watchdog(started, limit, report, args.json, args.out.clone())
+    });
+    let instance = Instance::load(&args.instance)?;
+    if let Some(w) = &watch {
+        w.lock().unwrap_or_else(|e| e.into_inner()).report.instance = instance.name.clone();
+    }
     if platform.memory < 1048576.0 {
         eprintln!(
             "warning: --memory is {} bytes; sizes without a unit are bytes (did you mean {}GiB?)",
@@ -218,17 +246,6 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         instance: &instance,
         platform: &platform,
     };
-    let finished = args.options.time_limit.map(|limit| {
-        let mut report = algorithm::empty_report(&planner.name(), &problem);
-        report.status = Status::Timeout;
-        report.messages.push(format!(
-            "{} had not returned {:.1} s after its time limit of {limit} s: stopped without \
-             a plan (nothing was proven)",
-            planner.name(),
-            watchdog_grace(limit).as_secs_f64()
-        ));
-        watchdog(started, limit, report, args.json, args.out.clone())
-    });
     let (plan, report) = algorithm::run(planner.as_ref(), &problem).map_err(|e| {
         // The planners name the instance's fields; the file is ours to name.
         if e.source == "instance" {
@@ -238,10 +255,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     // The watchdog stands down (or, past its deadline and printing, ends the process).
-    let _finished = finished.as_ref().map(|f| {
-        let mut done = f.lock().unwrap_or_else(|e| e.into_inner());
-        *done = true;
-        done
+    let _finished = watch.as_ref().map(|w| {
+        let mut watch = w.lock().unwrap_or_else(|e| e.into_inner());
+        watch.done = true;
+        watch
     });
     match (&args.out, &plan) {
         (Some(path), Some(plan)) => plan.save(path)?,
