@@ -39,7 +39,66 @@ impl Problem<'_> {
         }
         Ok(allocation)
     }
+
+    /// The numbers the MILP algorithms support (docs/model.md section 1, "Checks"): every
+    /// nonzero `fwd` and `bwd` within [`MILP_SECONDS`], every size at most
+    /// [`MILP_SIZE_PER_MEMORY`] times the memory. The models divide durations by the period
+    /// and sizes by the memory, and HiGHS refuses coefficients past about 1e15 ("HiGHS
+    /// rejected the model"): a layer of 1e-300 s and 3e298 bytes made one. Refused here,
+    /// naming the field, before any model is built.
+    pub fn check_milp_range(&self) -> Result<(), crate::InputError> {
+        let (lo, hi) = MILP_SECONDS;
+        let memory = self.platform.memory;
+        let time = |field: String, t: f64| {
+            if t != 0.0 && !(lo..=hi).contains(&t) {
+                return Err(crate::InputError::new(
+                    "instance",
+                    field,
+                    format!(
+                        "{t:e} s is outside the range the MILP algorithms support: 0 or {lo:e} s \
+                         to {hi:e} s"
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let size = |field: String, b: f64| {
+            if b > MILP_SIZE_PER_MEMORY * memory {
+                return Err(crate::InputError::new(
+                    "instance",
+                    field,
+                    format!(
+                        "{b:e} bytes is outside the range the MILP algorithms support: at most \
+                         {MILP_SIZE_PER_MEMORY:e} times the memory ({memory:e} bytes)"
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        size("input".into(), self.instance.input)?;
+        for (i, l) in self.instance.layers.iter().enumerate() {
+            let at = |f: &str| format!("layers[{i}].{f}");
+            time(at("fwd"), l.fwd)?;
+            time(at("bwd"), l.bwd)?;
+            size(at("weights"), l.weights)?;
+            size(at("out"), l.out)?;
+            size(at("stash"), l.stash.unwrap_or(0.0))?;
+            size(at("stash_overlap"), l.stash_overlap.unwrap_or(0.0))?;
+        }
+        for (i, e) in self.instance.stash_shared.iter().enumerate() {
+            size(format!("stash_shared[{i}].bytes"), e.bytes)?;
+        }
+        Ok(())
+    }
 }
+
+/// The nonzero layer durations the MILP algorithms support, in seconds
+/// ([`Problem::check_milp_range`]).
+pub const MILP_SECONDS: (Seconds, Seconds) = (1e-12, crate::units::MAX_SECONDS);
+
+/// The largest size, as a multiple of the memory, the MILP algorithms support
+/// ([`Problem::check_milp_range`]).
+pub const MILP_SIZE_PER_MEMORY: f64 = 1e9;
 
 /// What an algorithm found.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,3 +213,33 @@ pub fn check_period(period: Option<Seconds>) -> Result<(), crate::InputError> {
         _ => Ok(()),
     }
 }
+
+/// A time limit given as an option (`--time-limit`, an experiment file's `time_limit`): a
+/// positive duration of at most [`crate::units::MAX_SECONDS`].
+pub fn checked_time_limit(
+    time_limit: Option<Seconds>,
+) -> Result<Option<std::time::Duration>, crate::InputError> {
+    let Some(t) = time_limit else {
+        return Ok(None);
+    };
+    std::time::Duration::try_from_secs_f64(t)
+        .ok()
+        .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
+        .map(Some)
+        .ok_or_else(|| {
+            crate::InputError::new(
+                "--time-limit",
+                "",
+                format!(
+                    "must be a positive duration of at most {:e} s, got {t}",
+                    crate::units::MAX_SECONDS
+                ),
+            )
+        })
+}
+
+/// A planner's deadline passed before its search ended: nothing was found or proven (a
+/// limit is never reported as infeasibility).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the time limit passed before the search ended")]
+pub struct OutOfTime;

@@ -244,6 +244,11 @@ fn option_flags_name_the_algorithms_that_read_them() {
             .filter(|a| a.reads(key))
             .map(|a| a.name())
             .collect();
+        // An option every algorithm reads (`--time-limit`) says so instead of naming them.
+        if readers.len() == Algorithm::ALL.len() {
+            assert!(paragraph.contains("every algorithm"), "{f}: {paragraph}");
+            continue;
+        }
         assert_eq!(named, readers, "{f}: {paragraph}");
         let other = Algorithm::ALL.iter().find(|a| !a.reads(key)).unwrap();
         let e = other.configure(serde_json::json!({ key: 1 })).unwrap_err();

@@ -17,6 +17,7 @@ mod global_bound;
 mod import_pipedream;
 mod input_ranges;
 mod judge_properties;
+mod limits;
 mod madpipe_dp;
 mod milp;
 mod milp_general;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::judge::judge_pattern;
 use crate::model::bounds::period_lower_bound;
-use crate::model::{Placement, Plan, PlanReport, Status};
+use crate::model::{Placement, Plan, PlanReport, Platform, Status};
 use crate::planner::{Outcome, Planner, Problem};
 
 /// Runs a planner, judges its plan, and returns the plan (when there is one) and the report.
@@ -24,26 +24,8 @@ pub fn run(
     let started = Instant::now();
     let outcome = planner.plan(problem);
     let seconds = started.elapsed().as_secs_f64();
-    let mut report = PlanReport {
-        algorithm: planner.name(),
-        instance: problem.instance.name.clone(),
-        processors: problem.platform.processors,
-        memory: problem.platform.memory,
-        bandwidth: problem.platform.bandwidth,
-        status: Status::Error,
-        period: None,
-        planned_period: None,
-        peak_memory: vec![],
-        solve_seconds: Some(seconds),
-        lower_bound: None,
-        global_lower_bound: None,
-        gap: None,
-        case_infeasible: false,
-        stages: vec![],
-        placement: None,
-        messages: vec![],
-        solver: None,
-    };
+    let mut report = empty_report(&planner.name(), &problem.instance.name, problem.platform);
+    report.solve_seconds = Some(seconds);
     let global = planner.bound_is_global();
     Ok(match outcome {
         Err(crate::Error::Input(input)) => return Err(input),
@@ -142,4 +124,30 @@ pub fn run(
             (Some(plan), report)
         }
     })
+}
+
+/// The report of `algorithm` on the instance named `instance` and `platform` before
+/// anything is known: status "error", no plan. [`run`] fills it in; the command line's
+/// watchdog reports a run that outlasts its time limit with it (status "timeout").
+pub fn empty_report(algorithm: &str, instance: &str, platform: &Platform) -> PlanReport {
+    PlanReport {
+        algorithm: algorithm.to_string(),
+        instance: instance.to_string(),
+        processors: platform.processors,
+        memory: platform.memory,
+        bandwidth: platform.bandwidth,
+        status: Status::Error,
+        period: None,
+        planned_period: None,
+        peak_memory: vec![],
+        solve_seconds: None,
+        lower_bound: None,
+        global_lower_bound: None,
+        gap: None,
+        case_infeasible: false,
+        stages: vec![],
+        placement: None,
+        messages: vec![],
+        solver: None,
+    }
 }

@@ -16,5 +16,5 @@ pub mod registry;
 pub mod sync;
 
 pub use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution, SolverSummary};
-pub use driver::run;
+pub use driver::{empty_report, run};
 pub use registry::{planner, Algorithm, Configured};

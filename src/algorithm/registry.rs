@@ -406,12 +406,16 @@ mod tests {
         assert!(Algorithm::MadPipe
             .planner(&json!({"remap_stages": true}))
             .is_ok());
-        // General options too: pipedream has no solver, hence no time limit.
+        // General options too: pipedream has no solver, hence no threads; every algorithm
+        // takes a time limit.
         let e = Algorithm::PipeDream
-            .configure(json!({"time_limit": 10.0}))
+            .configure(json!({"threads": 2}))
             .unwrap_err();
-        assert_eq!(e.source, "--time-limit");
+        assert_eq!(e.source, "--threads");
         assert!(e.reason.contains("best"), "{e}");
+        for a in Algorithm::ALL {
+            assert!(a.reads("time_limit"), "{}", a.descriptor().name);
+        }
         let e = Algorithm::ContiguousOpt
             .configure(json!({"partition": [0]}))
             .unwrap_err();

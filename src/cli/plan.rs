@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clap::builder::{EnumValueParser, PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
@@ -48,13 +50,16 @@ pub struct AlgorithmFlags {
     #[arg(long, value_parser = parse_seconds)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub period: Option<f64>,
-    /// For the MILPs (madpipe, milp-schedule, contiguous-opt, ilp) and best: wall-clock
-    /// limit, e.g. 60s (ilp: 10 min when not given, best: 60 s). At the limit the best plan
-    /// found so far is reported with status "timeout".
+    /// For every algorithm: wall-clock limit, e.g. 60s (ilp: 10 min when not given, best:
+    /// 60 s, the others none). At the limit the best plan found so far is reported with
+    /// status "timeout", or none; the command returns within max(1 s, 10%) of the limit on
+    /// any chain (a watchdog stops a run still going then, reporting "timeout" without a
+    /// plan). A limit reached is never reported as "infeasible".
     #[arg(long, value_parser = parse_seconds)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<f64>,
-    /// For madpipe, milp-schedule, contiguous-opt, ilp and best: HiGHS threads (default 1).
+    /// For madpipe, milp-schedule, contiguous-opt, ilp and best: HiGHS threads, 1 to 256
+    /// (default 1; HiGHS is given at most as many as the machine has cores).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -140,6 +145,62 @@ fn ilp_search_parser() -> impl TypedValueParser<Value = IlpSearch> {
     })
 }
 
+/// How long past its time limit a run may go before the watchdog stops it: max(0.5 s, 5%),
+/// half the tolerance the limit promises (max(1 s, 10%)), the other half for the exit.
+fn watchdog_grace(limit: f64) -> Duration {
+    Duration::from_secs_f64((0.05 * limit).max(0.5))
+}
+
+/// The guarantee behind `--time-limit`: the planners read the clock (each phase stops at
+/// its deadline, and a phase that cannot read it is not started when its size says it would
+/// outlast it), but a phase of a solver that does not look at the clock (HiGHS's presolve)
+/// could still run past it. Past the limit and [`watchdog_grace`], this thread prints
+/// `report` (status "timeout", no plan), removes a stale `--out` and ends the process
+/// without running destructors (the planner's thread is still in its work). The [`Watch`] it
+/// returns is marked done by the main thread once the planner returned; the thread then does
+/// nothing.
+fn watchdog(
+    started: Instant,
+    limit: f64,
+    report: pipeopt::model::PlanReport,
+    json: bool,
+    out: Option<PathBuf>,
+) -> Arc<Mutex<Watch>> {
+    let watch = Arc::new(Mutex::new(Watch {
+        done: false,
+        report,
+    }));
+    let shared = Arc::clone(&watch);
+    let at = started + Duration::from_secs_f64(limit) + watchdog_grace(limit);
+    std::thread::spawn(move || {
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        let mut watch = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if watch.done {
+            return;
+        }
+        watch.report.solve_seconds = Some(started.elapsed().as_secs_f64());
+        if let Some(path) = &out {
+            let _ = remove_stale(path);
+        }
+        let text = if json {
+            serde_json::to_string(&watch.report).map_or_else(|e| e.to_string(), |t| t + "\n")
+        } else {
+            Human(&watch.report).to_string()
+        };
+        let _ = super::emit(&text, ExitCode::SUCCESS);
+        // SAFETY: `_exit` ends the process at once; stdout was flushed by `emit`.
+        unsafe { libc::_exit(0) }
+    });
+    watch
+}
+
+/// What the watchdog and the main thread share: whether the planner returned, and the
+/// report the watchdog prints if it did not.
+struct Watch {
+    done: bool,
+    report: pipeopt::model::PlanReport,
+}
+
 /// A relative gap such as 0.05 (5%), checked as `best` checks it (a NaN would otherwise
 /// reach `best` as a missing option, since JSON has no NaN).
 fn parse_relative_gap(text: &str) -> Result<f64, String> {
@@ -150,8 +211,27 @@ fn parse_relative_gap(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let instance = Instance::load(&args.instance)?;
+    let started = Instant::now();
     let platform = args.platform.platform()?;
+    // The watchdog is armed before the instance is read: reading a long chain is part of
+    // the run the limit bounds.
+    let name = args.algorithm.descriptor().name;
+    let watch = pipeopt::planner::checked_time_limit(args.options.time_limit)?.map(|limit| {
+        let stem = args.instance.file_stem().unwrap_or_default();
+        let mut report = algorithm::empty_report(name, &stem.to_string_lossy(), &platform);
+        report.status = Status::Timeout;
+        let limit = limit.as_secs_f64();
+        report.messages.push(format!(
+            "{name} had not returned {:.1} s after its time limit of {limit} s: stopped \
+             without a plan (nothing was proven)",
+            watchdog_grace(limit).as_secs_f64()
+        ));
+        watchdog(started, limit, report, args.json, args.out.clone())
+    });
+    let instance = Instance::load(&args.instance)?;
+    if let Some(w) = &watch {
+        w.lock().unwrap_or_else(|e| e.into_inner()).report.instance = instance.name.clone();
+    }
     if platform.memory < 1048576.0 {
         eprintln!(
             "warning: --memory is {} bytes; sizes without a unit are bytes (did you mean {}GiB?)",
@@ -162,13 +242,24 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         .algorithm
         .configure(serde_json::to_value(&args.options)?)?;
     let planner = configured.planner()?;
-    let (plan, report) = algorithm::run(
-        planner.as_ref(),
-        &Problem {
-            instance: &instance,
-            platform: &platform,
-        },
-    )?;
+    let problem = Problem {
+        instance: &instance,
+        platform: &platform,
+    };
+    let (plan, report) = algorithm::run(planner.as_ref(), &problem).map_err(|e| {
+        // The planners name the instance's fields; the file is ours to name.
+        if e.source == "instance" {
+            e.in_file(&args.instance)
+        } else {
+            e
+        }
+    })?;
+    // The watchdog stands down (or, past its deadline and printing, ends the process).
+    let _finished = watch.as_ref().map(|w| {
+        let mut watch = w.lock().unwrap_or_else(|e| e.into_inner());
+        watch.done = true;
+        watch
+    });
     match (&args.out, &plan) {
         (Some(path), Some(plan)) => plan.save(path)?,
         (Some(path), None) => remove_stale(path)?,

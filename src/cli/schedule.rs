@@ -20,7 +20,8 @@ pub struct ScheduleArgs {
     /// Wall-clock limit of the whole search, e.g. 60s.
     #[arg(long, value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
-    /// HiGHS threads (default 1).
+    /// HiGHS threads, 1 to 256 (default 1; HiGHS is given at most as many as the machine
+    /// has cores).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Where to write the scheduled plan (atomically).

@@ -394,6 +394,7 @@ impl Planner for ContiguousOptPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         let r = contiguous_optimum(problem.instance, problem.platform, self.time_limit)?;
         match r.best {
             None if r.complete => Ok(Outcome::Infeasible {

@@ -632,6 +632,7 @@ impl Planner for FixedAllocationPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         let out = schedule_allocation(
             problem.instance,
             problem.platform,
@@ -709,6 +710,7 @@ impl Planner for MilpSchedulePlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         let allocation = problem.partition_allocation(&self.partition)?;
         let out = schedule_allocation(
             problem.instance,

@@ -21,7 +21,7 @@ use crate::milp::fixed_allocation::{outcome_of, schedule_allocation};
 use crate::milp::general::{optimum_over_groups, IlpSearch};
 use crate::milp::MilpOptions;
 use crate::model::{Allocation, Stage};
-use crate::partition::madpipe::{algorithm1, MadPipeConfig, MadPipeError};
+use crate::partition::madpipe::{algorithm1_within, MadPipeConfig, MadPipeError};
 use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem};
 use crate::units::Seconds;
 
@@ -89,7 +89,13 @@ impl Planner for MadPipePlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
-        let first = match algorithm1(problem.instance, problem.platform, &self.config) {
+        problem.check_milp_range()?;
+        // One limit for both phases: the first phase stops at it, the second gets what is
+        // left of it.
+        let started = std::time::Instant::now();
+        let limit = self.milp.time_limit;
+        let first = match algorithm1_within(problem.instance, problem.platform, &self.config, limit)
+        {
             Ok(r) => r,
             Err(e @ MadPipeError::NoAllocation { .. }) => {
                 return Ok(Outcome::Infeasible {
@@ -97,22 +103,23 @@ impl Planner for MadPipePlanner {
                     lower_bound: None,
                 })
             }
+            Err(e @ MadPipeError::OutOfTime) => {
+                return Ok(Outcome::NoPlanWithinLimit {
+                    reason: e.to_string(),
+                    lower_bound: None,
+                })
+            }
             Err(MadPipeError::Input(e)) => return Err(e.into()),
         };
-        let out = schedule_allocation(
-            problem.instance,
-            problem.platform,
-            &first.allocation,
-            &self.milp,
-        )?;
+        let mut milp = self.milp.clone();
+        milp.time_limit = limit.map(|t| {
+            t.saturating_sub(started.elapsed())
+                .max(std::time::Duration::from_millis(1))
+        });
+        let milp = &milp;
+        let out = schedule_allocation(problem.instance, problem.platform, &first.allocation, milp)?;
         if self.remap_stages {
-            return remap(
-                problem,
-                &first.allocation,
-                out,
-                first.planned_period,
-                &self.milp,
-            );
+            return remap(problem, &first.allocation, out, first.planned_period, milp);
         }
         Ok(match outcome_of(first.allocation, out) {
             Outcome::Found(mut sol) => {

@@ -71,39 +71,48 @@ impl Default for MilpOptions {
 impl MilpOptions {
     /// The options of `--time-limit` and `--threads` (experiment files: `time_limit`,
     /// `threads`), checked: a positive duration of at most [`crate::units::MAX_SECONDS`],
-    /// one thread or more.
+    /// 1 to [`MAX_THREADS`] threads.
     pub fn from_limits(
         time_limit: Option<crate::units::Seconds>,
         threads: Option<usize>,
     ) -> Result<MilpOptions, crate::InputError> {
-        let mut m = MilpOptions::default();
-        if let Some(t) = time_limit {
-            m.time_limit = Some(
-                Duration::try_from_secs_f64(t)
-                    .ok()
-                    .filter(|d| !d.is_zero() && t <= crate::units::MAX_SECONDS)
-                    .ok_or_else(|| {
-                        crate::InputError::new(
-                            "--time-limit",
-                            "",
-                            format!(
-                                "must be a positive duration of at most {:e} s, got {t}",
-                                crate::units::MAX_SECONDS
-                            ),
-                        )
-                    })?,
-            );
-        }
+        let mut m = MilpOptions {
+            time_limit: crate::planner::checked_time_limit(time_limit)?,
+            ..MilpOptions::default()
+        };
         if let Some(n) = threads {
-            m.threads = u32::try_from(n)
-                .ok()
-                .and_then(NonZeroU32::new)
-                .ok_or_else(|| {
-                    crate::InputError::new("--threads", "", format!("must be 1 or more, got {n}"))
-                })?;
+            m.threads = checked_threads(n)?;
         }
         Ok(m)
     }
+}
+
+/// The most HiGHS threads `--threads` accepts. HiGHS starts every thread it is given
+/// whatever the machine: 1000 of them made a 0.1 s solve take 6 s, 100000 exhausted memory.
+/// Within the range, HiGHS gets at most as many threads as the machine has cores
+/// ([`Model::solve`]), so that one experiment file runs on machines of any size.
+pub const MAX_THREADS: usize = 256;
+
+/// `--threads` (an experiment file's `threads`) checked: 1 to [`MAX_THREADS`].
+pub fn checked_threads(n: usize) -> Result<NonZeroU32, crate::InputError> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&t| t as usize <= MAX_THREADS)
+        .and_then(NonZeroU32::new)
+        .ok_or_else(|| {
+            crate::InputError::new(
+                "--threads",
+                "",
+                format!("must be 1 to {MAX_THREADS}, got {n}"),
+            )
+        })
+}
+
+/// The threads HiGHS is given for `asked`: at most the machine's cores (HiGHS gains nothing
+/// from more and pays for each one it starts).
+fn highs_threads(asked: NonZeroU32) -> i32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (asked.get() as usize).min(cores).min(MAX_THREADS) as i32
 }
 
 /// How a solve ended.
@@ -155,6 +164,18 @@ pub struct Model {
     nonzeros: usize,
     /// Solve without HiGHS's presolve ([`Model::set_presolve`]).
     presolve_off: bool,
+    /// The size and time the model may take to build ([`Model::set_budget`]).
+    budget: Option<Budget>,
+    /// True once a row was dropped for the budget: the model is not solved.
+    over_budget: bool,
+}
+
+/// A model's building budget: the nonzeros HiGHS could set up within the time limit
+/// ([`SETUP_SECONDS_PER_NONZERO`]) and the deadline of the building itself.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    nonzeros: usize,
+    deadline: Instant,
 }
 
 /// Seconds HiGHS spends per nonzero coefficient, at least, before it first checks its time
@@ -225,9 +246,37 @@ impl Model {
         Var(self.cols.len() - 1)
     }
 
+    /// Builds the model under `time_limit` (from now): past the nonzeros HiGHS could set up
+    /// in that time, or past the time itself, rows are dropped and the model is not solved
+    /// ([`Model::over_budget`]; [`Model::solve`] answers "no solution within the limit").
+    /// Model building does not otherwise look at the clock, and a model of millions of
+    /// nonzeros took gigabytes and tens of seconds to build before HiGHS was called.
+    pub fn set_budget(&mut self, time_limit: Option<Duration>) {
+        self.budget = time_limit.map(|t| Budget {
+            nonzeros: (t.as_secs_f64() / SETUP_SECONDS_PER_NONZERO).min(usize::MAX as f64) as usize,
+            deadline: Instant::now() + t,
+        });
+    }
+
+    /// True when a row was dropped for the budget of [`Model::set_budget`].
+    pub fn over_budget(&self) -> bool {
+        self.over_budget
+    }
+
     /// `lo <= sum coef * x <= hi` (use infinities for one-sided rows). A variable may appear
     /// in several terms: their coefficients are summed (HiGHS rejects repeated columns).
     pub fn row(&mut self, lo: f64, hi: f64, terms: &[(Var, f64)]) {
+        if let Some(b) = self.budget {
+            // The clock is read every 1024 rows: a row costs microseconds.
+            let rows = self.problem.num_rows();
+            if self.over_budget
+                || self.nonzeros + terms.len() > b.nonzeros
+                || (rows % 1024 == 0 && Instant::now() >= b.deadline)
+            {
+                self.over_budget = true;
+                return;
+            }
+        }
         let mut merged: Vec<(Var, f64)> = terms.to_vec();
         merged.sort_by_key(|&(v, _)| v.0);
         merged.dedup_by(|b, a| {
@@ -301,7 +350,7 @@ impl Model {
     ) -> crate::error::Result<SolveResult> {
         let n = self.cols.len();
         let limit = time_left.or(options.time_limit);
-        if self.setup_outlasts(limit) {
+        if self.over_budget || self.setup_outlasts(limit) {
             return Ok(SolveResult::undecided(0));
         }
         let mut model = self
@@ -334,9 +383,9 @@ impl Model {
         opt(
             &mut model,
             "threads",
-            OptionValue::I(options.threads.get().min(i32::MAX as u32) as i32),
+            OptionValue::I(highs_threads(options.threads)),
         )?;
-        if options.threads.get() > 1 {
+        if highs_threads(options.threads) > 1 {
             opt(&mut model, "parallel", OptionValue::S("on"))?;
         }
         opt(

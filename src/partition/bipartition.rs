@@ -35,6 +35,10 @@ use crate::model::{BatchGraph, Instance, Pattern, PatternOp, Platform};
 use crate::planner::{AlgorithmOptions, Outcome, Planner, Problem, Solution};
 use crate::units::Seconds;
 
+use std::time::{Duration, Instant};
+
+pub use crate::planner::OutOfTime;
+
 /// A bi-partition as ranges, before processors are assigned; with its bottleneck.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BiPartition {
@@ -120,64 +124,97 @@ pub fn reference_dp(fwd: &[f64], bwd: &[f64], processors: usize) -> Option<BiPar
 }
 
 /// Minimum number of workers g(i, j) covering forward prefix i and backward prefix j with
-/// every worker's load at most `t` (`usize::MAX` when impossible); g(0, 0) = 0.
-fn min_workers(pf: &[f64], pb: &[f64], t: f64, cap: usize) -> Vec<Vec<usize>> {
+/// every worker's load at most `t` (`u32::MAX` when impossible); g(0, 0) = 0.
+///
+/// Breadth first over the number of workers: round `v` extends every cell of `v` workers by
+/// one more worker, through one L x L difference array over `j` per row, reused by every
+/// round. One array per worker count (as before) held 900 MB on a 5,000-layer chain with 8
+/// processors; this holds two L x L tables of 4 bytes.
+fn min_workers(
+    pf: &[f64],
+    pb: &[f64],
+    t: f64,
+    cap: usize,
+    deadline: Option<Instant>,
+) -> Result<Vec<Vec<u32>>, OutOfTime> {
     let l = pf.len() - 1;
-    let none = usize::MAX;
+    let none = u32::MAX;
+    let cap = cap.min(u32::MAX as usize - 1) as u32;
     let mut g = vec![vec![none; l + 1]; l + 1];
     g[0][0] = 0;
-    // diff[i][v][j]: difference array over j of "reachable with v workers" for row i.
-    let mut diff = vec![vec![vec![0i32; l + 2]; cap + 1]; l + 1];
-    // Row 0 only has (0, 0).
-    for i in 0..=l {
-        if i > 0 {
-            for v in 1..=cap {
-                let mut run = 0;
-                for j in 0..=l {
-                    run += diff[i][v][j];
-                    if run > 0 && g[i][j] == none {
-                        g[i][j] = v;
+    // diff[i][j]: difference array over j of "reachable with one more worker" for row i.
+    let mut diff = vec![vec![0i32; l + 2]; l + 1];
+    for v in 0..cap {
+        let mut extended = false;
+        for i in 0..=l {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(OutOfTime);
+            }
+            for j0 in 0..=l {
+                if g[i][j0] != v || (i == 0) != (j0 == 0) {
+                    continue;
+                }
+                // Forward ends i1 > i; the largest backward end jmax falls as i1 grows.
+                let mut jmax = l;
+                for i1 in i + 1..=l {
+                    let f = pf[i1] - pf[i];
+                    if f > t {
+                        break;
                     }
+                    while jmax > j0 && f + (pb[jmax] - pb[j0]) > t {
+                        jmax -= 1;
+                    }
+                    if jmax == j0 {
+                        break;
+                    }
+                    diff[i1][j0 + 1] += 1;
+                    diff[i1][jmax + 1] -= 1;
+                    extended = true;
                 }
             }
         }
-        for j0 in 0..=l {
-            let v = g[i][j0];
-            if v == none || v >= cap || (i == 0) != (j0 == 0) {
-                continue;
+        if !extended {
+            break;
+        }
+        for (row, gi) in diff.iter_mut().zip(g.iter_mut()).skip(1) {
+            let mut run = 0;
+            for (d, cell) in row.iter_mut().zip(gi.iter_mut()) {
+                run += *d;
+                *d = 0;
+                if run > 0 && *cell == none {
+                    *cell = v + 1;
+                }
             }
-            // Forward ends i1 > i; the largest backward end jmax falls as i1 grows.
-            let mut jmax = l;
-            for i1 in i + 1..=l {
-                let f = pf[i1] - pf[i];
-                if f > t {
-                    break;
-                }
-                while jmax > j0 && f + (pb[jmax] - pb[j0]) > t {
-                    jmax -= 1;
-                }
-                if jmax == j0 {
-                    break;
-                }
-                diff[i1][v + 1][j0 + 1] += 1;
-                diff[i1][v + 1][jmax + 1] -= 1;
-            }
+            row[l + 1] = 0;
         }
     }
-    g
+    Ok(g)
 }
 
 /// Our faster exact algorithm: bisection on the period with [`min_workers`] as the test,
 /// then the plan rebuilt from `g`. Agrees with [`reference_dp`] up to floating-point
 /// rounding (relative 1e-12).
 pub fn fast(fwd: &[f64], bwd: &[f64], processors: usize) -> Option<BiPartition> {
+    fast_within(fwd, bwd, processors, None).unwrap_or(None)
+}
+
+/// [`fast`], stopped at `deadline` with [`OutOfTime`]: the clock is read once per row of
+/// each table (a row is O(L x P) work).
+pub fn fast_within(
+    fwd: &[f64],
+    bwd: &[f64],
+    processors: usize,
+    deadline: Option<Instant>,
+) -> Result<Option<BiPartition>, OutOfTime> {
     let l = fwd.len();
     if l == 0 || processors == 0 || bwd.len() != l {
-        return None;
+        return Ok(None);
     }
     let (pf, pb) = (prefix(fwd.iter().copied()), prefix(bwd.iter().copied()));
     let cap = processors.min(l);
-    let feasible = |t: f64| min_workers(&pf, &pb, t, cap)[l][l] <= cap;
+    let feasible = |t: f64| -> Result<bool, OutOfTime> {
+        Ok(min_workers(&pf, &pb, t, cap, deadline)?[l][l] as usize <= cap)
+    };
     let mut hi = pf[l] + pb[l];
     let lo0 = fwd
         .iter()
@@ -186,7 +223,7 @@ pub fn fast(fwd: &[f64], bwd: &[f64], processors: usize) -> Option<BiPartition> 
         .fold(hi / cap as f64, f64::max)
         * (1.0 - 1e-12);
     let mut lo = lo0.min(hi);
-    if lo < hi && feasible(lo) {
+    if lo < hi && feasible(lo)? {
         hi = lo;
     }
     while hi - lo > 1e-13 * hi.max(f64::MIN_POSITIVE) {
@@ -194,31 +231,34 @@ pub fn fast(fwd: &[f64], bwd: &[f64], processors: usize) -> Option<BiPartition> 
         if mid <= lo || mid >= hi {
             break;
         }
-        if feasible(mid) {
+        if feasible(mid)? {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    let g = min_workers(&pf, &pb, hi, cap);
+    let g = min_workers(&pf, &pb, hi, cap, deadline)?;
     // Rebuild backwards from (L, L).
     let (mut i, mut j) = (l, l);
     let mut workers = Vec::new();
     while (i, j) != (0, 0) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(OutOfTime);
+        }
         let v = g[i][j];
         let mut found = None;
         'search: for i0 in 0..i {
             for j0 in 0..j {
-                if g[i0][j0] != usize::MAX
-                    && g[i0][j0] + 1 == v
-                    && load(&pf, &pb, i0, i, j0, j) <= hi
+                if g[i0][j0] != u32::MAX && g[i0][j0] + 1 == v && load(&pf, &pb, i0, i, j0, j) <= hi
                 {
                     found = Some((i0, j0));
                     break 'search;
                 }
             }
         }
-        let (i0, j0) = found?;
+        let Some((i0, j0)) = found else {
+            return Ok(None);
+        };
         workers.push(((i0 + 1, i), (j0 + 1, j)));
         (i, j) = (i0, j0);
     }
@@ -227,10 +267,10 @@ pub fn fast(fwd: &[f64], bwd: &[f64], processors: usize) -> Option<BiPartition> 
         .iter()
         .map(|&((a, b), (c, d))| load(&pf, &pb, a - 1, b, c - 1, d))
         .fold(0.0, f64::max);
-    Some(BiPartition {
+    Ok(Some(BiPartition {
         workers,
         bottleneck,
-    })
+    }))
 }
 
 /// A periodic pattern for any batch graph: period `T` = the largest resource load; on each
@@ -326,6 +366,8 @@ pub enum BiPartitionError {
     Malformed(#[from] crate::model::bipartition::BiPlanError),
     #[error("the plan has no work to schedule")]
     NoWork,
+    #[error("Bi-Partition's DP stopped at its time limit before it ended")]
+    OutOfTime,
 }
 
 impl From<BiPartitionError> for crate::Error {
@@ -341,9 +383,20 @@ impl From<BiPartitionError> for crate::Error {
 
 /// Plans with [`fast`], builds the batch graph, a [`greedy_pattern`], and judges it.
 pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, BiPartitionError> {
+    plan_within(instance, platform, None)
+}
+
+/// [`plan`], its DP stopped at `deadline` ([`BiPartitionError::OutOfTime`]).
+pub fn plan_within(
+    instance: &Instance,
+    platform: &Platform,
+    deadline: Option<Instant>,
+) -> Result<BiPlanResult, BiPartitionError> {
     let fwd: Vec<f64> = instance.layers.iter().map(|l| l.fwd).collect();
     let bwd: Vec<f64> = instance.layers.iter().map(|l| l.bwd).collect();
-    let part = fast(&fwd, &bwd, platform.processors).ok_or(BiPartitionError::Empty)?;
+    let part = fast_within(&fwd, &bwd, platform.processors, deadline)
+        .map_err(|OutOfTime| BiPartitionError::OutOfTime)?
+        .ok_or(BiPartitionError::Empty)?;
     let stages = part.stages();
     let graph = batch_graph(instance, platform, &stages)?;
     let pattern = greedy_pattern(&graph).ok_or(BiPartitionError::NoWork)?;
@@ -360,16 +413,29 @@ pub fn plan(instance: &Instance, platform: &Platform) -> Result<BiPlanResult, Bi
 /// the driver judges the pattern against the Bi-Partition batch graph. A plan whose only
 /// violations are memory is reported infeasible (memory is not in the search).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct BiPartitionPlanner;
+pub struct BiPartitionPlanner {
+    /// Wall-clock limit (`--time-limit`) of the DP and of PipeDream's fallback.
+    pub time_limit: Option<Duration>,
+}
 
-/// The options of `bipartition`: none.
+/// The options of `bipartition`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BiPartitionOptions {}
+pub struct BiPartitionOptions {
+    /// Wall-clock limit (`--time-limit`): at it, no plan ("timeout").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
+}
 
 impl AlgorithmOptions for BiPartitionOptions {
     fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
-        Ok(Box::new(BiPartitionPlanner))
+        Ok(Box::new(BiPartitionPlanner {
+            time_limit: crate::planner::checked_time_limit(self.time_limit)?,
+        }))
     }
 }
 
@@ -387,26 +453,43 @@ impl Planner for BiPartitionPlanner {
     /// Bi-Partition never worse than PipeDream under the same platform, as its search space
     /// promises.
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
-        let r = plan(problem.instance, problem.platform)?;
+        let started = Instant::now();
+        let r = match plan_within(
+            problem.instance,
+            problem.platform,
+            self.time_limit.map(|t| started + t),
+        ) {
+            Ok(r) => r,
+            Err(e @ BiPartitionError::OutOfTime) => {
+                return Ok(Outcome::NoPlanWithinLimit {
+                    reason: e.to_string(),
+                    lower_bound: None,
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
         let j = &r.judgement;
+        // The fallback gets what is left of the limit; stopped there, it is no fallback.
         let pipedream = crate::partition::pipedream::PipeDreamPlanner {
             period: None,
             ignore_memory: false,
+            time_limit: self.time_limit.map(|t| {
+                t.saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1))
+            }),
         }
         .plan(problem);
         // PipeDream's planner refuses what it cannot model (e.g. unbounded memory): then
         // there is simply no fallback.
         let straight = match pipedream {
-            Ok(Outcome::Found(sol)) => {
-                sol.pattern
-                    .as_ref()
-                    .zip(sol.allocation())
-                    .and_then(|(p, allocation)| {
-                        let jp =
-                            crate::judge::judge(problem.instance, problem.platform, allocation, p);
-                        jp.valid.then_some((jp.period, sol.clone()))
-                    })
-            }
+            Ok(Outcome::Found(sol)) if !sol.stopped_at_limit => sol
+                .pattern
+                .as_ref()
+                .zip(sol.allocation())
+                .and_then(|(p, allocation)| {
+                    let jp = crate::judge::judge(problem.instance, problem.platform, allocation, p);
+                    jp.valid.then_some((jp.period, sol.clone()))
+                }),
             _ => None,
         };
         let bi_period = j.valid.then_some(j.period);

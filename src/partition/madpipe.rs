@@ -67,6 +67,7 @@
 //!   are special (no transfer): this is the paper's estimate; the judge has the final word.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -177,6 +178,9 @@ pub enum MadPipeError {
         iterations: usize,
         largest_t_hat: Seconds,
     },
+    /// The deadline passed before Algorithm 1 ended: nothing was proven about the case.
+    #[error("MadPipe-DP stopped at its time limit before it ended")]
+    OutOfTime,
     #[error(transparent)]
     Input(#[from] crate::InputError),
 }
@@ -224,9 +228,17 @@ struct Ctx<'a> {
     grid_v: Grid,
     /// Live batches a special stage counts fewer than a normal one at the same delay.
     special_less: f64,
+    /// When the DP must stop (the caller's time limit); a DP stopped there found nothing
+    /// and proved nothing, which [`Ctx::expired`] tells its callers.
+    deadline: Option<Instant>,
 }
 
 impl Ctx<'_> {
+    /// True once the deadline has passed.
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
     /// C(l) = 2 a(l) / beta for a cut after layer `l` (0 for `l = 0`).
     fn c(&self, l: usize) -> Seconds {
         if l == 0 || l >= self.layers {
@@ -412,6 +424,11 @@ fn dp_bounded(ctx: &Ctx, processors: usize, cut: f64) -> Option<(f64, Vec<DpStag
         special: false,
     });
     for l in (1..=n).rev() {
+        // One level costs at most a few milliseconds on the longest chains: the clock is
+        // read once per level.
+        if ctx.expired() {
+            return None;
+        }
         let labels = std::mem::take(&mut levels[l]);
         let alive = undominated(&labels);
         let proposals: Vec<Vec<(usize, Label)>> = labels
@@ -504,6 +521,7 @@ fn context<'a>(
     platform: &Platform,
     t_hat: Seconds,
     config: &MadPipeConfig,
+    deadline: Option<Instant>,
 ) -> Ctx<'a> {
     let n = sums.len();
     let total = sums.u(1, n);
@@ -522,6 +540,7 @@ fn context<'a>(
         } else {
             1.0
         },
+        deadline,
     }
 }
 
@@ -552,7 +571,7 @@ fn dp_search(ctx: &Ctx, processors: usize, lower: f64, cut: f64) -> Option<DpRes
                 allocation: build_allocation(&stages, processors),
             });
         }
-        if c >= cut {
+        if c >= cut || ctx.expired() {
             return None;
         }
         rung *= 1.25;
@@ -575,7 +594,7 @@ pub fn madpipe_dp(
         return None;
     }
     let sums = instance.sums();
-    let ctx = context(&sums, platform, t_hat, config);
+    let ctx = context(&sums, platform, t_hat, config, None);
     let lower = dp_lower_bound(&sums, platform.processors);
     dp_search(&ctx, platform.processors, lower, f64::INFINITY)
 }
@@ -591,6 +610,19 @@ pub fn algorithm1(
     platform: &Platform,
     config: &MadPipeConfig,
 ) -> Result<MadPipeAllocation, MadPipeError> {
+    algorithm1_within(instance, platform, config, None)
+}
+
+/// [`algorithm1`] stopped after `time_limit` (from now) with [`MadPipeError::OutOfTime`]:
+/// the DP reads the clock once per layer, so it stops within one level's work of the limit
+/// on any chain.
+pub fn algorithm1_within(
+    instance: &Instance,
+    platform: &Platform,
+    config: &MadPipeConfig,
+    time_limit: Option<Duration>,
+) -> Result<MadPipeAllocation, MadPipeError> {
+    let deadline = time_limit.map(|t| Instant::now() + t);
     check_inputs(instance, platform)?;
     config.check()?;
     let sums = instance.sums();
@@ -607,10 +639,18 @@ pub fn algorithm1(
     let mut largest = t_hat;
     for _ in 0..config.iterations {
         largest = largest.max(t_hat);
-        let ctx = context(&sums, platform, t_hat, config);
+        let ctx = context(&sums, platform, t_hat, config, deadline);
         // Until an allocation is known, search without a cutoff.
         let cut = if best.is_some() { ub } else { f64::INFINITY };
         let found = dp_search(&ctx, p, dp_lower, cut);
+        if ctx.expired() {
+            // A search cut short found nothing to trust; the best of the steps before it
+            // is still an allocation of the DP's space.
+            if best.is_some() {
+                break;
+            }
+            return Err(MadPipeError::OutOfTime);
+        }
         let t = found.as_ref().map_or(f64::INFINITY, |r| r.period);
         history.push((t_hat, t));
         let tilde = t.max(t_hat);
@@ -648,13 +688,18 @@ pub fn algorithm1(
 #[derive(Debug, Clone, Default)]
 pub struct MadPipeDpPlanner {
     pub config: MadPipeConfig,
+    /// Wall-clock limit of Algorithm 1 (`--time-limit`).
+    pub time_limit: Option<Duration>,
 }
 
 impl MadPipeDpPlanner {
     /// The planner of `madpipe-dp`, with `config` checked.
     pub fn new(config: MadPipeConfig) -> Result<Self, crate::InputError> {
         config.check()?;
-        Ok(MadPipeDpPlanner { config })
+        Ok(MadPipeDpPlanner {
+            config,
+            time_limit: None,
+        })
     }
 }
 
@@ -665,11 +710,20 @@ pub struct MadPipeDpOptions {
     /// The discretization and iteration count (section 5.1 defaults).
     #[serde(default)]
     pub madpipe: MadPipeConfig,
+    /// Wall-clock limit (`--time-limit`): at it, no allocation ("timeout").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
 }
 
 impl AlgorithmOptions for MadPipeDpOptions {
     fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
-        Ok(Box::new(MadPipeDpPlanner::new(self.madpipe)?))
+        let mut planner = MadPipeDpPlanner::new(self.madpipe)?;
+        planner.time_limit = crate::planner::checked_time_limit(self.time_limit)?;
+        Ok(Box::new(planner))
     }
 }
 
@@ -679,13 +733,22 @@ impl Planner for MadPipeDpPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
-        match algorithm1(problem.instance, problem.platform, &self.config) {
+        match algorithm1_within(
+            problem.instance,
+            problem.platform,
+            &self.config,
+            self.time_limit,
+        ) {
             Ok(r) => {
                 let mut sol = Solution::new(r.allocation, None);
                 sol.planned_period = Some(r.planned_period);
                 Ok(Outcome::Found(sol))
             }
             Err(e @ MadPipeError::NoAllocation { .. }) => Ok(Outcome::Infeasible {
+                reason: e.to_string(),
+                lower_bound: None,
+            }),
+            Err(e @ MadPipeError::OutOfTime) => Ok(Outcome::NoPlanWithinLimit {
                 reason: e.to_string(),
                 lower_bound: None,
             }),
@@ -706,7 +769,7 @@ pub fn dp_objective(
     stages: &[(usize, usize, bool)],
 ) -> Option<Seconds> {
     let sums = instance.sums();
-    let ctx = context(&sums, platform, t_hat, config);
+    let ctx = context(&sums, platform, t_hat, config, None);
     let (mut t, mut m, mut v, mut val) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for (i, &(k, l, special)) in stages.iter().enumerate().rev() {
         let u = sums.u(k, l);

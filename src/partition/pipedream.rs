@@ -56,6 +56,8 @@
 //! - Ties between equally good splits are broken by the smallest `k`, then the smallest `m'`
 //!   (PipeDream iterates over a Python set, in no fixed order).
 
+use std::time::{Duration, Instant};
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -289,6 +291,9 @@ pub enum PipeDreamError {
     Config(#[from] InputError),
     #[error("PipeDream's optimizer finds no partition: {0}")]
     NoPartition(String),
+    /// The deadline passed before the program ended: nothing was proven.
+    #[error("PipeDream's optimizer stopped at its time limit before it ended")]
+    OutOfTime,
 }
 
 /// The cuts PipeDream's program may use, as *states*: `0..=last_state()`, state 0 before
@@ -364,6 +369,20 @@ struct Table {
 }
 
 impl Table {
+    /// `rows` x `n` x `machines` entries, every time infinite.
+    fn new(n: usize, machines: usize, rows: usize) -> Table {
+        let size = rows * n * machines;
+        Table {
+            n,
+            machines,
+            rows,
+            time: vec![f64::INFINITY; size],
+            split: vec![0; size],
+            prev: vec![0; size],
+            replicas: vec![0; size],
+        }
+    }
+
     fn at(&self, i: usize, j: usize, m: usize) -> usize {
         (i * self.n + j) * self.machines + m
     }
@@ -374,10 +393,20 @@ pub fn partition(
     instance: &Instance,
     config: &PipeDreamConfig,
 ) -> Result<PipeDreamPartition, PipeDreamError> {
+    partition_within(instance, config, None)
+}
+
+/// [`partition`], stopped at `deadline` with [`PipeDreamError::OutOfTime`] (the program
+/// reads the clock once per row of its table).
+pub fn partition_within(
+    instance: &Instance,
+    config: &PipeDreamConfig,
+    deadline: Option<Instant>,
+) -> Result<PipeDreamPartition, PipeDreamError> {
     config.check()?;
     instance.check()?;
     let sums = instance.sums();
-    let (objective, stages) = solve(&ChainCuts(&sums), config)?;
+    let (objective, stages) = solve_pruned(&ChainCuts(&sums), config, true, deadline)?;
     let stages: Vec<PipeDreamStage> = stages
         .iter()
         .map(|&(a, b, r)| PipeDreamStage {
@@ -401,7 +430,7 @@ type Solved = (Seconds, Vec<(usize, usize, usize)>);
 
 /// The program on any cuts.
 fn solve<C: Cuts>(cuts: &C, config: &PipeDreamConfig) -> Result<Solved, PipeDreamError> {
-    solve_pruned(cuts, config, true)
+    solve_pruned(cuts, config, true, None)
 }
 
 /// [`solve`], with the pruning of [`solve_level`] on or off (off: the oracle of the tests).
@@ -409,14 +438,23 @@ fn solve_pruned<C: Cuts>(
     cuts: &C,
     config: &PipeDreamConfig,
     prune: bool,
+    deadline: Option<Instant>,
 ) -> Result<Solved, PipeDreamError> {
     let n = cuts.last_state();
-    // Level-1 times: the stages' compute times, dense; infinite between states not nested.
-    let mut compute = vec![f64::INFINITY; n * n];
-    for i in 0..n {
-        for j in i..n {
-            if cuts.nested(i, j + 1) {
-                compute[i * n + j] = cuts.compute(i, j + 1);
+    // Level-1 times: the stages' compute times, dense, for the levels above the first to
+    // overwrite; infinite between states not nested. One level reads them from the cuts
+    // instead: the n x n table held 200 MB on a 5,000-layer chain.
+    let mut compute = Vec::new();
+    if config.levels.len() > 1 {
+        compute = vec![f64::INFINITY; n * n];
+        for i in 0..n {
+            if expired(deadline) {
+                return Err(PipeDreamError::OutOfTime);
+            }
+            for j in i..n {
+                if cuts.nested(i, j + 1) {
+                    compute[i * n + j] = cuts.compute(i, j + 1);
+                }
             }
         }
     }
@@ -426,8 +464,9 @@ fn solve_pruned<C: Cuts>(
     for (li, level) in config.levels.iter().enumerate() {
         let last_level = li + 1 == config.levels.len();
         let t = solve_level(
-            cuts, &compute, level, inner, inside, config, last_level, prune,
-        );
+            cuts, &compute, level, inner, inside, config, last_level, prune, deadline,
+        )
+        .ok_or(PipeDreamError::OutOfTime)?;
         if !last_level {
             let top = level.processors - 1;
             for i in 0..n {
@@ -509,22 +548,14 @@ fn solve_level<C: Cuts>(
     config: &PipeDreamConfig,
     last_level: bool,
     prune: bool,
-) -> Table {
+    deadline: Option<Instant>,
+) -> Option<Table> {
     let n = cuts.last_state();
+    let stage_compute = |a: usize, j: usize| level_one(cuts, compute, a, j);
     let nm = level.processors;
     let b = level.bandwidth;
     let ratio = config.activation_compression;
-    let rows = if last_level { 1 } else { n };
-    let size = rows * n * nm;
-    let mut t = Table {
-        n,
-        machines: nm,
-        rows,
-        time: vec![f64::INFINITY; size],
-        split: vec![0; size],
-        prev: vec![0; size],
-        replicas: vec![0; size],
-    };
+    let mut t = Table::new(n, nm, if last_level { 1 } else { n });
     let memory_ok = |stash_weights: Bytes, in_flight: usize| match config.memory {
         Some(limit) => in_flight as f64 * stash_weights <= limit,
         None => true,
@@ -533,8 +564,11 @@ fn solve_level<C: Cuts>(
     // Unsplit ranges: one stage on m + 1 replicas.
     let max_m = if config.straight { 1 } else { nm };
     for i in 0..t.rows {
+        if expired(deadline) {
+            return None;
+        }
         for j in i..n {
-            let c = compute[i * n + j];
+            let c = stage_compute(i, j);
             if !c.is_finite() {
                 continue;
             }
@@ -555,6 +589,10 @@ fn solve_level<C: Cuts>(
     for i in 0..t.rows {
         for m in 1..nm {
             for j in i + 1..n {
+                // One row of the top level is the whole chain: the clock is read per range.
+                if j % 64 == 0 && expired(deadline) {
+                    return None;
+                }
                 if !cuts.nested(i, j + 1) {
                     continue;
                 }
@@ -597,7 +635,7 @@ fn solve_level<C: Cuts>(
                         });
                     }
                     for k in lo..hi {
-                        let last = compute[(k + 1) * n + j];
+                        let last = stage_compute(k + 1, j);
                         if !last.is_finite() || !cuts.nested(i, k + 1) {
                             continue;
                         }
@@ -644,7 +682,24 @@ fn solve_level<C: Cuts>(
             }
         }
     }
-    t
+    Some(t)
+}
+
+/// The level-1 time of the stage from state `a` to state `j + 1`: `compute`, the table,
+/// when there is one ([`solve_pruned`]), the cuts otherwise.
+fn level_one<C: Cuts>(cuts: &C, compute: &[f64], a: usize, j: usize) -> Seconds {
+    if !compute.is_empty() {
+        compute[a * cuts.last_state() + j]
+    } else if cuts.nested(a, j + 1) {
+        cuts.compute(a, j + 1)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// True once `deadline` has passed.
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// The first `k` in `lo..hi` where `pred` turns true, for `pred` false then true (`hi` if
@@ -892,6 +947,9 @@ pub struct PipeDreamPlanner {
     pub period: Option<Seconds>,
     /// Leave PipeDream's memory term out of the DP.
     pub ignore_memory: bool,
+    /// Wall-clock limit (`--time-limit`): at it, the best partition of the budgets done so
+    /// far, or no plan ("timeout").
+    pub time_limit: Option<Duration>,
 }
 
 /// The options of `pipedream`.
@@ -905,6 +963,13 @@ pub struct PipeDreamOptions {
         deserialize_with = "crate::units::serde_units::seconds"
     )]
     pub period: Option<Seconds>,
+    /// Wall-clock limit (`--time-limit`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
 }
 
 impl AlgorithmOptions for PipeDreamOptions {
@@ -913,6 +978,7 @@ impl AlgorithmOptions for PipeDreamOptions {
         Ok(Box::new(PipeDreamPlanner {
             period: self.period,
             ignore_memory: false,
+            time_limit: crate::planner::checked_time_limit(self.time_limit)?,
         }))
     }
 }
@@ -925,8 +991,10 @@ impl Planner for PipeDreamPlanner {
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
         problem.platform.check()?;
         let budget = problem.platform.processors;
+        let deadline = self.time_limit.map(|t| Instant::now() + t);
         let mut best: Option<PipeDreamPartition> = None;
         let mut config_error = None;
+        let mut stopped = false;
         for used in 1..=budget.min(problem.instance.len()) {
             let config = PipeDreamConfig {
                 levels: vec![Level {
@@ -942,13 +1010,17 @@ impl Planner for PipeDreamPlanner {
                 },
                 fewer_machines: false,
             };
-            match partition(problem.instance, &config) {
+            match partition_within(problem.instance, &config, deadline) {
                 Ok(p) => {
                     if best.as_ref().is_none_or(|b| p.objective < b.objective) {
                         best = Some(p);
                     }
                 }
                 Err(PipeDreamError::NoPartition(_)) => {}
+                Err(PipeDreamError::OutOfTime) => {
+                    stopped = true;
+                    break;
+                }
                 Err(e) => {
                     config_error = Some(e);
                     break;
@@ -957,10 +1029,16 @@ impl Planner for PipeDreamPlanner {
         }
         match config_error {
             Some(PipeDreamError::Config(e)) => return Err(e.into()),
-            Some(e @ PipeDreamError::NoPartition(_)) => return Err(crate::Error::internal(e)),
+            Some(e) => return Err(crate::Error::internal(e)),
             None => {}
         }
         let Some(part) = best else {
+            if stopped {
+                return Ok(Outcome::NoPlanWithinLimit {
+                    reason: PipeDreamError::OutOfTime.to_string(),
+                    lower_bound: None,
+                });
+            }
             return Ok(Outcome::Infeasible {
                 reason: format!(
                     "no straight partition of the {} layers on 1 to {budget} processors fits \
@@ -984,6 +1062,14 @@ impl Planner for PipeDreamPlanner {
             Ok(r) => {
                 let mut sol = Solution::new(allocation, Some(r.pattern));
                 sol.planned_period = Some(part.objective);
+                if stopped {
+                    sol.stopped_at_limit = true;
+                    sol.messages.push(
+                        "the time limit stopped the DP before it tried every number of \
+                         processors: the best partition of those it tried"
+                            .into(),
+                    );
+                }
                 Ok(Outcome::Found(sol))
             }
             Err(e) => Ok(Outcome::Infeasible {
@@ -1296,7 +1382,7 @@ mod tests {
             };
             let on_ideals = solve(&cuts, &config);
             let on_chain = solve(&ChainCuts(&sums), &config);
-            let unpruned = solve_pruned(&ChainCuts(&sums), &config, false);
+            let unpruned = solve_pruned(&ChainCuts(&sums), &config, false, None);
             match (on_ideals, on_chain, unpruned) {
                 (Ok(a), Ok(b), Ok(c)) => {
                     assert!(

@@ -327,11 +327,21 @@ pub struct OneFOneBStarOptions {
         deserialize_with = "crate::units::serde_units::seconds"
     )]
     pub period: Option<Seconds>,
+    /// Wall-clock limit (`--time-limit`), accepted as every algorithm accepts it: 1F1B* is
+    /// no search (its work grows with the candidate periods of one allocation), and the
+    /// command line's watchdog holds the limit.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::serde_units::seconds"
+    )]
+    pub time_limit: Option<Seconds>,
 }
 
 impl AlgorithmOptions for OneFOneBStarOptions {
     fn planner(&self) -> Result<Box<dyn Planner>, crate::InputError> {
         check_period(self.period)?;
+        crate::planner::checked_time_limit(self.time_limit)?;
         Ok(Box::new(OneFOneBStarPlanner::new(
             self.partition.clone(),
             self.period,

@@ -281,6 +281,7 @@ impl Planner for BestPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         let mut portfolio = Portfolio::new(self, problem);
         portfolio.coarser_level()?;
         portfolio.contiguous_optimum()?;

@@ -690,6 +690,7 @@ impl Planner for GeneralMilpPlanner {
     }
 
     fn plan(&self, problem: &Problem) -> crate::error::Result<Outcome> {
+        problem.check_milp_range()?;
         self.check()?;
         general_optimum_by(
             problem.instance,

@@ -102,15 +102,18 @@ fn transfer_disjunctions(
     }
 }
 
-/// The feasibility MILP at `period` for the grouped instance (module docs).
+/// The feasibility MILP at `period` for the grouped instance (module docs), built within
+/// `left` ([`Model::set_budget`]: past it the model is not solved).
 pub(super) fn feasibility(
     grouped: &Instance,
     platform: &Platform,
     period: Seconds,
+    left: Option<Duration>,
 ) -> (Model, Layout) {
     let g_n = grouped.len();
     let ops = Ops { groups: g_n };
     let mut m = Model::new();
+    m.set_budget(left);
     let d = Durations::new(grouped, platform, period);
     let x = placement(&mut m, g_n, platform.processors);
     let z = crossings(&mut m, &x, &d, platform);
@@ -642,7 +645,7 @@ impl Monolithic<'_> {
         out: &mut GeneralOutcome,
     ) -> crate::error::Result<Probe> {
         let (grouped, platform) = (self.grouped, self.platform);
-        let (model, layout) = feasibility(grouped, platform, period);
+        let (model, layout) = feasibility(grouped, platform, period, left);
         let r = model.solve(self.options, left)?;
         out.solves += 1;
         out.nodes += r.nodes;

@@ -15,13 +15,15 @@ pub(super) struct Layout {
 }
 
 /// The relaxation at `period` (possibly infinite) as a feasibility MILP, with a row per
-/// processor label for each premise.
+/// processor label for each premise, built within `left` ([`Model::set_budget`]: past it,
+/// [`Model::over_budget`] and not solved).
 pub(super) fn relaxation_model(
     relax: &Relaxation,
     period: f64,
     premises: &[Premise],
+    left: Option<std::time::Duration>,
 ) -> (Model, Layout) {
-    let mut rows = Rows::new(relax, period);
+    let mut rows = Rows::new(relax, period, left);
     rows.levels();
     for p in 0..rows.procs {
         rows.memory_at_forward_starts(p);
@@ -63,10 +65,11 @@ struct Rows<'a> {
 impl<'a> Rows<'a> {
     /// The assignment (with restricted-growth symmetry breaking) and the crossing
     /// indicators.
-    fn new(relax: &'a Relaxation, period: f64) -> Self {
+    fn new(relax: &'a Relaxation, period: f64, left: Option<std::time::Duration>) -> Self {
         let n = relax.layers;
         let procs = relax.processors.min(n).max(1);
         let mut m = Model::new();
+        m.set_budget(left);
         let x: Vec<Vec<Var>> = (0..n)
             .map(|_| (0..procs).map(|_| m.binary(0.0)).collect())
             .collect();

@@ -198,8 +198,8 @@ impl ProbeAt<'_> {
             if left.is_some_and(|t| t.is_zero()) {
                 break 'solves Probe::Undecided;
             }
-            let (model, layout) = relaxation_model(relax, period, cuts);
-            if model.setup_outlasts(left) {
+            let (model, layout) = relaxation_model(relax, period, cuts, left);
+            if model.over_budget() || model.setup_outlasts(left) {
                 // Before the first solve, the model is too large for the probe; after, the
                 // probe has used its time. Where the search ran, a shorter period may still be
                 // decided by it: undecided, not too large.
