@@ -369,69 +369,7 @@ impl Model {
                 .try_set_solution(Some(start), None, None, None)
                 .map_err(|e| Error::Solver(format!("HiGHS rejected the MIP start: {e:?}")))?;
         }
-        let opt = |m: &mut highs::Model, k: &str, v: OptionValue| -> crate::error::Result<()> {
-            let r = match v {
-                OptionValue::F(x) => m.try_set_option(k, x),
-                OptionValue::I(x) => m.try_set_option(k, x),
-                OptionValue::S(x) => m.try_set_option(k, x),
-                OptionValue::B(x) => m.try_set_option(k, x),
-            };
-            r.map_err(|e| Error::Solver(format!("HiGHS option {k}: {e:?}")))
-        };
-        opt(&mut model, "output_flag", OptionValue::B(false))?;
-        opt(&mut model, "log_to_console", OptionValue::B(false))?;
-        opt(
-            &mut model,
-            "threads",
-            OptionValue::I(highs_threads(options.threads)),
-        )?;
-        if highs_threads(options.threads) > 1 {
-            opt(&mut model, "parallel", OptionValue::S("on"))?;
-        }
-        opt(
-            &mut model,
-            "mip_rel_gap",
-            OptionValue::F(options.mip_rel_gap),
-        )?;
-        // Tight tolerances: callers scale their models to O(1) numbers and add margins
-        // larger than these, so that rounded solutions pass the exact judge.
-        opt(
-            &mut model,
-            "mip_feasibility_tolerance",
-            OptionValue::F(1e-9),
-        )?;
-        opt(
-            &mut model,
-            "primal_feasibility_tolerance",
-            OptionValue::F(1e-9),
-        )?;
-        if !options.sub_mip_heuristics {
-            opt(&mut model, "mip_heuristic_run_rens", OptionValue::B(false))?;
-            opt(&mut model, "mip_heuristic_run_rins", OptionValue::B(false))?;
-        }
-        if self.presolve_off {
-            opt(&mut model, "presolve", OptionValue::S("off"))?;
-        }
-        if !options.feasibility_jump {
-            opt(
-                &mut model,
-                "mip_heuristic_run_feasibility_jump",
-                OptionValue::B(false),
-            )?;
-        }
-        let time_limit = |m: &mut highs::Model, t: Duration| {
-            opt(m, "time_limit", OptionValue::F(t.as_secs_f64().max(1e-3)))
-        };
-        if let Some(t) = limit {
-            time_limit(&mut model, t)?;
-        }
-        if let Some(nodes) = options.node_limit {
-            opt(
-                &mut model,
-                "mip_max_nodes",
-                OptionValue::I(nodes.min(i32::MAX as u64) as i32),
-            )?;
-        }
+        Self::configure(&mut model, options, limit, self.presolve_off)?;
         let started = Instant::now();
         let mut solved = model
             .try_solve()
@@ -456,6 +394,67 @@ impl Model {
                 .try_solve()
                 .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
         }
+        Self::result(&solved, &self.integer, earlier_nodes)
+    }
+
+    /// HiGHS's options for one solve: quiet, threads, gaps, tight tolerances, heuristics,
+    /// presolve, and the limits.
+    fn configure(
+        model: &mut highs::Model,
+        options: &MilpOptions,
+        limit: Option<Duration>,
+        presolve_off: bool,
+    ) -> crate::error::Result<()> {
+        opt(model, "output_flag", OptionValue::B(false))?;
+        opt(model, "log_to_console", OptionValue::B(false))?;
+        opt(
+            model,
+            "threads",
+            OptionValue::I(highs_threads(options.threads)),
+        )?;
+        if highs_threads(options.threads) > 1 {
+            opt(model, "parallel", OptionValue::S("on"))?;
+        }
+        opt(model, "mip_rel_gap", OptionValue::F(options.mip_rel_gap))?;
+        // Tight tolerances: callers scale their models to O(1) numbers and add margins
+        // larger than these, so that rounded solutions pass the exact judge.
+        opt(model, "mip_feasibility_tolerance", OptionValue::F(1e-9))?;
+        opt(model, "primal_feasibility_tolerance", OptionValue::F(1e-9))?;
+        if !options.sub_mip_heuristics {
+            opt(model, "mip_heuristic_run_rens", OptionValue::B(false))?;
+            opt(model, "mip_heuristic_run_rins", OptionValue::B(false))?;
+        }
+        if presolve_off {
+            opt(model, "presolve", OptionValue::S("off"))?;
+        }
+        if !options.feasibility_jump {
+            opt(
+                model,
+                "mip_heuristic_run_feasibility_jump",
+                OptionValue::B(false),
+            )?;
+        }
+        if let Some(t) = limit {
+            time_limit(model, t)?;
+        }
+        if let Some(nodes) = options.node_limit {
+            opt(
+                model,
+                "mip_max_nodes",
+                OptionValue::I(nodes.min(i32::MAX as u64) as i32),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The status, the solution (integers rounded), the objective, the dual bound, the gap
+    /// and the nodes of a finished solve.
+    fn result(
+        solved: &highs::SolvedModel,
+        integer: &[bool],
+        earlier_nodes: u64,
+    ) -> crate::error::Result<SolveResult> {
+        let n = integer.len();
         let model_status = solved.status();
         let has_primal = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
         let status = match model_status {
@@ -482,7 +481,7 @@ impl Model {
             let sol = solved.get_solution();
             sol.columns()
                 .iter()
-                .zip(&self.integer)
+                .zip(integer)
                 .map(|(&v, &int)| if int { v.round() } else { v })
                 .collect()
         } else {
@@ -507,9 +506,25 @@ impl Model {
             objective,
             dual_bound,
             gap,
-            nodes: earlier_nodes + node_count(&solved),
+            nodes: earlier_nodes + node_count(solved),
         })
     }
+}
+
+/// Sets one HiGHS option.
+fn opt(m: &mut highs::Model, k: &str, v: OptionValue) -> crate::error::Result<()> {
+    let r = match v {
+        OptionValue::F(x) => m.try_set_option(k, x),
+        OptionValue::I(x) => m.try_set_option(k, x),
+        OptionValue::S(x) => m.try_set_option(k, x),
+        OptionValue::B(x) => m.try_set_option(k, x),
+    };
+    r.map_err(|e| Error::Solver(format!("HiGHS option {k}: {e:?}")))
+}
+
+/// HiGHS's time limit (at least a millisecond: 0 would mean none).
+fn time_limit(m: &mut highs::Model, t: Duration) -> crate::error::Result<()> {
+    opt(m, "time_limit", OptionValue::F(t.as_secs_f64().max(1e-3)))
 }
 
 /// Branch-and-bound nodes of a solve (0 when HiGHS does not say).
