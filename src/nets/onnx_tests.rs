@@ -1,6 +1,7 @@
 //! Tests of the ONNX importer: nodes to ops, shapes, cuts, refusals.
 
 use super::*;
+use crate::nets::Block;
 use onnx_rs::ast::{
     AttributeType, Model, OperatorSetId, TensorShape, TensorShapeDimension, TensorTypeProto,
     TypeProto, TypeValue, ValueInfo,
