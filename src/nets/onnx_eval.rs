@@ -141,11 +141,7 @@ pub(super) fn eval(
 /// Elementwise nodes (arithmetic, comparisons, `Where`, `Cast`) on constants.
 fn eval_elementwise(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
     let at = Attrs { node };
-    let v = |i: usize| {
-        vals.get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
-    };
+    let v = |i: usize| const_input(node, vals, i);
     let bin = |f: fn(f64, f64) -> f64, float: Option<bool>| -> Result<Val, OnnxError> {
         let (a, b) = (v(0)?, v(1)?);
         let float = float.unwrap_or(a.float || b.float);
@@ -264,11 +260,7 @@ fn eval_elementwise(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, On
 /// Nodes that view a constant under other dims (`Reshape`, `Unsqueeze`, `Transpose`...).
 fn eval_view(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
     let at = Attrs { node };
-    let v = |i: usize| {
-        vals.get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
-    };
+    let v = |i: usize| const_input(node, vals, i);
     let out = match &node.op_type {
         OpType::Unsqueeze | OpType::Squeeze => {
             let a = v(0)?;
@@ -362,11 +354,7 @@ fn eval_view(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
 /// Nodes that index or make constants (`Gather`, `Slice`, `Concat`, `Range`...).
 fn eval_index(node: &Node, vals: &[Option<Val>], opset: i64) -> Result<Option<Val>, OnnxError> {
     let at = Attrs { node };
-    let v = |i: usize| {
-        vals.get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
-    };
+    let v = |i: usize| const_input(node, vals, i);
     let out = match &node.op_type {
         OpType::Concat => {
             let all: Vec<Val> = (0..node.input.len())
@@ -438,11 +426,7 @@ fn eval_index(node: &Node, vals: &[Option<Val>], opset: i64) -> Result<Option<Va
 /// Nodes that make constants (`ConstantOfShape`, `Range`, `Trilu`, a product of constants).
 fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError> {
     let at = Attrs { node };
-    let v = |i: usize| {
-        vals.get(i)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
-    };
+    let v = |i: usize| const_input(node, vals, i);
     let out = match &node.op_type {
         OpType::ConstantOfShape => {
             let dims: Vec<usize> = v(0)?
@@ -535,4 +519,11 @@ fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
         _ => return Ok(None),
     };
     Ok(Some(out))
+}
+
+/// Constant input `i` of `node`, or an error naming it when it is missing.
+fn const_input<'v>(node: &Node, vals: &'v [Option<Val>], i: usize) -> Result<&'v Val, OnnxError> {
+    vals.get(i)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
 }
