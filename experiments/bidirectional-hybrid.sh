@@ -4,9 +4,9 @@
 # recomputation under 32 GiB, with the gradient all-reduce at NVLink speed inside a server
 # and over 25 Gb/s Ethernet across servers. Writes
 # results/bidirectional/hybrid-<model>-<approach>.json.
-#   experiments/bidirectional-hybrid.sh [path/to/pipeopt]
+#   experiments/bidirectional-hybrid.sh [path/to/pipeopt]   (default ./pipeopt.sh)
 set -euo pipefail
-bin=${1:-target/release/pipeopt}
+bin=${1:-./pipeopt.sh}
 out=results/bidirectional
 mkdir -p "$out"
 for spec in bert48:512 gpt24:256; do

@@ -12,6 +12,7 @@ mod architecture;
 mod bapipe_intra;
 mod bipartition;
 mod cli;
+mod doc_examples;
 mod fit_device;
 mod global_bound;
 mod import_pipedream;

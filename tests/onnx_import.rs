@@ -10,7 +10,7 @@ use onnx_rs::ast::{DataType, Graph, Model, Node, OpType, OperatorSetId, TensorPr
 /// conv 3x3 (3 -> 8, pad 1) -> BN -> ReLU -> (conv 1x1 8 -> 8) + itself -> max pool 2 ->
 /// concat with itself -> global average pool -> flatten -> linear 16 -> 10.
 /// Parameters: 216 + 16 + 64 + 170 = 466.
-fn small_model() -> Model<'static> {
+pub(crate) fn small_model() -> Model<'static> {
     let w = |name: &'static str, dims: &[i64]| {
         TensorProto::from_raw(name, dims.to_vec(), DataType::Float, &[])
     };
