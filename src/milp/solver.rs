@@ -181,11 +181,10 @@ struct Budget {
 /// Seconds HiGHS spends per nonzero coefficient, at least, before it first checks its time
 /// limit: presolve and the MIP solver's set-up do not look at the clock, so a model of 5
 /// million nonzeros (the bound's relaxation on an op-level chain, 8 processors) takes
-/// 8-14 s there whatever the limit. Measured on the 2-core machines of this project: 2.7 us
-/// per nonzero in presolve on the op-level models (1.6 with presolve off); 1.2 us for a
-/// whole solve of a 225,000-nonzero relaxation (block level, 8 processors), whence the
-/// lower figure here. [`Model::solve`] does not start a solve whose set-up alone would
-/// outlast the time left at this rate.
+/// 8-14 s there whatever the limit. The rate is the lower end of what that set-up costs on
+/// a 2-core machine (docs/bounds.md, "The bisection"), so that a model is refused only
+/// when it surely cannot start in time. [`Model::solve`] does not start a solve whose
+/// set-up alone would outlast the time left at this rate.
 pub const SETUP_SECONDS_PER_NONZERO: f64 = 1e-6;
 
 /// What HiGHS answered.

@@ -50,11 +50,10 @@
 //! then the incumbent is optimal. Under a time limit the proven bound is the smallest of the
 //! bounds of the allocations not yet settled.
 //!
-//! Measured on experiments/memory.toml's grid (8 groups, 10 s limit; 48 configurations of
-//! P = 3, 6 at 12 GB/s): 124 s of solving instead of 410 s with the monolithic MILP, 42 of
-//! 48 proven optimal or infeasible instead of 4, and no period worse. The bounds are weak
-//! where memory is loose and many allocations balance the loads (ResNet-50 at 16 GiB on 3
-//! and 6 processors: the ten or so allocations left each need a 1-2 s MILP).
+//! Most allocations are settled by their bound alone, and most of the others by one solve,
+//! which is why this search settles far more cases within a time limit than the monolithic
+//! MILP over every allocation at once ([`monolithic`]). Its bounds are weak where memory is
+//! loose and many allocations balance the loads: each of those needs a MILP of its own.
 //!
 //! # Variables (at a fixed period `T`, times scaled by `1/T`)
 //! - `x[g][p]` binary: group `g` on processor `p` (exactly one `p`); symmetry broken by
@@ -75,8 +74,7 @@
 //! - capacity cuts: a processor's work `sum_g x[g][p] U_g / T <= 1` and a link's transfers
 //!   (`2 a(c)/(beta T)` per crossing cut, half duplex) `<= 1`. The disjunctions imply them,
 //!   but their LP relaxation does not; with them the relaxation bounds the allocation
-//!   itself, and the solves at loose memory went from minutes to under a second (random
-//!   chains of 5-6 layers on 3 processors, measured while writing this);
+//!   itself, which is what makes the solves at loose memory short;
 //! - memory (docs/model.md section 6), checked at every forward start `t(F_e)` on `e`'s
 //!   processor: weights `3 W x`, buffers `2 a(c)` on both sides of each crossing cut, and
 //!   every group's `stash * live`, where
