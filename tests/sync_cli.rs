@@ -884,3 +884,83 @@ fn sync_json_keys_stay_the_same() {
         ]
     );
 }
+
+/// `--export-torch` writes PyTorch's pipeline-runtime CSV and `--import-torch` simulates it
+/// back to the same iteration time; a bidirectional schedule and a split backward are
+/// refused with exit 2, and no file is left.
+#[test]
+fn schedules_go_out_and_come_back_in_pytorchs_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("dapple.csv");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sync", "--instance", "instances/bert48-b8.json", "--json"];
+        args.extend_from_slice(extra);
+        pipeopt().args(&args).output().unwrap()
+    };
+    let csv_arg = csv.to_str().unwrap();
+    let out = run(&[
+        "--stages",
+        "4",
+        "--micro-batches",
+        "8",
+        "--schedule",
+        "dapple",
+        "--export-torch",
+        csv_arg,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 4);
+    assert!(text.starts_with("0F0,0F1,0F2,0F3,0B0,"), "{text}");
+    let out = run(&["--import-torch", csv_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let imported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(imported["makespan"], exported["makespan"]);
+    assert_eq!(imported["micro_batches"], 8);
+
+    let refused = dir.path().join("chimera.csv");
+    let out = run(&[
+        "--stages",
+        "4",
+        "--schedule",
+        "chimera",
+        "--export-torch",
+        refused.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bidirectional"));
+    assert!(!refused.exists());
+    let split = dir.path().join("zb.csv");
+    std::fs::write(&split, "0F0,0I0,0W0\n").unwrap();
+    let out = run(&["--import-torch", split.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`0I0`"));
+}
+
+/// Every exported schedule run by PyTorch's own pipeline runtime on the CPU (4 processes,
+/// gloo): PyTorch's validation and lowering, the order each rank computes, gradients equal
+/// to single-process training (experiments/torch_pipelining.py).
+#[test]
+#[ignore = "needs python3 with torch 2.11 (pip install torch); about 4 minutes"]
+fn pytorchs_runtime_runs_every_exported_schedule() {
+    let out = std::process::Command::new("python3")
+        .args(["experiments/torch_pipelining.py", "--out", "-", "--pipeopt"])
+        .arg(crate::support::exe())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -15,6 +15,7 @@ use pipeopt::algorithm::sync::{
     OptimalRequest, SearchReport, SimSummary, SimulatedReport, SyncMode, SyncReport, SyncRequest,
 };
 use pipeopt::schedule::sync::hybrid::HybridRow;
+use pipeopt::schedule::sync::torch_csv::{self, TorchFormat};
 use pipeopt::schedule::sync::SCHEDULES;
 use pipeopt::units::{parse_positive_bandwidth, parse_positive_bytes, ShowBytes, ShowSeconds};
 
@@ -126,6 +127,21 @@ pub struct SyncArgs {
     /// Write the streams and the report here (JSON).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
+    /// Write the streams as PyTorch's pipeline runtime loads them
+    /// (`torch.distributed.pipelining`, `_PipelineScheduleRuntime._load_csv`): a CSV row per
+    /// rank, actions such as 0F3 and 2B0 (one-direction schedules, optimal ones included;
+    /// docs/model.md section 7)
+    #[arg(long)]
+    export_torch: Option<PathBuf>,
+    /// --export-torch: compute-only (what PyTorch lowers itself) or compute-comms (with the
+    /// sends and receives placed as PyTorch's lowering places them)
+    #[arg(long, default_value = "compute-only", value_parser = clap::builder::PossibleValuesParser::new(TorchFormat::NAMES))]
+    torch_format: String,
+    /// Simulate the streams of a file in PyTorch's format (compute-only or compute-comms)
+    /// on the stages instead of a registered schedule: its rows are the ranks (the stages,
+    /// when --stages and --partition are left out), its micro-batches N
+    #[arg(long)]
+    import_torch: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -202,6 +218,7 @@ impl SyncArgs {
             memory: self.memory,
             profiles: self.profile.clone(),
             mini_batch: self.mini_batch,
+            import_torch: self.import_torch.clone(),
             mode,
         }
     }
@@ -241,7 +258,25 @@ impl request::Progress for Bar {
 }
 
 pub fn run(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    if args.export_torch.is_some() && (args.hybrid || args.explore || args.search) {
+        return Err(pipeopt::InputError::new(
+            "--export-torch",
+            "",
+            "writes the streams of one schedule: not with --hybrid, --explore or --search",
+        )
+        .into());
+    }
     let outcome = request::run(&args.request(), &Bar::default())?;
+    if let (Some(path), Some(file)) = (&args.export_torch, &outcome.file) {
+        let format = TorchFormat::parse(&args.torch_format).expect("clap checked the value");
+        let name = match &outcome.report {
+            SyncReport::Simulated(r) => r.schedule.clone(),
+            _ => args.schedule.clone(),
+        };
+        let text = torch_csv::write(&file.streams, &name, format)
+            .map_err(|e| pipeopt::InputError::new("--export-torch", "", e.to_string()))?;
+        pipeopt::error::write_atomic(path, text.as_bytes())?;
+    }
     if let (Some(out), Some(file)) = (&args.out, &outcome.file) {
         // Through a JSON value: its keys sorted, as the files have always been written.
         let text = serde_json::to_vec_pretty(&serde_json::to_value(file)?)?;

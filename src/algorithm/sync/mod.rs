@@ -12,7 +12,7 @@ pub use report::{
     SimSummary, SimulatedReport, SolverReport, SyncFile, SyncOutcome, SyncReport,
 };
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::milp::sync_schedule::{
     optimal_schedule, Formulation, SyncOptimum, SyncProblem, MAX_MICRO_BATCHES as MAX_OPTIMAL,
@@ -26,7 +26,8 @@ use crate::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
 use crate::schedule::sync::costs::{interpolated, micro_batch_size};
 use crate::schedule::sync::hybrid::{self, HybridInput};
 use crate::schedule::sync::mixpipe::{self, BatchPoint, SearchInput, MIXPIPE};
-use crate::schedule::sync::sim::{simulate, StageCosts};
+use crate::schedule::sync::sim::{simulate, Execution, StageCosts};
+use crate::schedule::sync::torch_csv;
 use crate::schedule::sync::{registry, Placement};
 use crate::{Error, InputError};
 
@@ -56,6 +57,9 @@ pub struct SyncRequest {
     pub profiles: Vec<PathBuf>,
     /// Samples per mini-batch (`--mini-batch`: `--explore`'s and `--hybrid`'s).
     pub mini_batch: Option<usize>,
+    /// Streams to simulate instead of a registered schedule's: a file in the format of
+    /// PyTorch's pipeline runtime (`--import-torch`; `schedule::sync::torch_csv`).
+    pub import_torch: Option<PathBuf>,
     pub mode: SyncMode,
 }
 
@@ -238,6 +242,22 @@ pub fn run(request: &SyncRequest, progress: &dyn Progress) -> Result<SyncOutcome
         }
         return run_hybrid(request, h, &instance, progress);
     }
+    if request.import_torch.is_some() && !matches!(request.mode, SyncMode::Simulate) {
+        return Err(bad(
+            "--import-torch",
+            "simulates the file's streams: not with --search, --explore, --hybrid or --schedule optimal",
+        ));
+    }
+    if let Some(path) = &request.import_torch {
+        let imported = Imported::read(path)?;
+        // Without --stages or --partition, the file's ranks are the stages.
+        let mut request = request.clone();
+        if request.stages.is_none() && request.partition.is_none() {
+            request.stages = Some(imported.ranks);
+        }
+        let stages = request.stages(instance)?;
+        return run_imported(&request, stages, imported);
+    }
     let stages = request.stages(instance)?;
     let n = request.micro_batches.unwrap_or(stages.costs.stages());
     match &request.mode {
@@ -285,6 +305,102 @@ fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncO
         command: "sync",
         instance: instance.name,
         schedule: kind.name(),
+        stages: d,
+        micro_batches: n,
+        partition: starts,
+        samples_per_second: samples / r.makespan_seconds,
+        intra_layer: intra,
+        simulated: summary,
+        memory_budget: request.memory,
+    };
+    Ok(SyncOutcome {
+        report: SyncReport::Simulated(report),
+        file: Some(file),
+    })
+}
+
+/// A file in PyTorch's format, read (`--import-torch`).
+struct Imported {
+    source: String,
+    schedule: crate::schedule::sync::Schedule,
+    ranks: usize,
+    micro_batches: usize,
+}
+
+impl Imported {
+    fn read(path: &Path) -> Result<Imported, Error> {
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(&source, "", format!("cannot be read: {e}")))?;
+        let (schedule, ranks, micro_batches) =
+            torch_csv::read(&text).map_err(|e| InputError::new(&source, "", e.to_string()))?;
+        Ok(Imported {
+            source,
+            schedule,
+            ranks,
+            micro_batches,
+        })
+    }
+}
+
+/// The streams of a file in PyTorch's format (`--import-torch`) on the stages: D must be
+/// the stages', N is the file's.
+fn run_imported(
+    request: &SyncRequest,
+    stages: Stages,
+    imported: Imported,
+) -> Result<SyncOutcome, Error> {
+    let Imported {
+        source,
+        schedule,
+        ranks,
+        micro_batches: n,
+    } = imported;
+    let Stages {
+        instance,
+        intra,
+        starts,
+        costs,
+        ..
+    } = stages;
+    let d = costs.stages();
+    if ranks != d {
+        return Err(bad(
+            "--import-torch",
+            format!("{source} has {ranks} ranks, but the instance is cut into {d} stages (--stages or --partition)"),
+        ));
+    }
+    if request.micro_batches.is_some_and(|m| m != n) {
+        return Err(bad(
+            "--micro-batches",
+            format!("{source} runs {n} micro-batches; leave --micro-batches out or give {n}"),
+        ));
+    }
+    // PyTorch runs one operation at a time per rank, a transfer after its producer.
+    let r = simulate(&schedule, &costs, Execution::Serial)
+        .map_err(|e| InputError::new(&source, "", format!("its streams cannot run: {e}")))?;
+    let samples = n as f64 * micro_batch_size(&instance);
+    let summary = SimSummary::new(&r, request.memory);
+    let name = format!("imported from {source}");
+    let file = SyncFile {
+        instance: instance.name.clone(),
+        schedule: FileSchedule::Imported {
+            name: "imported",
+            file: source,
+        },
+        stages: d,
+        micro_batches: n,
+        partition: starts.clone(),
+        costs,
+        streams: schedule,
+        report: summary.clone(),
+        timeline: r.timeline,
+        solver: None,
+    };
+    let report = SimulatedReport {
+        command: "sync",
+        instance: instance.name,
+        schedule: name,
         stages: d,
         micro_batches: n,
         partition: starts,

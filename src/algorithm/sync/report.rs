@@ -201,4 +201,9 @@ pub enum FileSchedule {
         name: &'static str,
         placement: &'static str,
     },
+    /// Streams read from a file in PyTorch's format (`--import-torch`).
+    Imported {
+        name: &'static str,
+        file: String,
+    },
 }

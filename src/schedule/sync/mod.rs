@@ -26,6 +26,7 @@ pub mod list;
 pub mod mixpipe;
 pub mod registry;
 pub mod sim;
+pub mod torch_csv;
 
 use serde::{Deserialize, Serialize};
 
