@@ -371,6 +371,8 @@ pub struct ExperimentHeader {
     /// The SHA-256 of the file's text ([`config_hash`]): rows and shards carry it, so that
     /// results trace back to their file and shards of two versions of it never mix.
     pub config_hash: String,
+    /// The file, as errors name it.
+    pub source: String,
 }
 
 /// The header's keys as a file writes them.
@@ -443,6 +445,7 @@ pub fn read_experiment<B: DeserializeOwned>(
         workers: raw.workers,
         output: raw.output.unwrap_or_else(|| PathBuf::from("results")),
         config_hash: config_hash(text),
+        source: src.to_string(),
     };
     Ok((header, rest))
 }

@@ -86,12 +86,12 @@ impl ShardIdentity {
 
 /// Checks that `found` (each shard's file, named as errors should name it, with its
 /// identity) is every shard of one grid exactly once. With `expected` (an experiment's
-/// header and the name of its file), every shard must be of that experiment and that
+/// header), every shard must be of that experiment and that
 /// configuration hash; without, of the first shard's. `whole` names the set in the error
 /// about a missing shard.
 pub fn check_shards(
     found: &[(String, ShardIdentity)],
-    expected: Option<(&ExperimentHeader, &str)>,
+    expected: Option<&ExperimentHeader>,
     whole: &str,
 ) -> Result<(), InputError> {
     let refuse = |source: &str, reason: String| InputError::new(source, "", reason);
@@ -99,7 +99,7 @@ pub fn check_shards(
         return Err(InputError::new(whole, "", "no shard"));
     };
     let (reference, experiment, config_hash) = match expected {
-        Some((h, file)) => (file, h.name.as_str(), h.config_hash.as_str()),
+        Some(h) => (h.source.as_str(), h.name.as_str(), h.config_hash.as_str()),
         None => (
             first_source.as_str(),
             first.experiment.as_str(),
@@ -235,14 +235,12 @@ fn shard_journals(dir: &Path) -> Result<Vec<(PathBuf, ShardIdentity)>, InputErro
 }
 
 /// Takes the shard journals of `dir` (the experiment's folder) into its journal
-/// (`journal.jsonl`): after [`check_shards`] against `header` (`file` names the experiment
-/// file), every record that is no error and whose key the journal lacks is appended, so
+/// (`journal.jsonl`): after [`check_shards`] against `header`, every record that is no error and whose key the journal lacks is appended, so
 /// that the run without a shard finds those jobs done. The journal keeps the last record of
 /// a key, so taking a shard in twice changes nothing.
 pub fn take_in_shards<K: JobKind>(
     dir: &Path,
     header: &ExperimentHeader,
-    file: &str,
 ) -> Result<(), crate::Error> {
     let shards = shard_journals(dir)?;
     if shards.is_empty() {
@@ -252,7 +250,7 @@ pub fn take_in_shards<K: JobKind>(
         .iter()
         .map(|(p, i)| (p.display().to_string(), i.clone()))
         .collect();
-    check_shards(&found, Some((header, file)), &dir.display().to_string()).map_err(|mut e| {
+    check_shards(&found, Some(header), &dir.display().to_string()).map_err(|mut e| {
         e.reason = format!(
             "{}; run the missing or stale shards with this file, or remove the shard files \
              (journal-shard-*, shard-*) from {}",
