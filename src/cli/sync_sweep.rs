@@ -14,7 +14,8 @@ use super::{table, yes_no};
 pub struct SyncSweepArgs {
     /// The experiment file (see experiments/bidirectional.toml).
     experiment: PathBuf,
-    /// Where to write the tables and figures (default results/<name>/).
+    /// Where to write the journal, tables and figures (default: the experiment's folder,
+    /// `<output>/<name>/`, `output` being `results` unless the file says otherwise).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
     /// Parallel jobs, one configuration each (default: the experiment's `workers`, 0 = one
@@ -22,15 +23,17 @@ pub struct SyncSweepArgs {
     #[arg(long, short = 'j')]
     workers: Option<usize>,
     /// Run only shard i of n (1-based, e.g. 3/16) of the configurations, into its own
-    /// journal in the output folder; a run without --shard then takes in every shard's
-    /// journal, runs what is missing and writes the tables and figures.
+    /// journal in the output folder, with its identity (shard-i-of-n.json); a run without
+    /// --shard then takes in every shard's journal (refusing shards of another experiment
+    /// file, a shard twice or a missing one) and writes the tables and figures.
     #[arg(long)]
     shard: Option<pipeopt::sweep::engine::Shard>,
     /// How jobs are isolated: each configuration in a child process by default (its optimum
     /// MILPs are HiGHS solves, not safe to run concurrently in one process).
     #[arg(long, value_parser = super::isolation_parser(), default_value = "process")]
     isolation: pipeopt::sweep::engine::Isolation,
-    /// Print one JSON object (runs, wall time, files, the best table).
+    /// Print one JSON object (the summary both sweeps print, runs, optimum solves, the best
+    /// table).
     #[arg(long)]
     json: bool,
 }

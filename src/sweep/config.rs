@@ -9,7 +9,8 @@
 //! bandwidth = ["12GB/s", "24GB/s"]
 //! repetitions = 1                       # optional, default 1; at most 10000 (and the grid at
 //!                                       # most 1000000 jobs)
-//! output = "results"                    # optional, default "results" (relative to the file's repository)
+//! output = "results"                    # optional, default "results": the tables go in
+//!                                       # output/, the journal and shards in output/name/
 //! workers = 0                           # optional, parallel jobs; 0 = one per core
 //! job_timeout = "15min"                 # optional wall-clock limit of one job
 //!

@@ -27,11 +27,15 @@
 //! stage the worker holds (the rematerialised activations during a backward), an upper
 //! bound since it is added at the checkpoints' peak.
 //!
-//! Outputs (each written atomically) in `results/<name>/`: `runs.csv` and `runs.json` (one
-//! row per simulation), `best.csv` and `best.json` (per case, D, S, memory budget and
-//! approach, the fitting run with the highest throughput, with MixPipe's speedup over it),
-//! and the figures of `sweep::sync_figures`, which `pipeopt sync-sweep` draws from the rows
-//! [`run`] returns.
+//! Outputs (each written atomically, through `sweep::table::write_tables`) in the
+//! experiment's folder, `<output>/<name>/` (the header every experiment file shares,
+//! `sweep::config::ExperimentHeader`; `results/<name>/` by default): `runs` (one row per
+//! simulation), `best` (per case, D, S, memory budget and approach, the fitting run with
+//! the highest throughput, with MixPipe's speedup over it) and, with `[optimum]`, `optimum`,
+//! each as Parquet, CSV and JSON, and the figures of `sweep::sync_figures`, which `pipeopt
+//! sync-sweep` draws from the rows [`run`] returns. Shards follow `sweep::shard`: a shard
+//! writes its journal and identity, and the run without one takes them in and writes the
+//! tables (the best runs compare configurations, so a table needs them all).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
