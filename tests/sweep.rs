@@ -61,7 +61,7 @@ fn a_killed_sweep_resumes_without_loss_or_duplicates() {
     let again = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
     assert_eq!(again.already_done, 10);
     assert_eq!(again.ran, 14);
-    let rows = table::read_rows(&again.parquet).unwrap();
+    let rows = table::read_rows(&again.details.parquet).unwrap();
     assert_eq!(rows.len(), 24);
     let keys: std::collections::HashSet<_> = rows.iter().map(|r| r.key.clone()).collect();
     assert_eq!(keys.len(), 24, "duplicated rows");
@@ -100,11 +100,11 @@ fn shards_merge_into_the_whole_grid() {
         )
         .unwrap();
         assert_eq!(s.jobs, 8);
-        parts.push(s.parquet);
+        parts.push(s.details.parquet);
     }
     let merged = dir.path().join("merged.parquet");
     assert_eq!(table::merge(&parts, &merged).unwrap(), 24);
-    let mut a = table::read_rows(&whole.parquet).unwrap();
+    let mut a = table::read_rows(&whole.details.parquet).unwrap();
     let mut b = table::read_rows(&merged).unwrap();
     a.sort_by(|x, y| x.key.cmp(&y.key));
     b.sort_by(|x, y| x.key.cmp(&y.key));
@@ -128,7 +128,7 @@ fn a_crashing_job_is_recorded_not_fatal() {
     o.executable = Some(PathBuf::from("/bin/false"));
     let s = run::sweep(&exp, &o).unwrap();
     assert_eq!(s.errors, 24);
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     assert!(rows
         .iter()
         .all(|r| r.status == Status::Error && r.message.contains("exited with status 1")));
@@ -140,13 +140,13 @@ fn summary_geometric_means() {
     let dir = tempfile::tempdir().unwrap();
     let exp = experiment(dir.path());
     let s = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
-    let df = table::read_frame(&s.parquet).unwrap();
+    let df = table::read_frame(&s.details.parquet).unwrap();
     let sum = table::summary(&df, &["memory".to_string()], Some("even")).unwrap();
     let json = table::to_json(&sum);
     let rows = json.as_array().unwrap();
     assert_eq!(rows.len(), 6);
     // Recompute one geometric mean by hand from the rows.
-    let all = table::read_rows(&s.parquet).unwrap();
+    let all = table::read_rows(&s.details.parquet).unwrap();
     let gib8 = 8.0 * 1073741824.0;
     let mut logs = Vec::new();
     for r in all
@@ -197,7 +197,7 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
     );
     let exp = Experiment::parse(&text, Path::new("m.toml")).unwrap();
     let s = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     let milp = rows
         .iter()
         .find(|r| r.algorithm == "milp-schedule")
@@ -237,7 +237,7 @@ fn rows_name_the_placement_of_the_plan_returned() {
     );
     let exp = Experiment::parse(&text, Path::new("p.toml")).unwrap();
     let s = run::sweep(&exp, &opts(Isolation::Process, None)).unwrap();
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     assert_eq!(rows.len(), 8);
     for r in &rows {
         let placement = r.placement.as_deref();
