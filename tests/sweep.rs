@@ -369,15 +369,26 @@ fn both_kinds_of_experiment_read_one_header() {
         ("name = 7", "name"),
     ] {
         let (a, b) = (periodic(bad).unwrap_err(), synchronous(bad).unwrap_err());
-        assert_eq!((a.source.as_str(), a.field.as_str()), ("exp.toml", field), "{bad}: {a}");
-        assert_eq!((&b.source, &b.field, &b.reason), (&a.source, &a.field, &a.reason), "{bad}");
+        assert_eq!(
+            (a.source.as_str(), a.field.as_str()),
+            ("exp.toml", field),
+            "{bad}: {a}"
+        );
+        assert_eq!(
+            (&b.source, &b.field, &b.reason),
+            (&a.source, &a.field, &a.reason),
+            "{bad}"
+        );
     }
     // A misspelt header key is refused by both, the message listing the header's keys.
     for e in [
         periodic("name = \"h\"\nworker = 2").unwrap_err(),
         synchronous("name = \"h\"\nworker = 2").unwrap_err(),
     ] {
-        assert!(e.reason.contains("`worker`") && e.reason.contains("`workers`"), "{e}");
+        assert!(
+            e.reason.contains("`worker`") && e.reason.contains("`workers`"),
+            "{e}"
+        );
     }
 }
 
@@ -446,7 +457,10 @@ fn one_writer_writes_both_kinds_of_table() {
     runs.compact_json = true;
     assert_eq!(check(&sync_rows, &runs).len(), 3);
     let best = best_rows(&sync_rows, &[8.0], &["gpipe".to_string()]);
-    assert_eq!(check(&best, &TableFiles::in_dir(dir.path(), "best")).len(), 3);
+    assert_eq!(
+        check(&best, &TableFiles::in_dir(dir.path(), "best")).len(),
+        3
+    );
     // The CSV's list column holds the list as JSON text.
     let csv = std::fs::read_to_string(dir.path().join("runs.csv")).unwrap();
     assert!(csv.contains("\"[2.0,1.0]\""), "{csv}");
@@ -463,7 +477,10 @@ mod indexmap_free {
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("a record")
                 }
-                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Keys, A::Error> {
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
                     let mut keys = Vec::new();
                     while let Some((k, _)) = m.next_entry::<String, serde::de::IgnoredAny>()? {
                         keys.push(k);

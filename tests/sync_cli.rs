@@ -362,9 +362,17 @@ fn sync_shards_of_another_file_or_missing_are_refused() {
     let identity: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("shard-1-of-2.json")).unwrap()).unwrap();
     assert_eq!(identity["experiment"], "t");
-    assert_eq!((identity["shard"].as_u64(), identity["shards"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (identity["shard"].as_u64(), identity["shards"].as_u64()),
+        (Some(1), Some(2))
+    );
     let whole = |extra: &[&str]| {
-        let mut args = vec!["sync-sweep", exp.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let mut args = vec![
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         pipeopt().args(&args).output().unwrap()
     };

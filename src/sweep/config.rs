@@ -401,10 +401,8 @@ impl ExperimentHeader {
 
     /// The job timeout as a duration (a huge one saturates).
     pub fn timeout(&self) -> std::time::Duration {
-        std::time::Duration::try_from_secs_f64(self.job_timeout)
-            .unwrap_or(std::time::Duration::MAX)
+        std::time::Duration::try_from_secs_f64(self.job_timeout).unwrap_or(std::time::Duration::MAX)
     }
-
 }
 
 /// Reads an experiment file's text (`src` names it in errors) into its header and the rest,
@@ -514,7 +512,7 @@ mod tests {
         assert_eq!(e.memory, vec![3.0 * 1073741824.0, 16.0 * 1073741824.0]);
         assert_eq!(e.bandwidth, vec![12e9]);
         assert_eq!(e.algorithms[0].algorithm.options()["period"], 0.2);
-        assert_eq!(e.config_hash.len(), 64);
+        assert_eq!(e.header.config_hash.len(), 64);
     }
 
     #[test]

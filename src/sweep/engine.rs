@@ -359,7 +359,8 @@ impl<X> SweepSummary<X> {
         details: X,
         started: Instant,
     ) -> SweepSummary<X> {
-        let error_messages: Vec<String> = done.records.iter().filter_map(K::error_message).collect();
+        let error_messages: Vec<String> =
+            done.records.iter().filter_map(K::error_message).collect();
         SweepSummary {
             experiment: experiment.to_string(),
             shard: shard.map(|s| format!("{}/{}", s.index, s.count)),

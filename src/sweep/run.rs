@@ -19,9 +19,9 @@ use crate::model::{Instance, Platform, Status};
 use crate::sweep::config::{AlgorithmSpec, Experiment};
 use crate::sweep::engine::{self, JobKind};
 pub use crate::sweep::engine::{Isolation, Journal, RunContext, Shard, SweepOptions};
+use crate::sweep::row::Row;
 use crate::sweep::shard::ShardIdentity;
 use crate::sweep::table::{self, TableFiles};
-use crate::sweep::row::Row;
 
 /// One job of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -41,10 +41,14 @@ impl Shard {
 
     /// The shard a journal's file name says (`journal-shard-i-of-n.jsonl`), if it is one.
     pub fn of_journal_name(name: &str) -> Option<Shard> {
-        let stem = name.strip_prefix("journal-shard-")?.strip_suffix(".jsonl")?;
+        let stem = name
+            .strip_prefix("journal-shard-")?
+            .strip_suffix(".jsonl")?;
         let (i, n) = stem.split_once("-of-")?;
         let (index, count) = (i.parse().ok()?, n.parse().ok()?);
-        (1..=count).contains(&index).then_some(Shard { index, count })
+        (1..=count)
+            .contains(&index)
+            .then_some(Shard { index, count })
     }
 }
 
@@ -137,7 +141,10 @@ pub fn check_shards(
                 format!("is {d} as {reference} is: not the same grid"),
             ));
         }
-        if let Some(j) = found[..k].iter().position(|(_, i)| i.shard == identity.shard) {
+        if let Some(j) = found[..k]
+            .iter()
+            .position(|(_, i)| i.shard == identity.shard)
+        {
             return Err(refuse(
                 source,
                 format!(
@@ -276,4 +283,28 @@ pub fn take_in_shards<K: JobKind>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_names_round_trip_and_others_are_no_shard() {
+        let s = Shard {
+            index: 3,
+            count: 16,
+        };
+        assert_eq!(s.stem(), "shard-3-of-16");
+        assert_eq!(Shard::of_journal_name(&s.journal_name()), Some(s));
+        for name in [
+            "journal.jsonl",
+            "journal-shard-0-of-2.jsonl",
+            "journal-shard-3-of-2.jsonl",
+            "journal-shard-1-of-2.json",
+            "shard-1-of-2.json",
+        ] {
+            assert_eq!(Shard::of_journal_name(name), None, "{name}");
+        }
+    }
 }

@@ -817,7 +817,10 @@ pub fn run(
     let mut files = Vec::new();
     let journal = match opts.shard {
         Some(s) => {
-            files.push(write_identity(out_dir, &ShardIdentity::of(header, Some(s)))?);
+            files.push(write_identity(
+                out_dir,
+                &ShardIdentity::of(header, Some(s)),
+            )?);
             out_dir.join(s.journal_name())
         }
         None => {

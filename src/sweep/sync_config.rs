@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
-use crate::sweep::config::{read_experiment, ExperimentHeader};
 use crate::model::Instance;
 use crate::schedule::sync::registry;
+use crate::sweep::config::{read_experiment, ExperimentHeader};
 use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
 #[derive(Debug, Deserialize)]

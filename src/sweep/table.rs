@@ -269,8 +269,7 @@ pub fn write_tables<R: serde::Serialize>(
     let metadata = match &files.identity {
         None => None,
         Some(identity) => {
-            let text =
-                serde_json::to_string(identity).map_err(|e| crate::Error::io(parquet, e))?;
+            let text = serde_json::to_string(identity).map_err(|e| crate::Error::io(parquet, e))?;
             Some(KeyValueMetadata::from_static(vec![(
                 IDENTITY_KEY.to_string(),
                 text,
