@@ -33,7 +33,7 @@ fn main() {
     };
     let mut exp = Experiment::load(&path).expect("the experiment file");
     let out = tempfile::tempdir().expect("a temporary directory");
-    exp.output = out.path().to_path_buf();
+    exp.header.output = out.path().to_path_buf();
     let opts = SweepOptions {
         shard: None,
         isolation: Isolation::Process,
@@ -51,7 +51,7 @@ fn main() {
     assert_eq!(again.ran, 0, "a finished sweep ran jobs again");
     println!(
         "sweep {}: {} jobs ({} errors) in {:.1} s on {cores} cores (target for memory.toml: 1800 s)",
-        exp.name, first.jobs, first.errors, run
+        exp.header.name, first.jobs, first.errors, run
     );
     println!("resume: {resume:.3} s (target: 2 s)");
 }

@@ -888,8 +888,9 @@ fn merge_knows_shards_by_their_contents_not_their_names() {
         &["shard-3-of-3.parquet", "shard of 1"],
     );
     let rows = pipeopt::sweep::table::read_rows(&whole).unwrap();
-    let mut df = pipeopt::sweep::table::frame(&rows).unwrap();
-    pipeopt::sweep::table::write_parquet(&mut df, &posing).unwrap();
+    let mut files = pipeopt::sweep::table::TableFiles::in_dir(d, "shard-3-of-3");
+    files.json = None;
+    pipeopt::sweep::table::write_tables(&rows, &files).unwrap();
     refused(
         &[&shards[0], &shards[1], &posing],
         &["shard-3-of-3.parquet", "not a shard"],

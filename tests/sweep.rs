@@ -61,7 +61,7 @@ fn a_killed_sweep_resumes_without_loss_or_duplicates() {
     let again = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
     assert_eq!(again.already_done, 10);
     assert_eq!(again.ran, 14);
-    let rows = table::read_rows(&again.parquet).unwrap();
+    let rows = table::read_rows(&again.details.parquet).unwrap();
     assert_eq!(rows.len(), 24);
     let keys: std::collections::HashSet<_> = rows.iter().map(|r| r.key.clone()).collect();
     assert_eq!(keys.len(), 24, "duplicated rows");
@@ -100,11 +100,11 @@ fn shards_merge_into_the_whole_grid() {
         )
         .unwrap();
         assert_eq!(s.jobs, 8);
-        parts.push(s.parquet);
+        parts.push(s.details.parquet);
     }
     let merged = dir.path().join("merged.parquet");
     assert_eq!(table::merge(&parts, &merged).unwrap(), 24);
-    let mut a = table::read_rows(&whole.parquet).unwrap();
+    let mut a = table::read_rows(&whole.details.parquet).unwrap();
     let mut b = table::read_rows(&merged).unwrap();
     a.sort_by(|x, y| x.key.cmp(&y.key));
     b.sort_by(|x, y| x.key.cmp(&y.key));
@@ -128,7 +128,7 @@ fn a_crashing_job_is_recorded_not_fatal() {
     o.executable = Some(PathBuf::from("/bin/false"));
     let s = run::sweep(&exp, &o).unwrap();
     assert_eq!(s.errors, 24);
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     assert!(rows
         .iter()
         .all(|r| r.status == Status::Error && r.message.contains("exited with status 1")));
@@ -140,13 +140,13 @@ fn summary_geometric_means() {
     let dir = tempfile::tempdir().unwrap();
     let exp = experiment(dir.path());
     let s = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
-    let df = table::read_frame(&s.parquet).unwrap();
+    let df = table::read_frame(&s.details.parquet).unwrap();
     let sum = table::summary(&df, &["memory".to_string()], Some("even")).unwrap();
     let json = table::to_json(&sum);
     let rows = json.as_array().unwrap();
     assert_eq!(rows.len(), 6);
     // Recompute one geometric mean by hand from the rows.
-    let all = table::read_rows(&s.parquet).unwrap();
+    let all = table::read_rows(&s.details.parquet).unwrap();
     let gib8 = 8.0 * 1073741824.0;
     let mut logs = Vec::new();
     for r in all
@@ -197,7 +197,7 @@ fn milp_rows_carry_the_solver_status_gap_and_nodes() {
     );
     let exp = Experiment::parse(&text, Path::new("m.toml")).unwrap();
     let s = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     let milp = rows
         .iter()
         .find(|r| r.algorithm == "milp-schedule")
@@ -237,7 +237,7 @@ fn rows_name_the_placement_of_the_plan_returned() {
     );
     let exp = Experiment::parse(&text, Path::new("p.toml")).unwrap();
     let s = run::sweep(&exp, &opts(Isolation::Process, None)).unwrap();
-    let rows = table::read_rows(&s.parquet).unwrap();
+    let rows = table::read_rows(&s.details.parquet).unwrap();
     assert_eq!(rows.len(), 8);
     for r in &rows {
         let placement = r.placement.as_deref();
@@ -281,7 +281,7 @@ fn committed_experiments_parse_and_keep_their_job_keys() {
             let exp = Experiment::parse(&text, &path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             grids += 1;
-            let journal = root.join(&exp.output).join(&exp.name).join("journal.jsonl");
+            let journal = root.join(exp.header.dir()).join("journal.jsonl");
             let Ok(journal) = std::fs::read_to_string(&journal) else {
                 continue;
             };
@@ -320,6 +320,177 @@ fn committed_experiments_parse_and_keep_their_job_keys() {
         serde_json::from_value::<AlgorithmSpec>(serde_json::to_value(&spec).unwrap()).unwrap(),
         spec
     );
+}
+
+/// Both kinds of experiment file read one header (`name`, `workers`, `job_timeout`,
+/// `output`): the same values give the same header, and a bad value is refused by both
+/// with the same field and the same reason.
+#[test]
+fn both_kinds_of_experiment_read_one_header() {
+    use pipeopt::sweep::sync::SyncExperiment;
+    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
+    let periodic = |head: &str| {
+        let text = format!(
+            "{head}\ninstances = [\"{toy}\"]\nprocessors = [2]\nmemory = [\"8GiB\"]\n\
+             bandwidth = [\"12GB/s\"]\n[[algorithm]]\nname = \"pipedream\"\n"
+        );
+        Experiment::parse(&text, Path::new("exp.toml")).map(|e| e.header)
+    };
+    let synchronous = |head: &str| {
+        let text = format!(
+            "{head}\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1]\nschedules = [\"gpipe\"]\n\
+             [[case]]\ninstance = \"{toy}\"\nstudy = \"s\"\nstages = [2]\nsamples = [4]\n"
+        );
+        SyncExperiment::parse(&text, Path::new("exp.toml")).map(|e| e.header)
+    };
+    let head = "name = \"h\"\nworkers = 3\njob_timeout = \"90s\"\noutput = \"elsewhere\"";
+    let (a, b) = (periodic(head).unwrap(), synchronous(head).unwrap());
+    assert_eq!(
+        (a.name.as_str(), a.workers, a.job_timeout, a.dir()),
+        ("h", 3, 90.0, PathBuf::from("elsewhere/h"))
+    );
+    assert_eq!(
+        (&b.name, b.workers, b.job_timeout, b.dir()),
+        (&a.name, a.workers, a.job_timeout, a.dir())
+    );
+    assert_ne!(a.config_hash, b.config_hash, "the hash is the whole file's");
+    let defaults = synchronous("name = \"h\"").unwrap();
+    assert_eq!(
+        (defaults.workers, defaults.job_timeout, defaults.dir()),
+        (0, 3600.0, PathBuf::from("results/h"))
+    );
+    for (bad, field) in [
+        ("name = \"a/b\"", "name"),
+        ("name = \"\"", "name"),
+        ("name = \"h\"\njob_timeout = \"0s\"", "job_timeout"),
+        ("name = \"h\"\njob_timeout = \"soon\"", "job_timeout"),
+        ("name = \"h\"\nworkers = -1", "workers"),
+        ("name = \"h\"\noutput = 3", "output"),
+        ("name = 7", "name"),
+    ] {
+        let (a, b) = (periodic(bad).unwrap_err(), synchronous(bad).unwrap_err());
+        assert_eq!(
+            (a.source.as_str(), a.field.as_str()),
+            ("exp.toml", field),
+            "{bad}: {a}"
+        );
+        assert_eq!(
+            (&b.source, &b.field, &b.reason),
+            (&a.source, &a.field, &a.reason),
+            "{bad}"
+        );
+    }
+    // A misspelt header key is refused by both, the message listing the header's keys.
+    for e in [
+        periodic("name = \"h\"\nworker = 2").unwrap_err(),
+        synchronous("name = \"h\"\nworker = 2").unwrap_err(),
+    ] {
+        assert!(
+            e.reason.contains("`worker`") && e.reason.contains("`workers`"),
+            "{e}"
+        );
+    }
+}
+
+/// One writer for every sweep table: the periodic rows and the synchronous tables each
+/// come out as Parquet, CSV and (when asked) JSON with the same columns, in the record's
+/// field order; only the periodic tables carry an identity.
+#[test]
+fn one_writer_writes_both_kinds_of_table() {
+    use pipeopt::sweep::sync::{best_rows, SyncRow};
+    use pipeopt::sweep::table::{write_tables, TableFiles};
+    fn fields<R: serde::Serialize>(record: &R) -> Vec<String> {
+        // serde_json's map is sorted; a record's own order comes from its text.
+        let text = serde_json::to_string(record).unwrap();
+        let keys: indexmap_free::Keys = serde_json::from_str(&text).unwrap();
+        keys.0
+    }
+    fn check<R: serde::Serialize>(records: &[R], files: &TableFiles) -> Vec<String> {
+        let written = write_tables(records, files).unwrap();
+        let expected = fields(&records[0]);
+        let parquet = table::read_frame(&files.parquet).unwrap();
+        let names: Vec<String> = parquet
+            .get_column_names()
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(names, expected);
+        let csv = std::fs::read_to_string(&files.csv).unwrap();
+        assert_eq!(csv.lines().next().unwrap(), expected.join(","));
+        assert_eq!(csv.lines().count(), records.len() + 1);
+        if let Some(json) = &files.json {
+            let text = std::fs::read_to_string(json).unwrap();
+            assert_eq!(text.lines().count() == 1, files.compact_json);
+            let back: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.len(), records.len());
+        }
+        assert_eq!(
+            table::read_identity(&files.parquet).unwrap(),
+            files.identity
+        );
+        written.iter().map(|p| p.display().to_string()).collect()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = experiment(dir.path());
+    let rows: Vec<Row> = run::jobs(&exp)
+        .unwrap()
+        .iter()
+        .take(3)
+        .map(|j| run::run_job(j, &RunContext::default()))
+        .collect();
+    let identity = pipeopt::sweep::shard::ShardIdentity::of(&exp.header, None);
+    let files = TableFiles::with_identity(&dir.path().join("p.parquet"), identity);
+    let written = check(&table::filled(&rows), &files);
+    assert_eq!(written.len(), 2, "{written:?}");
+    let sync_rows: Vec<SyncRow> = serde_json::from_str(
+        r#"[{"instance":"i","study":"s","stages":2,"samples":4,"mini_batch":null,
+             "micro_batch_size":1,"micro_batches":4,"recompute":false,"approach":"gpipe",
+             "schedule":"gpipe","k":null,"gamma":null,"costs_from":"linear",
+             "makespan_seconds":1.0,"bubble_ratio":0.2,"paper_bubble_ratio":0.2,
+             "samples_per_second":4.0,"samples_per_second_per_gpu":2.0,
+             "peak_memory_max":2.0,"peak_memory_min":1.0,"peak_memory":[2.0,1.0],
+             "peak_live":[2,1],"optimum_placement":null,"optimum_status":null,
+             "optimum_seconds":null,"ratio_to_optimum":null,"optimum_bubble_ratio":null}]"#,
+    )
+    .unwrap();
+    let mut runs = TableFiles::in_dir(dir.path(), "runs");
+    runs.compact_json = true;
+    assert_eq!(check(&sync_rows, &runs).len(), 3);
+    let best = best_rows(&sync_rows, &[8.0], &["gpipe".to_string()]);
+    assert_eq!(
+        check(&best, &TableFiles::in_dir(dir.path(), "best")).len(),
+        3
+    );
+    // The CSV's list column holds the list as JSON text.
+    let csv = std::fs::read_to_string(dir.path().join("runs.csv")).unwrap();
+    assert!(csv.contains("\"[2.0,1.0]\""), "{csv}");
+}
+
+/// A record's keys in its serialized order.
+mod indexmap_free {
+    pub struct Keys(pub Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a record")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some((k, _)) = m.next_entry::<String, serde::de::IgnoredAny>()? {
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
 }
 
 // The case columns and the formats of the journal (`sweep::row`).

@@ -293,7 +293,7 @@ fn sync_sweep_resumes_from_its_journal() {
     let head = "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
                 schedules = [\"gpipe\", \"mixpipe\"]\nworkers = 2\n";
     let (exp, out_dir, first) = sweep_in(dir.path(), head);
-    let configurations = first["configurations"].as_u64().unwrap();
+    let configurations = first["jobs"].as_u64().unwrap();
     assert!(configurations >= 4, "{first}");
     assert_eq!(first["ran"], configurations);
     for f in ["runs.parquet", "best.parquet", "journal.jsonl"] {
@@ -333,6 +333,68 @@ fn sync_sweep_resumes_from_its_journal() {
     let threads = dir.path().join("threads");
     sync_sweep(&exp, &threads, &["--isolation", "thread"]);
     assert_eq!(std::fs::read(threads.join("runs.csv")).unwrap(), runs);
+}
+
+/// The synchronous sweep's shards follow the one shard policy (`sweep::shard`): each shard
+/// records its identity beside its journal, and the run without `--shard` takes them in
+/// only if they are every shard of this very file, once each: a shard of another version of
+/// the file, a missing one or one given twice is refused (exit 2) naming the file at fault.
+#[test]
+fn sync_shards_of_another_file_or_missing_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "name = \"t\"\nmemory = [\"8GiB\"]\nmicro_batch_sizes = [1, 2]\n\
+                schedules = [\"gpipe\"]\nworkers = 1\n";
+    let inst = chain(dir.path());
+    let exp = dir.path().join("exp.toml");
+    let text = format!(
+        "{head}[[case]]\ninstance = {:?}\nstudy = \"weak\"\nstages = [2, 4]\nsamples_per_stage = 2\n",
+        inst.to_str().unwrap()
+    );
+    std::fs::write(&exp, &text).unwrap();
+    let out = dir.path().join("out");
+    let thread = ["--isolation", "thread"];
+    let shard = |i: &str| {
+        let v = sync_sweep(&exp, &out, &["--shard", i, "--isolation", "thread"]);
+        assert_eq!(v["shard"], i, "{v}");
+        v
+    };
+    shard("1/2");
+    let identity: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("shard-1-of-2.json")).unwrap()).unwrap();
+    assert_eq!(identity["experiment"], "t");
+    assert_eq!(
+        (identity["shard"].as_u64(), identity["shards"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let whole = |extra: &[&str]| {
+        let mut args = vec![
+            "sync-sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        pipeopt().args(&args).output().unwrap()
+    };
+    // Shard 2 never ran.
+    refused(&whole(&thread), "missing 1 of 2 shards");
+    refused(&whole(&thread), "shard-2-of-2");
+    // Shard 2 ran on another version of the file (a comment changes its hash).
+    std::fs::write(&exp, format!("# edited\n{text}")).unwrap();
+    shard("2/2");
+    std::fs::write(&exp, &text).unwrap();
+    let err = whole(&thread);
+    refused(&err, "journal-shard-2-of-2.jsonl");
+    refused(&err, "configuration hash");
+    assert!(!out.join("runs.csv").exists(), "nothing written");
+    // Shard 2 again on this file: taken in, nothing left to run.
+    shard("2/2");
+    let v = sync_sweep(&exp, &out, &thread);
+    assert_eq!(v["ran"], 0, "{v}");
+    assert_eq!(v["jobs"], v["already_done"], "{v}");
+    // A shard's identity copied over another's: shard 1 given twice.
+    std::fs::copy(out.join("shard-1-of-2.json"), out.join("shard-2-of-2.json")).unwrap();
+    refused(&whole(&thread), "each shard once");
 }
 
 /// An analytic instance whose rebuild at its own batch does not give its layers back (edited

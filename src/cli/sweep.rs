@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use pipeopt::sweep::engine::SweepSummary;
 use pipeopt::sweep::{config::Experiment, run as sweep_run};
 
 #[derive(Args)]
@@ -28,7 +29,7 @@ pub struct SweepArgs {
 
 pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let exp = Experiment::load(&args.experiment)?;
-    eprintln!("{}: {} jobs", exp.name, exp.len());
+    eprintln!("{}: {} jobs", exp.header.name, exp.len());
     let opts = sweep_run::SweepOptions {
         shard: args.shard,
         isolation: args.isolation,
@@ -37,23 +38,57 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
         executable: None,
     };
     let summary = sweep_run::sweep(&exp, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
-    } else {
-        println!(
-            "{}: {} jobs ({} already done, {} run, {} of them retried errors; {} error rows) in {:.1} s -> {} and {}",
-            summary.experiment,
-            summary.jobs,
-            summary.already_done,
-            summary.ran,
-            summary.retried,
-            summary.errors,
-            summary.seconds,
-            summary.parquet.display(),
-            summary.csv.display()
-        );
+    print_summary(&summary, "sweep", "jobs", args.json, serde_json::Map::new())?;
+    if !args.json {
+        print_files(&summary.files);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints what both kinds of sweep share of a run's summary: with `json`, the whole summary
+/// as one JSON object (the kind's own fields beside the common ones, `command` and `extra`
+/// added); otherwise one line for people, counting the jobs as `noun` ("jobs",
+/// "configurations"). The caller prints its kind's own lines after it.
+pub fn print_summary<X: serde::Serialize>(
+    summary: &SweepSummary<X>,
+    command: &str,
+    noun: &str,
+    json: bool,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    if json {
+        let mut value = serde_json::to_value(summary)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("command".into(), command.into());
+            object.extend(extra);
+        }
+        println!("{value}");
+        return Ok(());
+    }
+    let shard = summary
+        .shard
+        .as_ref()
+        .map(|s| format!(" shard {s}"))
+        .unwrap_or_default();
+    println!(
+        "{}{shard}: {} {noun} ({} already done, {} run now, {} of them retried errors; {} \
+         errors) in {:.1} s",
+        summary.experiment,
+        summary.jobs,
+        summary.already_done,
+        summary.ran,
+        summary.retried,
+        summary.errors,
+        summary.wall_seconds,
+    );
+    Ok(())
+}
+
+/// `wrote FILE`, a line per file a sweep wrote.
+pub fn print_files(files: &[PathBuf]) {
+    for f in files {
+        println!("wrote {}", f.display());
+    }
 }
 
 /// `pipeopt sweep-job`: one job as JSON on stdin (`{"kind", "job", "context"}`), its record

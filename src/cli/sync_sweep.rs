@@ -5,15 +5,17 @@ use std::process::ExitCode;
 
 use clap::Args;
 use pipeopt::units::ShowBytes;
-use serde_json::json;
+use serde_json::Map;
 
+use super::sweep::{print_files, print_summary};
 use super::{table, yes_no};
 
 #[derive(Debug, Args)]
 pub struct SyncSweepArgs {
     /// The experiment file (see experiments/bidirectional.toml).
     experiment: PathBuf,
-    /// Where to write the tables and figures (default results/<name>/).
+    /// Where to write the journal, tables and figures (default: the experiment's folder,
+    /// `<output>/<name>/`, `output` being `results` unless the file says otherwise).
     #[arg(long, short = 'o')]
     out: Option<PathBuf>,
     /// Parallel jobs, one configuration each (default: the experiment's `workers`, 0 = one
@@ -21,15 +23,17 @@ pub struct SyncSweepArgs {
     #[arg(long, short = 'j')]
     workers: Option<usize>,
     /// Run only shard i of n (1-based, e.g. 3/16) of the configurations, into its own
-    /// journal in the output folder; a run without --shard then takes in every shard's
-    /// journal, runs what is missing and writes the tables and figures.
+    /// journal in the output folder, with its identity (shard-i-of-n.json); a run without
+    /// --shard then takes in every shard's journal (refusing shards of another experiment
+    /// file, a shard twice or a missing one) and writes the tables and figures.
     #[arg(long)]
     shard: Option<pipeopt::sweep::engine::Shard>,
     /// How jobs are isolated: each configuration in a child process by default (its optimum
     /// MILPs are HiGHS solves, not safe to run concurrently in one process).
     #[arg(long, value_parser = super::isolation_parser(), default_value = "process")]
     isolation: pipeopt::sweep::engine::Isolation,
-    /// Print one JSON object (runs, wall time, files, the best table).
+    /// Print one JSON object (the summary both sweeps print, runs, optimum solves, the best
+    /// table).
     #[arg(long)]
     json: bool,
 }
@@ -38,10 +42,7 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
     use pipeopt::sweep::engine::SweepOptions;
     use pipeopt::sweep::sync::{run as run_grid, SyncExperiment};
     let exp = SyncExperiment::load(&args.experiment)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+    let out = args.out.clone().unwrap_or_else(|| exp.header.dir());
     let mut outcome = run_grid(
         &exp,
         &out,
@@ -53,38 +54,23 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             executable: None,
         },
     )?;
-    if let Some(shard) = args.shard {
-        if args.json {
+    let noun = "configurations";
+    if args.shard.is_some() {
+        print_summary(&outcome, "sync-sweep", noun, args.json, Map::new())?;
+        if !args.json {
             println!(
-                "{}",
-                json!({"command": "sync-sweep", "experiment": exp.name,
-                       "shard": format!("{}/{}", shard.index, shard.count),
-                       "configurations": outcome.configurations,
-                       "already_done": outcome.already_done, "ran": outcome.ran,
-                       "errors": outcome.errors, "runs": outcome.runs,
-                       "wall_seconds": outcome.wall_seconds, "files": outcome.files})
-            );
-        } else {
-            println!(
-                "{} shard {}/{}: {} configurations ({} already done, {} run now) in {:.1} s -> {}; \
-                 a run without --shard writes the tables",
-                exp.name,
-                shard.index,
-                shard.count,
-                outcome.configurations,
-                outcome.already_done,
-                outcome.ran,
-                outcome.wall_seconds,
-                outcome.files[0].display()
+                "{} runs into {}; a run without --shard takes the shards in and writes the tables",
+                outcome.details.runs,
+                outcome.journal.display()
             );
         }
-        return Ok(exit_status(&outcome.errors));
+        return Ok(exit_status(&outcome.error_messages));
     }
     let figures = pipeopt::sweep::sync_figures::write_figures(
         &exp,
-        &outcome.rows,
-        &outcome.best,
-        &outcome.optimum,
+        &outcome.details.rows,
+        &outcome.details.best,
+        &outcome.details.optimum,
         &out,
     )?;
     outcome.files.extend(figures);
@@ -93,35 +79,20 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
         &std::fs::read(&best_path).map_err(|e| pipeopt::Error::io(&best_path, e))?,
     )?;
     if args.json {
-        println!(
-            "{}",
-            json!({"command": "sync-sweep", "experiment": exp.name, "runs": outcome.runs,
-                   "configurations": outcome.configurations,
-                   "already_done": outcome.already_done, "ran": outcome.ran,
-                   "errors": outcome.errors,
-                   "optimum_solves": outcome.optimum_solves,
-                   "optimum_proven": outcome.optimum_proven,
-                   "skipped_shapes": outcome.skipped_shapes,
-                   "wall_seconds": outcome.wall_seconds, "files": outcome.files,
-                   "best": best})
-        );
+        let extra = Map::from_iter([("best".to_string(), best)]);
+        print_summary(&outcome, "sync-sweep", noun, true, extra)?;
     } else {
+        print_summary(&outcome, "sync-sweep", noun, false, Map::new())?;
+        let d = &outcome.details;
         println!(
-            "{}: {} runs of {} configurations ({} already done, {} run now; {} shapes refused \
-             by their schedule) in {:.1} s",
-            exp.name,
-            outcome.runs,
-            outcome.configurations,
-            outcome.already_done,
-            outcome.ran,
-            outcome.skipped_shapes,
-            outcome.wall_seconds
+            "{} runs; {} shapes refused by their schedule",
+            d.runs, d.skipped_shapes
         );
         if exp.optimum.is_some() {
             println!(
                 "optimum: {} configurations x placements solved, {} proven optimal (the others \
                  give their bound; optimum.csv)",
-                outcome.optimum_solves, outcome.optimum_proven
+                d.optimum_solves, d.optimum_proven
             );
         }
         let lines = best.as_array().into_iter().flatten().map(|r| {
@@ -168,11 +139,9 @@ pub fn run(args: SyncSweepArgs) -> anyhow::Result<ExitCode> {
             "MixPipe x",
         ];
         println!("{}", table(&header, &[2, 3, 4, 7, 8, 10, 11], lines));
-        for f in &outcome.files {
-            println!("wrote {}", f.display());
-        }
+        print_files(&outcome.files);
     }
-    Ok(exit_status(&outcome.errors))
+    Ok(exit_status(&outcome.error_messages))
 }
 
 /// A configuration that failed (its rows are missing from the tables) is a failure of the

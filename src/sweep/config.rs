@@ -9,7 +9,8 @@
 //! bandwidth = ["12GB/s", "24GB/s"]
 //! repetitions = 1                       # optional, default 1; at most 10000 (and the grid at
 //!                                       # most 1000000 jobs)
-//! output = "results"                    # optional, default "results" (relative to the file's repository)
+//! output = "results"                    # optional, default "results": the tables go in
+//!                                       # output/, the journal and shards in output/name/
 //! workers = 0                           # optional, parallel jobs; 0 = one per core
 //! job_timeout = "15min"                 # optional wall-clock limit of one job
 //!
@@ -19,7 +20,13 @@
 //! options = { partition = [0, 40, 80, 120] }   # optional: its own options (algorithm::Configured)
 //! ```
 //! Paths are relative to the current directory. Unknown keys are errors that name the key.
+//!
+//! Both kinds of experiment file (this grid and the synchronous one, `sweep::sync`) start
+//! with the same header, read by [`read_experiment`] into an [`ExperimentHeader`]: `name`,
+//! `workers`, `job_timeout` and `output`, with the same meaning, defaults and checks; the
+//! rest of the file is the kind's own.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -102,19 +109,12 @@ impl AlgorithmSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawExperiment {
-    name: String,
     instances: Vec<String>,
     processors: Vec<usize>,
     memory: Vec<String>,
     bandwidth: Vec<String>,
     #[serde(default = "one")]
     repetitions: usize,
-    #[serde(default)]
-    output: Option<PathBuf>,
-    #[serde(default)]
-    workers: usize,
-    #[serde(default)]
-    job_timeout: Option<String>,
     #[serde(rename = "algorithm")]
     algorithms: Vec<SpecForm>,
 }
@@ -132,34 +132,15 @@ pub const MAX_JOBS: usize = 1_000_000;
 /// A checked experiment, with every quantity in SI units and every glob expanded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
-    pub name: String,
+    /// Name, workers, job timeout, output folder and configuration hash.
+    pub header: ExperimentHeader,
     /// Instance files, in the order given (globs sorted), without duplicates.
     pub instances: Vec<PathBuf>,
     pub processors: Vec<usize>,
     pub memory: Vec<f64>,
     pub bandwidth: Vec<f64>,
     pub repetitions: usize,
-    /// Directory where tables and the journal go.
-    pub output: PathBuf,
-    /// Parallel jobs; 0 = one per core.
-    pub workers: usize,
-    /// Wall-clock limit of one job, seconds.
-    pub job_timeout: f64,
     pub algorithms: Vec<AlgorithmSpec>,
-    /// SHA-256 of the file's text: rows carry it so results can be traced to their config.
-    pub config_hash: String,
-}
-
-/// An experiment's `name` becomes a file name: non-empty, no slashes.
-pub(crate) fn check_name(name: &str, src: &str) -> Result<(), InputError> {
-    if name.is_empty() || name.contains(['/', '\\']) {
-        return Err(InputError::new(
-            src,
-            "name",
-            "must be a non-empty file name (no slashes)",
-        ));
-    }
-    Ok(())
 }
 
 /// Reads each `[[algorithm]]` as its algorithm's own options and checks, when the file
@@ -234,8 +215,7 @@ impl Experiment {
     /// Parses an experiment's text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Experiment, InputError> {
         let src = path.display().to_string();
-        let raw: RawExperiment = parse_toml(text, &src)?;
-        check_name(&raw.name, &src)?;
+        let (header, raw): (_, RawExperiment) = read_experiment(text, &src)?;
         let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
         let nonempty = |field: &str, n: usize| {
             if n == 0 {
@@ -290,7 +270,6 @@ impl Experiment {
             };
         let memory = parse_list("memory", &raw.memory, parse_bytes)?;
         let bandwidth = parse_list("bandwidth", &raw.bandwidth, parse_bandwidth)?;
-        let job_timeout = job_timeout(raw.job_timeout.as_deref(), &src)?;
         let mut labels = std::collections::HashSet::new();
         for (i, a) in raw.algorithms.iter().enumerate() {
             let label = a.label.as_deref().unwrap_or(a.name.name());
@@ -351,19 +330,14 @@ impl Experiment {
             ));
         }
         let algorithms = check_algorithms(raw.algorithms, &instances, &raw.processors, &src)?;
-        let config_hash = config_hash(text);
         Ok(Experiment {
-            name: raw.name,
+            header,
             instances,
             processors: raw.processors,
             memory,
             bandwidth,
             repetitions: raw.repetitions,
-            output: raw.output.unwrap_or_else(|| PathBuf::from("results")),
-            workers: raw.workers,
-            job_timeout,
             algorithms,
-            config_hash,
         })
     }
 
@@ -382,6 +356,111 @@ impl Experiment {
     }
 }
 
+/// What every experiment file says first, whatever its kind (periodic grid or synchronous
+/// schedules), checked: the same keys with the same meaning in both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExperimentHeader {
+    /// `name`: a file name (non-empty, no slashes); the tables and journals are named by it.
+    pub name: String,
+    /// `workers`: parallel jobs; 0 (the default) = one per core.
+    pub workers: usize,
+    /// `job_timeout`: the wall-clock limit of one job, seconds (one hour by default).
+    pub job_timeout: f64,
+    /// `output`: the results folder (default `results`); the experiment's journal and shard
+    /// files go in `output/name/` ([`ExperimentHeader::dir`]).
+    pub output: PathBuf,
+    /// The SHA-256 of the file's text ([`config_hash`]): rows and shards carry it, so that
+    /// results trace back to their file and shards of two versions of it never mix.
+    pub config_hash: String,
+    /// The file, as errors name it.
+    pub source: String,
+}
+
+/// The header's keys as a file writes them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeader {
+    name: String,
+    #[serde(default)]
+    workers: usize,
+    #[serde(default)]
+    job_timeout: Option<String>,
+    #[serde(default)]
+    output: Option<PathBuf>,
+}
+
+/// The keys of [`ExperimentHeader`] in a file.
+pub const HEADER_KEYS: [&str; 4] = ["name", "workers", "job_timeout", "output"];
+
+impl ExperimentHeader {
+    /// The experiment's own folder, `output/name/`: its journal and shard files (and the
+    /// synchronous kind's tables and figures).
+    pub fn dir(&self) -> PathBuf {
+        self.output.join(&self.name)
+    }
+
+    /// The job timeout as a duration (a huge one saturates).
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(self.job_timeout).unwrap_or(std::time::Duration::MAX)
+    }
+}
+
+/// Reads an experiment file's text (`src` names it in errors) into its header and the rest,
+/// `B`, the kind's own keys (a struct that refuses unknown keys). The one reader of the
+/// header for every kind: an error names the file and the key, and a key neither the
+/// header nor `B` knows is refused naming both lists.
+pub fn read_experiment<B: DeserializeOwned>(
+    text: &str,
+    src: &str,
+) -> Result<(ExperimentHeader, B), InputError> {
+    let mut body: toml::Table = parse_toml(text, src)?;
+    let mut head = toml::Table::new();
+    for key in HEADER_KEYS {
+        if let Some(v) = body.remove(key) {
+            head.insert(key.to_string(), v);
+        }
+    }
+    let raw: RawHeader = from_table(head, src)?;
+    let rest: B = from_table(body, src).map_err(|mut e| {
+        if e.reason.starts_with("unknown field") {
+            e.reason = format!(
+                "{} (or a key of the header: {})",
+                e.reason,
+                HEADER_KEYS.map(|k| format!("`{k}`")).join(", ")
+            );
+        }
+        e
+    })?;
+    if raw.name.is_empty() || raw.name.contains(['/', '\\']) {
+        return Err(InputError::new(
+            src,
+            "name",
+            "must be a non-empty file name (no slashes)",
+        ));
+    }
+    let header = ExperimentHeader {
+        job_timeout: job_timeout(raw.job_timeout.as_deref(), src)?,
+        name: raw.name,
+        workers: raw.workers,
+        output: raw.output.unwrap_or_else(|| PathBuf::from("results")),
+        config_hash: config_hash(text),
+        source: src.to_string(),
+    };
+    Ok((header, rest))
+}
+
+/// A TOML table read as `T`, an error naming the key at fault.
+fn from_table<T: DeserializeOwned>(table: toml::Table, src: &str) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let field = e.path().to_string();
+        InputError::new(
+            src,
+            if field == "." { String::new() } else { field },
+            e.into_inner().message().trim().to_string(),
+        )
+    })
+}
+
 /// The identity of an experiment's text, the same for both kinds of sweep: the SHA-256 of
 /// the file, in hexadecimal. Rows and shards carry it; `merge` refuses to mix two.
 pub fn config_hash(text: &str) -> String {
@@ -393,7 +472,7 @@ pub fn config_hash(text: &str) -> String {
 }
 
 /// The `job_timeout` key of an experiment file, in seconds: one hour when absent; positive.
-pub fn job_timeout(raw: Option<&str>, src: &str) -> Result<f64, InputError> {
+fn job_timeout(raw: Option<&str>, src: &str) -> Result<f64, InputError> {
     let bad = |reason: String| InputError::new(src, "job_timeout", reason);
     let seconds = match raw {
         None => 3600.0,
@@ -433,7 +512,7 @@ mod tests {
         assert_eq!(e.memory, vec![3.0 * 1073741824.0, 16.0 * 1073741824.0]);
         assert_eq!(e.bandwidth, vec![12e9]);
         assert_eq!(e.algorithms[0].algorithm.options()["period"], 0.2);
-        assert_eq!(e.config_hash.len(), 64);
+        assert_eq!(e.header.config_hash.len(), 64);
     }
 
     #[test]

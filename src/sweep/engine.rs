@@ -52,6 +52,8 @@ pub trait JobKind {
     fn set_wall(record: &mut Self::Record, wall: f64);
     /// A few words on a finished record for the progress bar.
     fn describe(record: &Self::Record) -> String;
+    /// What went wrong, for an error record (one line, naming the job).
+    fn error_message(record: &Self::Record) -> Option<String>;
 }
 
 /// The context of a run, given to every job (the periodic rows carry it).
@@ -313,6 +315,67 @@ pub struct EngineOptions {
     pub executable: Option<PathBuf>,
     /// The progress bar's label.
     pub label: String,
+}
+
+/// What one run of a sweep did, whatever its kind: the part both kinds share, and `X`, the
+/// kind's own (the periodic tables' paths; the synchronous runs, optima and the rows its
+/// figures are drawn from). As JSON, one object: the kind's fields beside the common ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepSummary<X> {
+    pub experiment: String,
+    /// The shard run, `i/n`; none: the whole grid.
+    pub shard: Option<String>,
+    /// Jobs of this run (of its shard): periodic jobs, or synchronous configurations.
+    pub jobs: usize,
+    /// Jobs the journal held already.
+    pub already_done: usize,
+    /// Jobs run now.
+    pub ran: usize,
+    /// Jobs that had an error record and ran again (included in `ran`).
+    pub retried: usize,
+    /// Jobs whose record is an error (they run again on the next run).
+    pub errors: usize,
+    /// What went wrong with each of them.
+    pub error_messages: Vec<String>,
+    pub wall_seconds: f64,
+    pub journal: PathBuf,
+    /// Every file this run wrote (tables, figures; a shard's identity), journal aside.
+    pub files: Vec<PathBuf>,
+    #[serde(flatten)]
+    pub details: X,
+}
+
+impl<X> SweepSummary<X> {
+    /// The summary of `done`, the run of `jobs` jobs (of `shard`) of `experiment`, started
+    /// at `started`, into `journal`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new<K: JobKind>(
+        experiment: &str,
+        shard: Option<Shard>,
+        jobs: usize,
+        done: &Executed<K::Record>,
+        journal: PathBuf,
+        files: Vec<PathBuf>,
+        details: X,
+        started: Instant,
+    ) -> SweepSummary<X> {
+        let error_messages: Vec<String> =
+            done.records.iter().filter_map(K::error_message).collect();
+        SweepSummary {
+            experiment: experiment.to_string(),
+            shard: shard.map(|s| format!("{}/{}", s.index, s.count)),
+            jobs,
+            already_done: done.already_done,
+            ran: done.ran,
+            retried: done.retried,
+            errors: error_messages.len(),
+            error_messages,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            journal,
+            files,
+            details,
+        }
+    }
 }
 
 /// What the engine did: every record of the jobs given, in their order, and the journal,

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod figures;
 pub mod row;
 pub mod run;
+pub mod shard;
 pub mod sync;
 pub mod sync_figures;
 pub mod table;

@@ -1,14 +1,17 @@
 //! The periodic planners' grid as a [`JobKind`] of the sweep engine (`sweep::engine`): a job
 //! per (instance, processors, memory, bandwidth, algorithm, repetition), its [`Row`]
 //! appended to the journal (`<output>/<name>/journal[-shard-i-of-n].jsonl`) as it finishes,
-//! then the Parquet and CSV tables written from the journal at the end of every run.
+//! then the Parquet and CSV tables written from the journal at the end of every run
+//! (`sweep::table::write_tables`): `<output>/<name>.parquet` for the whole grid, the shard
+//! table `<output>/<name>/shard-i-of-n.parquet` for a shard, which `merge` joins
+//! (`sweep::shard`, the shard policy of both kinds).
 //!
 //! The engine gives the crash safety (resume without loss or duplicates), the lock on the
 //! journal and the process isolation (each job in `pipeopt sweep-job`).
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::algorithm::{self, Problem};
 use crate::error::InputError;
@@ -17,6 +20,8 @@ use crate::sweep::config::{AlgorithmSpec, Experiment};
 use crate::sweep::engine::{self, JobKind};
 pub use crate::sweep::engine::{Isolation, Journal, RunContext, Shard, SweepOptions};
 use crate::sweep::row::Row;
+use crate::sweep::shard::ShardIdentity;
+use crate::sweep::table::{self, TableFiles};
 
 /// One job of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,40 +150,32 @@ pub struct Paths {
 
 impl Paths {
     pub fn new(exp: &Experiment, shard: Option<Shard>) -> Paths {
-        let dir = exp.output.join(&exp.name);
+        let (output, name) = (&exp.header.output, &exp.header.name);
+        let dir = exp.header.dir();
         match shard {
             None => Paths {
                 journal: dir.join("journal.jsonl"),
-                parquet: exp.output.join(format!("{}.parquet", exp.name)),
-                csv: exp.output.join(format!("{}.csv", exp.name)),
+                parquet: output.join(format!("{name}.parquet")),
+                csv: output.join(format!("{name}.csv")),
             },
-            Some(s) => {
-                let stem = format!("shard-{}-of-{}", s.index, s.count);
-                Paths {
-                    journal: dir.join(format!("journal-{stem}.jsonl")),
-                    parquet: dir.join(format!("{stem}.parquet")),
-                    csv: dir.join(format!("{stem}.csv")),
-                }
-            }
+            Some(s) => Paths {
+                journal: dir.join(s.journal_name()),
+                parquet: dir.join(format!("{}.parquet", s.stem())),
+                csv: dir.join(format!("{}.csv", s.stem())),
+            },
         }
     }
 }
 
-/// What a sweep did.
+/// What a periodic sweep did: the common summary with its tables' paths.
+pub type SweepSummary = engine::SweepSummary<PeriodicTables>;
+
+/// The periodic part of a [`SweepSummary`]: the table written (the whole grid's, or the
+/// shard's that `merge` joins).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SweepSummary {
-    pub experiment: String,
-    pub jobs: usize,
-    pub already_done: usize,
-    pub ran: usize,
-    /// Jobs that had an error row and ran again (included in `ran`).
-    pub retried: usize,
-    /// Rows with status "error" in the table written (this run's and earlier ones').
-    pub errors: usize,
-    pub journal: PathBuf,
+pub struct PeriodicTables {
     pub parquet: PathBuf,
     pub csv: PathBuf,
-    pub seconds: f64,
 }
 
 /// The git revision of the working directory, or "unknown"; with `-modified` when the
@@ -251,6 +248,14 @@ impl JobKind for Periodic {
             row.algorithm, row.instance, row.processors, row.status
         )
     }
+    fn error_message(row: &Row) -> Option<String> {
+        (row.status == Status::Error).then(|| {
+            format!(
+                "{} on {} P={}: {}",
+                row.algorithm, row.instance_path, row.processors, row.message
+            )
+        })
+    }
 }
 
 /// Reads a periodic sweep's journal (see [`engine::read_journal`]).
@@ -261,48 +266,46 @@ pub fn read_journal(path: &Path) -> Result<Vec<Row>, InputError> {
 /// Runs (the rest of) an experiment and writes its tables.
 pub fn sweep(exp: &Experiment, opts: &SweepOptions) -> Result<SweepSummary, crate::Error> {
     let started = Instant::now();
+    let header = &exp.header;
     let paths = Paths::new(exp, opts.shard);
     let mut all = jobs(exp)?;
     if let Some(s) = opts.shard {
         all = s.of(all);
     }
     let ctx = RunContext {
-        experiment: exp.name.clone(),
-        config_hash: exp.config_hash.clone(),
+        experiment: header.name.clone(),
+        config_hash: header.config_hash.clone(),
         git_revision: git_revision(),
     };
-    let timeout = Duration::try_from_secs_f64(exp.job_timeout).unwrap_or(Duration::MAX);
     let done = engine::execute::<Periodic>(
         &all,
         &paths.journal,
         &ctx,
-        &opts.engine(exp.workers, timeout, &exp.name),
+        &opts.engine(header.workers, header.timeout(), &header.name),
     )?;
-    let shard = opts.shard.unwrap_or(Shard { index: 1, count: 1 });
-    let identity = crate::sweep::table::TableIdentity {
-        experiment: exp.name.clone(),
-        config_hash: exp.config_hash.clone(),
-        shard: shard.index,
-        shards: shard.count,
+    let files = TableFiles {
+        parquet: paths.parquet.clone(),
+        csv: paths.csv.clone(),
+        json: None,
+        compact_json: false,
+        identity: Some(ShardIdentity::of(header, opts.shard)),
     };
-    crate::sweep::table::write_tables(&done.records, &paths.parquet, &paths.csv, &identity)?;
+    let written = table::write_tables(&table::filled(&done.records), &files)?;
+    let summary = SweepSummary::new::<Periodic>(
+        &header.name,
+        opts.shard,
+        all.len(),
+        &done,
+        paths.journal,
+        written,
+        PeriodicTables {
+            parquet: paths.parquet,
+            csv: paths.csv,
+        },
+        started,
+    );
     drop(done.journal); // the lock, once the tables are written
-    Ok(SweepSummary {
-        experiment: exp.name.clone(),
-        jobs: all.len(),
-        already_done: done.already_done,
-        ran: done.ran,
-        retried: done.retried,
-        errors: done
-            .records
-            .iter()
-            .filter(|r| r.status == Status::Error)
-            .count(),
-        journal: paths.journal,
-        parquet: paths.parquet,
-        csv: paths.csv,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(summary)
 }
 
 /// The row of a job that did not finish (crash, timeout, panic).

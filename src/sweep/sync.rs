@@ -27,17 +27,22 @@
 //! stage the worker holds (the rematerialised activations during a backward), an upper
 //! bound since it is added at the checkpoints' peak.
 //!
-//! Outputs (each written atomically) in `results/<name>/`: `runs.csv` and `runs.json` (one
-//! row per simulation), `best.csv` and `best.json` (per case, D, S, memory budget and
-//! approach, the fitting run with the highest throughput, with MixPipe's speedup over it),
-//! and the figures of `sweep::sync_figures`, which `pipeopt sync-sweep` draws from the rows
-//! [`run`] returns.
+//! Outputs (each written atomically, through `sweep::table::write_tables`) in the
+//! experiment's folder, `<output>/<name>/` (the header every experiment file shares,
+//! `sweep::config::ExperimentHeader`; `results/<name>/` by default): `runs` (one row per
+//! simulation), `best` (per case, D, S, memory budget and approach, the fitting run with
+//! the highest throughput, with MixPipe's speedup over it) and, with `[optimum]`, `optimum`,
+//! each as Parquet, CSV and JSON, and the figures of `sweep::sync_figures`, which `pipeopt
+//! sync-sweep` draws from the rows [`run`] returns. Shards follow `sweep::shard`: a shard
+//! writes its journal and identity, and the run without one takes them in and writes the
+//! tables (the best runs compare configurations, so a table needs them all).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::engine::{JobKind, RunContext, SweepOptions};
-use super::table::{frame_of, Lists};
+use super::shard::{take_in_shards, write_identity, ShardIdentity};
+use super::table::{write_tables, TableFiles};
 use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
@@ -163,24 +168,22 @@ pub struct BestRow {
     pub optimum_status: Option<String>,
 }
 
-/// What a sweep produced.
+/// What a synchronous sweep did: the common summary with its own part.
+pub type SyncOutcome = super::engine::SweepSummary<SyncDetails>;
+
+/// The synchronous part of a [`SyncOutcome`].
 #[derive(Debug, Clone, Serialize)]
-pub struct SyncOutcome {
+pub struct SyncDetails {
+    /// Simulations (rows of `runs`).
     pub runs: usize,
     /// (configuration, placement) pairs solved by the optimum MILP.
     pub optimum_solves: usize,
     /// How many of them were proven optimal.
     pub optimum_proven: usize,
+    /// (approach, D, N) shapes its schedules refused, counted per use.
     pub skipped_shapes: usize,
-    /// Jobs of the engine (configurations), how many the journal held already, how many
-    /// ran now, and the errors of those that failed (they run again on the next run).
-    pub configurations: usize,
-    pub already_done: usize,
-    pub ran: usize,
-    pub errors: Vec<String>,
-    pub wall_seconds: f64,
-    pub files: Vec<PathBuf>,
-    /// The rows written, for the figures (`sweep::sync_figures::write_figures`).
+    /// The rows written, for the figures (`sweep::sync_figures::write_figures`); empty for a
+    /// shard, which writes no table.
     #[serde(skip)]
     pub rows: Vec<SyncRow>,
     #[serde(skip)]
@@ -347,6 +350,9 @@ impl JobKind for Synchronous {
     }
     fn set_wall(record: &mut SyncRecord, wall: f64) {
         record.wall_seconds = wall;
+    }
+    fn error_message(record: &SyncRecord) -> Option<String> {
+        record.error.clone()
     }
     fn describe(record: &SyncRecord) -> String {
         match (&record.error, record.rows.first()) {
@@ -790,26 +796,35 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
 /// Runs (the rest of) the experiment on the sweep engine, one job per configuration
 /// ([`SyncJob`]), its journal at `out_dir/journal.jsonl`, and writes its tables into
 /// `out_dir` (Parquet, CSV and JSON; the caller draws the figures from the rows returned:
-/// `sweep::sync_figures`).
+/// `sweep::sync_figures`). A shard (`sweep::shard`) runs into its own journal and records
+/// its identity beside it; the run without a shard takes the shards in first.
 pub fn run(
     exp: &SyncExperiment,
     out_dir: &Path,
     opts: &SweepOptions,
 ) -> Result<SyncOutcome, crate::Error> {
     let t0 = std::time::Instant::now();
+    let header = &exp.header;
     let mut all = jobs(exp)?;
     if let Some(shard) = opts.shard {
         all = shard.of(all);
     }
     let ctx = RunContext {
-        experiment: exp.name.clone(),
-        config_hash: exp.config_hash.clone(),
+        experiment: header.name.clone(),
+        config_hash: header.config_hash.clone(),
         git_revision: super::run::git_revision(),
     };
+    let mut files = Vec::new();
     let journal = match opts.shard {
-        Some(s) => out_dir.join(format!("journal-shard-{}-of-{}.jsonl", s.index, s.count)),
+        Some(s) => {
+            files.push(write_identity(
+                out_dir,
+                &ShardIdentity::of(header, Some(s)),
+            )?);
+            out_dir.join(s.journal_name())
+        }
         None => {
-            take_in_shards(out_dir)?;
+            take_in_shards::<Synchronous>(out_dir, header)?;
             out_dir.join("journal.jsonl")
         }
     };
@@ -817,135 +832,61 @@ pub fn run(
         &all,
         &journal,
         &ctx,
-        &opts.engine(
-            exp.workers,
-            std::time::Duration::from_secs_f64(exp.job_timeout),
-            &exp.name,
-        ),
+        &opts.engine(header.workers, header.timeout(), &header.name),
     )?;
-    let errors: Vec<String> = done
-        .records
-        .iter()
-        .filter_map(|r| r.error.clone())
-        .collect();
-    let mut files = Vec::new();
+    let summary = |files: Vec<PathBuf>, details: SyncDetails| {
+        SyncOutcome::new::<Synchronous>(
+            &header.name,
+            opts.shard,
+            all.len(),
+            &done,
+            journal.clone(),
+            files,
+            details,
+            t0,
+        )
+    };
     if opts.shard.is_some() {
         // A shard's records wait in its journal for the run that writes the tables.
-        return Ok(SyncOutcome {
+        let optimum = done.records.iter().flat_map(|r| &r.optimum);
+        let details = SyncDetails {
             runs: done.records.iter().map(|r| r.rows.len()).sum(),
-            optimum_solves: done.records.iter().map(|r| r.optimum.len()).sum(),
-            optimum_proven: done
-                .records
-                .iter()
-                .flat_map(|r| &r.optimum)
-                .filter(|o| o.status == "optimal")
-                .count(),
+            optimum_solves: optimum.clone().count(),
+            optimum_proven: optimum.filter(|o| o.status == "optimal").count(),
             skipped_shapes: done.records.iter().map(|r| r.skipped).sum(),
-            configurations: all.len(),
-            already_done: done.already_done,
-            ran: done.ran,
-            errors,
-            wall_seconds: t0.elapsed().as_secs_f64(),
-            files: vec![journal],
             rows: Vec::new(),
             best: Vec::new(),
             optimum: Vec::new(),
-        });
+        };
+        return Ok(summary(files, details));
     }
     let rows = sorted_rows(&done.records);
     let optimum = sorted_optimum(&done.records);
     let skipped = done.records.iter().map(|r| r.skipped).sum();
     let best = best_rows(&rows, &exp.memory, &exp.schedules);
     std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
-    let mut tables = vec![
-        ("runs", write_tables(out_dir, "runs", &rows)?),
-        ("best", write_tables(out_dir, "best", &best)?),
-    ];
+    let mut runs_files = TableFiles::in_dir(out_dir, "runs");
+    runs_files.compact_json = true; // the largest table
+    files.extend(write_tables(&rows, &runs_files)?);
+    files.extend(write_tables(&best, &TableFiles::in_dir(out_dir, "best"))?);
     if exp.optimum.is_some() {
-        tables.push(("optimum", write_tables(out_dir, "optimum", &optimum)?));
+        files.extend(write_tables(
+            &optimum,
+            &TableFiles::in_dir(out_dir, "optimum"),
+        )?);
     }
-    for (_, written) in tables {
-        files.extend(written);
-    }
-    drop(done.journal); // the lock, once the tables are written
-    Ok(SyncOutcome {
+    let details = SyncDetails {
         runs: rows.len(),
         optimum_solves: optimum.len(),
         optimum_proven: optimum.iter().filter(|o| o.status == "optimal").count(),
         skipped_shapes: skipped,
-        configurations: all.len(),
-        already_done: done.already_done,
-        ran: done.ran,
-        errors,
-        wall_seconds: t0.elapsed().as_secs_f64(),
-        files,
         rows,
         best,
         optimum,
-    })
-}
-
-/// Appends the records of every shard's journal in `dir` (`journal-shard-i-of-n.jsonl`) to
-/// its journal (`journal.jsonl`), so that the run without a shard finds them done; the
-/// journal keeps the last record of a key, so taking a shard in twice changes nothing.
-fn take_in_shards(dir: &Path) -> Result<(), crate::Error> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(()); // no output folder yet: nothing to take in
     };
-    let mut shards: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("journal-shard-") && n.ends_with(".jsonl"))
-        })
-        .collect();
-    if shards.is_empty() {
-        return Ok(());
-    }
-    shards.sort();
-    let path = dir.join("journal.jsonl");
-    let mut journal = super::engine::Journal::open(&path)?;
-    let have: std::collections::HashSet<String> =
-        super::engine::read_journal::<Synchronous>(&path)?
-            .into_iter()
-            .filter(|r| r.error.is_none())
-            .map(|r| r.key)
-            .collect();
-    for shard in &shards {
-        for record in super::engine::read_journal::<Synchronous>(shard)? {
-            if record.error.is_none() && !have.contains(&record.key) {
-                journal
-                    .append(&record)
-                    .map_err(|e| crate::Error::io(&path, e))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Writes `<name>.parquet`, `<name>.csv` (lists as JSON text) and `<name>.json` in `dir`,
-/// each atomically; returns the files.
-fn write_tables<R: Serialize>(
-    dir: &Path,
-    name: &str,
-    records: &[R],
-) -> Result<Vec<PathBuf>, crate::Error> {
-    let parquet = dir.join(format!("{name}.parquet"));
-    let mut df = frame_of(records, Lists::Column).map_err(|e| crate::Error::io(&parquet, e))?;
-    super::table::write_parquet(&mut df, &parquet)?;
-    let csv = dir.join(format!("{name}.csv"));
-    let mut df = frame_of(records, Lists::Json).map_err(|e| crate::Error::io(&csv, e))?;
-    super::table::write_csv(&mut df, &csv)?;
-    let json = dir.join(format!("{name}.json"));
-    let text = if name == "runs" {
-        serde_json::to_vec(records)
-    } else {
-        serde_json::to_vec_pretty(records)
-    }
-    .map_err(|e| crate::Error::io(&json, e))?;
-    crate::error::write_atomic(&json, &text)?;
-    Ok(vec![csv, json, parquet])
+    let outcome = summary(files, details);
+    drop(done.journal); // the lock, once the tables are written
+    Ok(outcome)
 }
 
 #[cfg(test)]

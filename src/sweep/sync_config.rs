@@ -1,5 +1,7 @@
 //! A synchronous experiment file (`pipeopt sync-sweep FILE`): its TOML read and checked,
-//! every error naming the file and the field.
+//! every error naming the file and the field. Its header (`name`, `workers`, `job_timeout`,
+//! `output`) is the periodic grid's, read by `sweep::config::read_experiment`; the rest is
+//! its own.
 
 use std::path::{Path, PathBuf};
 
@@ -8,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::InputError;
 use crate::model::Instance;
 use crate::schedule::sync::registry;
+use crate::sweep::config::{read_experiment, ExperimentHeader};
 use crate::units::{parse_positive_bandwidth, parse_positive_bytes};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawExperiment {
-    name: String,
     /// Memory budgets per device, e.g. "32GiB".
     memory: Vec<String>,
     micro_batch_sizes: Vec<usize>,
@@ -22,12 +24,6 @@ struct RawExperiment {
     schedules: Vec<String>,
     /// Link bandwidth for activation transfers (absent: transfers are free).
     bandwidth: Option<String>,
-    /// Parallel threads (0 = one per core).
-    #[serde(default)]
-    workers: usize,
-    /// Wall-clock limit of one job (one configuration), e.g. "15min"; one hour by default.
-    #[serde(default)]
-    job_timeout: Option<String>,
     #[serde(rename = "case")]
     cases: Vec<RawCase>,
     /// Figure 7's panels: D and the micro-batch counts drawn (from the `weak` study).
@@ -122,17 +118,14 @@ impl Case {
 /// A parsed experiment file.
 #[derive(Debug, Clone)]
 pub struct SyncExperiment {
-    pub name: String,
+    /// Name, workers, job timeout (of one configuration), output folder and configuration
+    /// hash, as in every experiment file.
+    pub header: ExperimentHeader,
     pub memory: Vec<f64>,
     pub micro_batch_sizes: Vec<usize>,
     pub recompute: Vec<bool>,
     pub schedules: Vec<String>,
     pub bandwidth: f64,
-    pub workers: usize,
-    /// Seconds one job may take before it is killed and recorded as an error.
-    pub job_timeout: f64,
-    /// The SHA-256 of the experiment file (`sweep::config::config_hash`).
-    pub config_hash: String,
     pub cases: Vec<Case>,
     pub memory_figure: Option<RawMemoryFigure>,
     pub optimum: Option<OptimumSettings>,
@@ -146,8 +139,7 @@ impl SyncExperiment {
 
     pub fn parse(text: &str, path: &Path) -> Result<SyncExperiment, InputError> {
         let src = path.display().to_string();
-        let raw: RawExperiment = crate::error::parse_toml(text, &src)?;
-        crate::sweep::config::check_name(&raw.name, &src)?;
+        let (header, raw): (_, RawExperiment) = read_experiment(text, &src)?;
         let bad = |field: &str, reason: String| InputError::new(&src, field, reason);
         for (field, n) in [
             ("memory", raw.memory.len()),
@@ -230,15 +222,12 @@ impl SyncExperiment {
             }
         }
         Ok(SyncExperiment {
-            name: raw.name,
+            header,
             memory,
             micro_batch_sizes: raw.micro_batch_sizes,
             recompute: raw.recompute,
             schedules: raw.schedules,
             bandwidth,
-            workers: raw.workers,
-            job_timeout: crate::sweep::config::job_timeout(raw.job_timeout.as_deref(), &src)?,
-            config_hash: crate::sweep::config::config_hash(text),
             cases,
             memory_figure: raw.memory_figure,
             optimum,

@@ -4,10 +4,11 @@
 use polars::prelude::*;
 use polars_io::parquet::write::KeyValueMetadata;
 use polars_io::prelude::{CsvWriter, ParquetReader, ParquetWriter, SerReader, SerWriter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::InputError;
 use crate::sweep::row::{fill_case_columns, Row};
+use crate::sweep::shard::{check_shards, ShardIdentity};
 
 fn err(path: &Path, e: impl std::fmt::Display) -> InputError {
     InputError::file(path, e)
@@ -179,41 +180,21 @@ pub fn frame(rows: &[Row]) -> PolarsResult<DataFrame> {
     frame_of(&filled(rows), Lists::Column)
 }
 
-/// The rows with their case columns filled in ([`fill_case_columns`]).
-fn filled(rows: &[Row]) -> Vec<Row> {
+/// The rows with their case columns filled in ([`fill_case_columns`]), as a periodic
+/// sweep's tables hold them.
+pub fn filled(rows: &[Row]) -> Vec<Row> {
     let mut filled = rows.to_vec();
     fill_case_columns(&mut filled);
     filled
 }
 
-/// What a results table is, stored in the Parquet file's own metadata (key
-/// [`IDENTITY_KEY`], a JSON object) so that it survives a renamed file: the experiment, the
-/// hash of its file's text, and which shard of its grid the table holds (1 of 1: the whole
-/// grid, as a run without `--shard` and `merge` write it). `merge` takes only tables that
-/// carry one, and only the n shards of one experiment and one configuration.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TableIdentity {
-    pub experiment: String,
-    pub config_hash: String,
-    /// This table's shard, 1-based.
-    pub shard: usize,
-    /// How many shards the grid was cut into.
-    pub shards: usize,
-}
-
-/// The key of a results table's [`TableIdentity`] in its Parquet metadata.
+/// The key of a results table's [`ShardIdentity`] in its Parquet metadata (a JSON object),
+/// so that it survives a renamed file; `merge` takes only tables that carry one.
 pub const IDENTITY_KEY: &str = "pipeopt.table";
 
-impl TableIdentity {
-    /// `shard-i-of-n`, as shard tables are named.
-    pub fn shard_name(&self) -> String {
-        format!("shard-{}-of-{}", self.shard, self.shards)
-    }
-}
-
-/// Reads a Parquet table's [`TableIdentity`], or none when it has none (a table pipeopt
+/// Reads a Parquet table's [`ShardIdentity`], or none when it has none (a table pipeopt
 /// did not write as a sweep's, or written before tables carried one).
-pub fn read_identity(path: &Path) -> Result<Option<TableIdentity>, InputError> {
+pub fn read_identity(path: &Path) -> Result<Option<ShardIdentity>, InputError> {
     let file = std::fs::File::open(path).map_err(|e| err(path, e))?;
     let mut reader = ParquetReader::new(file);
     let metadata = reader.get_metadata().map_err(|e| err(path, e))?;
@@ -235,38 +216,90 @@ pub fn read_identity(path: &Path) -> Result<Option<TableIdentity>, InputError> {
     })
 }
 
-/// Writes the rows as Parquet (with its [`TableIdentity`]) and CSV, each atomically (the
-/// CSV has the per-processor peaks as a JSON list in `peak_memory`, since CSV has no list
-/// type).
-pub fn write_tables(
-    rows: &[Row],
-    parquet: &Path,
-    csv: &Path,
-    identity: &TableIdentity,
-) -> Result<(), crate::Error> {
-    let rows = filled(rows);
-    let mut df = frame_of(&rows, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?;
-    let text = serde_json::to_string(identity).map_err(|e| crate::Error::io(parquet, e))?;
-    let metadata = KeyValueMetadata::from_static(vec![(IDENTITY_KEY.to_string(), text)]);
+/// Where [`write_tables`] writes one table, and how.
+#[derive(Debug, Clone)]
+pub struct TableFiles {
+    pub parquet: PathBuf,
+    /// Lists (the per-processor or per-worker peaks) as JSON text: CSV has no list type.
+    pub csv: PathBuf,
+    /// The records as a JSON array, when wanted.
+    pub json: Option<PathBuf>,
+    /// The JSON on one line (large tables) rather than indented.
+    pub compact_json: bool,
+    /// The table's identity in its Parquet metadata (a periodic sweep's tables and shards:
+    /// `merge` reads it).
+    pub identity: Option<ShardIdentity>,
+}
+
+impl TableFiles {
+    /// `<dir>/<name>.parquet`, `.csv` and `.json` (indented), with no identity.
+    pub fn in_dir(dir: &Path, name: &str) -> TableFiles {
+        TableFiles {
+            parquet: dir.join(format!("{name}.parquet")),
+            csv: dir.join(format!("{name}.csv")),
+            json: Some(dir.join(format!("{name}.json"))),
+            compact_json: false,
+            identity: None,
+        }
+    }
+
+    /// `<stem>.parquet` and `<stem>.csv` (whatever extension `stem` has), with `identity`.
+    pub fn with_identity(stem: &Path, identity: ShardIdentity) -> TableFiles {
+        TableFiles {
+            parquet: stem.with_extension("parquet"),
+            csv: stem.with_extension("csv"),
+            json: None,
+            compact_json: false,
+            identity: Some(identity),
+        }
+    }
+}
+
+/// The one writer of every sweep table, whatever its records (a periodic sweep's `Row`s, a
+/// synchronous sweep's runs, best runs and optima): a column per serialized field
+/// ([`frame_of`]) as Parquet (lists as list columns; the identity, if any, in its metadata),
+/// as CSV (lists as JSON text) and, if asked, the records as JSON, each file atomically.
+/// Returns the files written: CSV, JSON, Parquet.
+pub fn write_tables<R: serde::Serialize>(
+    records: &[R],
+    files: &TableFiles,
+) -> Result<Vec<PathBuf>, crate::Error> {
+    let parquet = &files.parquet;
+    let mut df = frame_of(records, Lists::Column).map_err(|e| crate::Error::io(parquet, e))?;
+    let metadata = match &files.identity {
+        None => None,
+        Some(identity) => {
+            let text = serde_json::to_string(identity).map_err(|e| crate::Error::io(parquet, e))?;
+            Some(KeyValueMetadata::from_static(vec![(
+                IDENTITY_KEY.to_string(),
+                text,
+            )]))
+        }
+    };
     let mut buf = Vec::new();
     ParquetWriter::new(&mut buf)
-        .with_key_value_metadata(Some(metadata))
+        .with_key_value_metadata(metadata)
         .finish(&mut df)
         .map_err(|e| crate::Error::io(parquet, e))?;
     crate::error::write_atomic(parquet, &buf)?;
+    let csv = &files.csv;
     write_csv(
-        &mut frame_of(&rows, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
+        &mut frame_of(records, Lists::Json).map_err(|e| crate::Error::io(csv, e))?,
         csv,
-    )
-}
-
-/// Writes a DataFrame as Parquet, atomically.
-pub fn write_parquet(df: &mut DataFrame, path: &Path) -> Result<(), crate::Error> {
-    let mut buf = Vec::new();
-    ParquetWriter::new(&mut buf)
-        .finish(df)
-        .map_err(|e| crate::Error::io(path, e))?;
-    crate::error::write_atomic(path, &buf)
+    )?;
+    let mut written = vec![csv.clone()];
+    if let Some(json) = &files.json {
+        let text = if files.compact_json {
+            serde_json::to_vec(records)
+        } else {
+            serde_json::to_vec_pretty(records)
+        }
+        .map_err(|e| crate::Error::io(json, e))?;
+        crate::error::write_atomic(json, &text)?;
+        written.push(json.clone());
+    }
+    written.push(parquet.clone());
+    Ok(written)
 }
 
 /// Writes a DataFrame as CSV, atomically.
@@ -325,7 +358,7 @@ pub fn default_merge_output(
 /// Merges the shards of one grid into one table, rows back in grid order, and writes it
 /// as Parquet and CSV beside `out` (its identity: shard 1 of 1).
 ///
-/// Every input must carry a [`TableIdentity`] (file names do not count: a renamed shard
+/// Every input must carry a [`ShardIdentity`] (file names do not count: a renamed shard
 /// merges as what it is), all of one experiment and one configuration hash, cut into the
 /// same number of shards, each shard exactly once and none missing; anything else is
 /// refused, naming the table at fault.
@@ -350,103 +383,38 @@ pub fn merge(inputs: &[std::path::PathBuf], out: &Path) -> Result<usize, crate::
             }
         }
     }
-    let whole = TableIdentity {
+    let whole = ShardIdentity {
         shard: 1,
         shards: 1,
         ..identities[0].clone()
     };
     // `-o x.csv` and `-o x.parquet` both write x.parquet and x.csv.
-    write_tables(
-        &rows,
-        &out.with_extension("parquet"),
-        &out.with_extension("csv"),
-        &whole,
-    )?;
+    write_tables(&filled(&rows), &TableFiles::with_identity(out, whole))?;
     Ok(rows.len())
 }
 
 /// The identities of the tables `merge` is given, checked to be every shard of one grid
 /// exactly once.
-fn shard_identities(inputs: &[std::path::PathBuf]) -> Result<Vec<TableIdentity>, InputError> {
-    let refuse =
-        |path: &Path, reason: String| InputError::new(path.display().to_string(), "", reason);
-    let Some(first_path) = inputs.first() else {
+fn shard_identities(inputs: &[std::path::PathBuf]) -> Result<Vec<ShardIdentity>, InputError> {
+    if inputs.is_empty() {
         return Err(InputError::new("merge", "", "no table to merge"));
-    };
-    let mut identities: Vec<TableIdentity> = Vec::with_capacity(inputs.len());
+    }
+    let mut found = Vec::with_capacity(inputs.len());
     for path in inputs {
         let identity = read_identity(path)?.ok_or_else(|| {
-            refuse(
-                path,
+            InputError::new(
+                path.display().to_string(),
+                "",
                 format!(
                     "is not a shard of a sweep: its Parquet metadata has no `{IDENTITY_KEY}` \
                      (experiment, configuration hash, shard i of n)"
                 ),
             )
         })?;
-        if let Some(first) = identities.first() {
-            let differs = if identity.experiment != first.experiment {
-                Some(format!(
-                    "experiment {:?}, not {:?}",
-                    identity.experiment, first.experiment
-                ))
-            } else if identity.config_hash != first.config_hash {
-                Some(format!(
-                    "configuration hash {}, not {} (the experiment file changed between the shards)",
-                    identity.config_hash, first.config_hash
-                ))
-            } else if identity.shards != first.shards {
-                Some(format!(
-                    "a shard of {}, not of {}",
-                    identity.shards, first.shards
-                ))
-            } else {
-                None
-            };
-            if let Some(d) = differs {
-                return Err(refuse(
-                    path,
-                    format!("is {d} as {} is: not the same grid", first_path.display()),
-                ));
-            }
-        }
-        if let Some(k) = identities.iter().position(|i| i.shard == identity.shard) {
-            return Err(refuse(
-                path,
-                format!(
-                    "is {} of {:?}, as {} is: each shard once",
-                    identity.shard_name(),
-                    identity.experiment,
-                    inputs[k].display()
-                ),
-            ));
-        }
-        if identity.shard == 0 || identity.shard > identity.shards {
-            return Err(refuse(
-                path,
-                format!("claims to be {}, which no grid has", identity.shard_name()),
-            ));
-        }
-        identities.push(identity);
+        found.push((path.display().to_string(), identity));
     }
-    let n = identities[0].shards;
-    let missing: Vec<String> = (1..=n)
-        .filter(|i| !identities.iter().any(|x| x.shard == *i))
-        .map(|i| format!("shard-{i}-of-{n}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(InputError::new(
-            "merge",
-            "",
-            format!(
-                "missing {} of {n} shards of {:?}: {}",
-                missing.len(),
-                identities[0].experiment,
-                missing.join(", ")
-            ),
-        ));
-    }
-    Ok(identities)
+    check_shards(&found, None, "merge")?;
+    Ok(found.into_iter().map(|(_, i)| i).collect())
 }
 
 /// Checks the arguments of [`summary`] against the table `df` read from `path`: every
