@@ -239,6 +239,8 @@ pub struct GeneralOutcome {
     /// The warm start's period (contiguous optimum of the groups), when there was one.
     pub warm_start_period: Option<Seconds>,
     pub seconds: f64,
+    /// Why a phase did not run, for the report.
+    pub note: Option<String>,
 }
 
 /// The grouped allocation mapped back to the original chain.
@@ -314,6 +316,7 @@ pub fn optimum_over_groups(
         groups: groups.clone(),
         warm_start_period: None,
         seconds: 0.0,
+        note: None,
     };
 
     let mut best = warm_start(
@@ -362,6 +365,26 @@ pub fn optimum_over_groups(
         }
     }
 
+    let lo = period_lower_bound(&grouped, platform).max(floor_from_enumeration);
+    if grouped.len() > MAX_MONOLITHIC_GROUPS {
+        out.note = Some(format!(
+            "the monolithic MILP was not built: {} groups, at most {MAX_MONOLITHIC_GROUPS} \
+             (its construction alone outlasts any time limit; --coarsen to fewer groups)",
+            grouped.len()
+        ));
+        if let Some((alloc, pattern)) = best {
+            let period = pattern.period;
+            out.status = SolveStatus::LimitWithIncumbent;
+            out.group_lower_bound = lo.min(period);
+            out.gap = (period - out.group_lower_bound) / period;
+            out.lower_bound = chain_bound.min(period);
+            out.best = Some((ungroup(&alloc, &groups), pattern));
+        } else {
+            out.status = SolveStatus::NoSolutionWithinLimit;
+        }
+        out.seconds = started.elapsed().as_secs_f64();
+        return Ok(out);
+    }
     let search = Monolithic {
         instance,
         platform,
@@ -369,7 +392,6 @@ pub fn optimum_over_groups(
         options,
         deadline,
     };
-    let lo = period_lower_bound(&grouped, platform).max(floor_from_enumeration);
     search.run(best, lo, &mut out)?;
     if let Some((alloc, pattern)) = out.best.take() {
         let period = pattern.period;
@@ -434,6 +456,14 @@ pub enum IlpSearch {
 /// Largest number of allocations (of the groups, up to relabelling the processors) that
 /// the search enumerates; beyond it the monolithic MILP runs (module docs).
 pub const MAX_ENUMERATED: u128 = 200_000;
+
+/// The most groups the monolithic MILP is built for. Its model has an order binary per
+/// pair of operations that may share a resource and a same-processor variable per pair of
+/// groups (O(G^2 P) columns and rows), and building it does not look at the clock between
+/// rows: on a 426-layer op chain on 8 processors the construction alone ran past every
+/// limit, while at 128 groups a 2-s limit is kept. Beyond it the search keeps its warm
+/// start (the contiguous optimum) and says so; `--coarsen` brings a chain under it.
+pub const MAX_MONOLITHIC_GROUPS: usize = 128;
 
 /// With `--ilp-search auto`, the enumeration hands over to the monolithic MILP after this
 /// many allocations needed the scheduling MILP (module docs).
@@ -726,11 +756,14 @@ impl GeneralOutcome {
                 lower_bound: None,
             }),
             None => Ok(Outcome::NoPlanWithinLimit {
-                reason: "the time limit stopped the general MILP before any plan was found".into(),
+                reason: self.note.clone().unwrap_or_else(|| {
+                    "the time limit stopped the general MILP before any plan was found".into()
+                }),
                 lower_bound: Some(self.lower_bound),
             }),
             Some((allocation, pattern)) => {
                 let mut sol = Solution::new(allocation, Some(pattern));
+                sol.messages.extend(self.note.clone());
                 sol.lower_bound = Some(self.lower_bound);
                 sol.stopped_at_limit = self.status != SolveStatus::Optimal;
                 sol.solver = Some(summary);
