@@ -287,11 +287,42 @@ fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncO
         .generate_for(d, n, &costs)
         .map_err(|e| bad("--schedule", e.to_string()))?;
     let r = simulate(&schedule, &costs, kind.execution()).map_err(internal)?;
+    let named = (FileSchedule::Kind(kind), kind.name());
+    Ok(simulated(
+        request,
+        (instance, intra, starts, costs),
+        schedule,
+        n,
+        r,
+        named,
+    ))
+}
+
+/// The stages an outcome reports: the instance, its intra-layer partition, the starts and
+/// the costs.
+type Cut = (
+    Instance,
+    Option<IntraLayerPartition>,
+    Vec<usize>,
+    StageCosts,
+);
+
+/// The report and `--out` file of streams simulated on the stages (`named`: what the file
+/// and the report call the schedule).
+fn simulated(
+    request: &SyncRequest,
+    (instance, intra, starts, costs): Cut,
+    schedule: crate::schedule::sync::Schedule,
+    n: usize,
+    r: crate::schedule::sync::sim::SimReport,
+    named: (FileSchedule, String),
+) -> SyncOutcome {
+    let d = costs.stages();
     let samples = n as f64 * micro_batch_size(&instance);
     let summary = SimSummary::new(&r, request.memory);
     let file = SyncFile {
         instance: instance.name.clone(),
-        schedule: FileSchedule::Kind(kind),
+        schedule: named.0,
         stages: d,
         micro_batches: n,
         partition: starts.clone(),
@@ -304,7 +335,7 @@ fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncO
     let report = SimulatedReport {
         command: "sync",
         instance: instance.name,
-        schedule: kind.name(),
+        schedule: named.1,
         stages: d,
         micro_batches: n,
         partition: starts,
@@ -313,10 +344,10 @@ fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncO
         simulated: summary,
         memory_budget: request.memory,
     };
-    Ok(SyncOutcome {
+    SyncOutcome {
         report: SyncReport::Simulated(report),
         file: Some(file),
-    })
+    }
 }
 
 /// A file in PyTorch's format, read (`--import-torch`).
@@ -379,40 +410,20 @@ fn run_imported(
     // PyTorch runs one operation at a time per rank, a transfer after its producer.
     let r = simulate(&schedule, &costs, Execution::Serial)
         .map_err(|e| InputError::new(&source, "", format!("its streams cannot run: {e}")))?;
-    let samples = n as f64 * micro_batch_size(&instance);
-    let summary = SimSummary::new(&r, request.memory);
     let name = format!("imported from {source}");
-    let file = SyncFile {
-        instance: instance.name.clone(),
-        schedule: FileSchedule::Imported {
-            name: "imported",
-            file: source,
-        },
-        stages: d,
-        micro_batches: n,
-        partition: starts.clone(),
-        costs,
-        streams: schedule,
-        report: summary.clone(),
-        timeline: r.timeline,
-        solver: None,
+    let file_schedule = FileSchedule::Imported {
+        name: "imported",
+        file: source,
     };
-    let report = SimulatedReport {
-        command: "sync",
-        instance: instance.name,
-        schedule: name,
-        stages: d,
-        micro_batches: n,
-        partition: starts,
-        samples_per_second: samples / r.makespan_seconds,
-        intra_layer: intra,
-        simulated: summary,
-        memory_budget: request.memory,
-    };
-    Ok(SyncOutcome {
-        report: SyncReport::Simulated(report),
-        file: Some(file),
-    })
+    let cut = (instance, intra, starts, costs);
+    Ok(simulated(
+        request,
+        cut,
+        schedule,
+        n,
+        r,
+        (file_schedule, name),
+    ))
 }
 
 /// BaPipe's schedule and micro-batch count (`bapipe::explore`).
