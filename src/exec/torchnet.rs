@@ -280,6 +280,14 @@ pub(crate) fn run_op(op: &Op, weights: &[Tensor], args: &[&Tensor], dropout: boo
         OpKind::Flatten => arg(0).flatten(1, -1),
         OpKind::Linear { bias, .. } => arg(0).linear(w(0), bias.then(|| w(1))),
         OpKind::Dropout { p: rate } => arg(0).dropout(*rate, dropout),
+        // A factor per sample, kept by autograd as torchvision's does; every sample keeps its
+        // branch (the rate is not in the description: it changes no size or time).
+        OpKind::StochasticDepth if dropout => {
+            let mut dims = vec![1i64; arg(0).dim()];
+            dims[0] = arg(0).size()[0];
+            arg(0) * Tensor::ones(dims.as_slice(), (arg(0).kind(), arg(0).device()))
+        }
+        OpKind::StochasticDepth => arg(0).shallow_clone(),
         OpKind::Add => {
             let mut s = arg(0) + arg(1);
             for j in 2..args.len() {

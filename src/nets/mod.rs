@@ -130,6 +130,10 @@ pub enum OpKind {
     Dropout {
         p: f64,
     },
+    /// Stochastic depth (Huang et al., "Deep Networks with Stochastic Depth", 2016; torchvision's
+    /// `StochasticDepth(mode="row")`): the input times a factor drawn per sample (0, or
+    /// `1 / (1 - p)` for the samples that keep the branch), broadcast over the sample.
+    StochasticDepth,
     /// Elementwise sum of its inputs.
     Add,
     /// Elementwise product of two inputs, the second broadcast over the first's spatial

@@ -67,6 +67,8 @@ mod cuts;
 mod eval;
 #[path = "onnx_fold.rs"]
 mod fold;
+#[path = "onnx_ops.rs"]
+mod ops;
 #[path = "onnx_seq.rs"]
 mod seq;
 use cuts::split_blocks;
@@ -228,7 +230,7 @@ const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6)
     Pow, Add, Sub, Mul, Div, Where, ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, \
     Split, Slice, Concat, Expand, Cast, Gather, Dropout, Identity, Constant, and on \
     constants only Shape, ConstantOfShape, Range, Equal, Less, Greater, Not, And, Or, \
-    Trilu, Floor, Ceil, Min, Max, Mod, Abs";
+    Trilu, Floor, Ceil, Min, Max, Mod, Abs, RandomUniformLike, RandomNormalLike, Bernoulli     (a product by one random value per sample: stochastic depth)";
 
 /// Every unsupported op of a model in one message (each with its count and first node).
 fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
@@ -539,7 +541,10 @@ impl<'g, 'a> Importer<'g, 'a> {
             | OpType::Min
             | OpType::Max
             | OpType::Mod
-            | OpType::Abs => Self::constant_only,
+            | OpType::Abs
+            | OpType::RandomUniformLike
+            | OpType::RandomNormalLike
+            | OpType::Bernoulli => Self::constant_only,
             _ => return None,
         })
     }

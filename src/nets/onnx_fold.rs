@@ -33,6 +33,9 @@ pub(crate) struct Val {
     /// Exactly an initializer (not derived): a learned tensor when an op reads it as a
     /// scale, a shift or a weight.
     pub init: bool,
+    /// Drawn at run time (`RandomUniformLike` and what is computed from it): its values are
+    /// not known, and each batch has its own (stochastic depth's per-sample factor).
+    pub random: bool,
 }
 
 fn elems(dims: &[usize]) -> usize {
@@ -52,6 +55,7 @@ impl Val {
             stored: false,
             table: None,
             init: false,
+            random: false,
         }
     }
 
@@ -117,6 +121,7 @@ impl Val {
             stored: true,
             table,
             init: true,
+            random: false,
         })
     }
 
@@ -227,7 +232,9 @@ pub(crate) fn map(vals: &[&Val], float: bool, f: impl Fn(&[f64]) -> f64) -> Opti
             })
             .collect()
     });
-    Some(Val::new(dims, data, float))
+    let mut out = Val::new(dims, data, float);
+    out.random = vals.iter().any(|v| v.random);
+    Some(out)
 }
 
 /// The entries of `v` at the given indices along each axis (a slice, a gather).
@@ -304,7 +311,9 @@ pub(crate) fn concat(vals: &[Val], axis: usize) -> Option<Val> {
             out
         });
     let float = first.float;
-    Some(Val::new(dims, data, float))
+    let mut out = Val::new(dims, data, float);
+    out.random = vals.iter().any(|v| v.random);
+    Some(out)
 }
 
 /// Whether `v` (dims `[.., R, C]`) is a causal pattern: `above` where the column is after

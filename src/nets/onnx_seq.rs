@@ -192,7 +192,7 @@ impl<'g, 'a> Importer<'g, 'a> {
     }
 
     /// Pushes `node`'s op and returns its id (its first output named).
-    fn push_node(
+    pub(super) fn push_node(
         &mut self,
         node: &Node<'a>,
         kind: OpKind,
@@ -301,6 +301,9 @@ impl<'g, 'a> Importer<'g, 'a> {
             };
             self.push_node(node, OpKind::Unary { f }, &[x], ps)?;
             return Ok(());
+        }
+        if c.random {
+            return self.random_operand(node, op, x, c);
         }
         if const_first && matches!(op, BinOp::Sub | BinOp::Div) {
             return Err(unsupported(node, "a constant minus or over an activation"));

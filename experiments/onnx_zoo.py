@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""A zoo of today's networks, exported to ONNX, imported by pipeopt and planned.
+
+    pip install torch torchvision==0.26.0 onnx   # torchvision matching torch 2.11
+    cargo build --profile fastrel --bin pipeopt
+    python3 experiments/onnx_zoo.py --out /tmp/zoo --pipeopt target/fastrel/pipeopt [MODEL ...]
+
+Per model (random weights, training mode), in stages that are each kept in OUT and not
+redone (delete OUT/MODEL.* to redo one):
+1. export: MODEL.onnx with the settings of experiments/onnx_transformers.py (TorchScript
+   exporter `dynamo=False`, `training=TrainingMode.TRAINING`, `do_constant_folding=False`,
+   opset 17, the batch axis dynamic), and MODEL.params (torch's parameter count);
+2. import: `pipeopt import onnx MODEL.onnx --batch 8` at block and op granularity (the
+   refusal message when refused), with its wall time;
+3. plan: each imported instance with `--algorithm madpipe` and `--algorithm best
+   --time-limit 30s` on 4 processors of 16GiB, links of 12GB/s (`--json`);
+4. stash: one forward on the CPU at a small batch under
+   `torch.autograd.graph.saved_tensors_hooks`, the bytes autograd saves (each storage once),
+   scaled to batch 8, against the import's one-batch stash (`pipeopt`'s summary);
+then writes results/onnx-zoo.md (--results) from OUT/MODEL.json. Files are 10-1,400 MB:
+keep OUT outside the repository.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+VISION = [
+    "resnet50", "resnext50_32x4d", "wide_resnet50_2", "densenet121", "inception_v3",
+    "googlenet", "vgg16", "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_large",
+    "efficientnet_b0", "regnet_y_400mf", "shufflenet_v2_x1_0", "convnext_tiny", "vit_b_16",
+    "swin_t", "maxvit_t",
+]
+TRANSFORMERS = ["gpt2", "bert", "llama", "torch-encoder", "gpt2-medium", "llama-32"]
+MODELS = VISION + TRANSFORMERS
+BATCH = 8
+
+
+def build(name):
+    """The model, its example input (batch 1) and the input's name."""
+    import onnx_transformers as tf
+
+    if name in VISION:
+        import torchvision
+
+        if name in ("inception_v3", "googlenet"):
+            m = getattr(torchvision.models, name)(weights=None, aux_logits=False, init_weights=False)
+        else:
+            m = torchvision.models.get_model(name, weights=None)
+        image = 299 if name == "inception_v3" else 224
+        return m, torch.randn(1, 3, image, image), "input"
+    if name == "gpt2":
+        return tf.GPT(), torch.randint(0, 50257, (1, 1024)), "input_ids"
+    if name == "gpt2-medium":
+        return tf.GPT(layers=24, d=1024, heads=16), torch.randint(0, 50257, (1, 1024)), "input_ids"
+    if name == "llama":
+        return tf.Llama(), torch.randint(0, 32000, (1, 1024)), "input_ids"
+    if name == "llama-32":
+        return tf.Llama(layers=32), torch.randint(0, 32000, (1, 1024)), "input_ids"
+    if name == "bert":
+        return nn.Sequential(*(tf.BertLayer() for _ in range(12))), torch.randn(1, 512, 768), "hidden"
+    if name == "torch-encoder":
+        layer = nn.TransformerEncoderLayer(768, 12, 3072, 0.1, batch_first=True)
+        return nn.TransformerEncoder(layer, 12, enable_nested_tensor=False), torch.randn(1, 512, 768), "hidden"
+    raise SystemExit(f"unknown model {name}; known: {', '.join(MODELS)}")
+
+
+def export(name, out):
+    path = os.path.join(out, f"{name}.onnx")
+    if os.path.exists(path) and os.path.exists(path[:-5] + ".params"):
+        return path
+    import onnx_transformers as tf
+
+    torch.manual_seed(0)
+    model, x, iname = build(name)
+    t0 = time.time()
+    tf.export(model, x, path, iname)
+    with open(path[:-5] + ".params", "w") as f:
+        f.write(f"{sum(p.numel() for p in model.parameters())}\n")
+    print(f"{name}: exported in {time.time() - t0:.0f} s, {os.path.getsize(path) / 1e6:.0f} MB", flush=True)
+    return path
+
+
+def run_import(name, path, out, pipeopt):
+    """`pipeopt import onnx` at both granularities: summary, chain layers and wall time, or
+    the refusal."""
+    res = {}
+    for gran in ["block", "op"]:
+        inst = os.path.join(out, f"{name}-b{BATCH}-{gran}.json")
+        cmd = [pipeopt, "import", "onnx", path, "--batch", str(BATCH), "--granularity", gran,
+               "--json", "--out", inst]
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        took = time.time() - t0
+        if r.returncode != 0:
+            res[gran] = {"error": r.stderr.strip(), "exit": r.returncode, "import_s": took}
+            continue
+        s = json.loads(r.stdout)
+        res[gran] = {"instance": inst, "layers": s["layers"], "parameters": s["meta"]["parameters"],
+                     "weights_bytes": s["weights_bytes"], "stash_bytes": s["stash_bytes"],
+                     "sequential_seconds": s["sequential_seconds"], "import_s": took}
+        print(f"{name} {gran}: {s['layers']} layers, {took:.1f} s", flush=True)
+    return res
+
+
+def run_plans(name, imp, pipeopt, best_limit):
+    """madpipe and best on each imported instance: 4 processors of 16GiB, 12GB/s."""
+    plans = {}
+    for gran, r in imp.items():
+        if "instance" not in r:
+            continue
+        for algo, extra in [("madpipe", ["--time-limit", "120s"]),
+                            ("best", ["--time-limit", best_limit])]:
+            cmd = [pipeopt, "plan", "-i", r["instance"], "-p", "4", "-m", "16GiB", "-b", "12GB/s",
+                   "-a", algo, "--json"] + extra
+            t0 = time.time()
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            took = time.time() - t0
+            key = f"{algo}-{gran}"
+            if p.returncode != 0 and not p.stdout.strip():
+                plans[key] = {"error": p.stderr.strip()[-300:], "seconds": took}
+                continue
+            d = json.loads(p.stdout)
+            plans[key] = {"status": d.get("status"), "period": d.get("period"),
+                          "gap": d.get("gap"), "seconds": took,
+                          "global_lower_bound": d.get("global_lower_bound")}
+            print(f"{name} {key}: {plans[key]}", flush=True)
+    return plans
+
+
+def saved_bytes(model, x):
+    """Bytes autograd saves for the backward of one forward of `model` on `x`: each saved
+    tensor's storage counted once (views share it), parameters and buffers left out (they
+    are weights, not stash)."""
+    skip = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+        if ptr not in skip and ptr not in seen:
+            seen[ptr] = (st.nbytes(), st)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = model(x)
+    total = sum(n for n, _ in seen.values())
+    del y
+    return total, len(seen)
+
+
+def run_stash(name, batches):
+    """Autograd's saved bytes at the small batches `batches`, extrapolated to BATCH: a line
+    through two batches (what does not grow with the batch, such as a causal mask, counted
+    once), or scaled from one."""
+    torch.manual_seed(0)
+    model, x, _ = build(name)
+    model.train()
+    got = {}
+    for b in batches:
+        xb = x.repeat(b, *([1] * (x.dim() - 1)))
+        xb.requires_grad_(xb.is_floating_point())
+        got[b], _ = saved_bytes(model, xb)
+    if len(batches) >= 2:
+        b1, b2 = batches[0], batches[1]
+        per = (got[b2] - got[b1]) / (b2 - b1)
+        fixed = got[b1] - per * b1
+        at = fixed + per * BATCH
+    else:
+        b1 = batches[0]
+        at = got[b1] * BATCH / b1
+    print(f"{name}: autograd saves {got} -> {at / 2**30:.3f} GiB at batch {BATCH}", flush=True)
+    return {"measured": got, "batch8_bytes": at}
+
+
+def load(path, default):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return default
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="*", default=MODELS)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--pipeopt", default="target/fastrel/pipeopt")
+    ap.add_argument("--stages", default="export,import,plan,stash",
+                    help="comma-separated stages to run (each redone: import, plan, stash)")
+    ap.add_argument("--best-limit", default="30s")
+    ap.add_argument("--results", help="write the Markdown table here (results/onnx-zoo.md)")
+    a = ap.parse_args()
+    stages = set(a.stages.split(","))
+    os.makedirs(a.out, exist_ok=True)
+    for m in a.models:
+        rec_path = os.path.join(a.out, f"{m}.json")
+        rec = load(rec_path, {"model": m})
+        path = os.path.join(a.out, f"{m}.onnx")
+        if "export" in stages:
+            try:
+                export(m, a.out)
+            except Exception as e:
+                rec["export_error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                print(f"{m}: not exported: {rec['export_error']}", flush=True)
+        if os.path.exists(path):
+            rec["torch_params"] = int(open(path[:-5] + ".params").read())
+            rec["onnx_mb"] = os.path.getsize(path) / 1e6
+            if "import" in stages:
+                rec["import"] = run_import(m, path, a.out, a.pipeopt)
+            if "plan" in stages:
+                rec["plans"] = run_plans(m, rec.get("import", {}), a.pipeopt, a.best_limit)
+        if "stash" in stages:
+            big = m in ("gpt2-medium", "llama-32", "gpt2")
+            try:
+                rec["autograd"] = run_stash(m, [1] if big else [1, 2])
+            except Exception as e:
+                rec["autograd"] = {"error": str(e).splitlines()[0]}
+        with open(rec_path, "w") as f:
+            json.dump(rec, f, indent=1)
+    if a.results:
+        import onnx_zoo_table
+
+        onnx_zoo_table.write(a.out, [m for m in MODELS], a.results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+//! The importer's rules for ops of modern CNNs that exporters write as several nodes:
+//! stochastic depth (torchvision's `StochasticDepth`, in EfficientNet, ConvNeXt, Swin and
+//! MaxViT), whose per-sample noise is a constant drawn at run time ([`Val::random`]).
+
+use onnx_rs::ast::Node;
+
+use super::fold::Val;
+use super::{shape_text, unsupported, Importer, OnnxError};
+use crate::nets::{BinOp, OpKind};
+
+impl<'g, 'a> Importer<'g, 'a> {
+    /// `x * noise` with `noise` drawn at run time: stochastic depth in training mode, as
+    /// torchvision writes it (`noise = empty([N, 1, .., 1]).bernoulli_(1 - p).div_(1 - p)`,
+    /// exported as `ConstantOfShape`, `RandomUniformLike`, `Less`, `Cast`, `Div`). The noise
+    /// must be one value per sample (`mode = "row"`); any other random operand is refused.
+    pub(super) fn random_operand(
+        &mut self,
+        node: &Node<'a>,
+        op: BinOp,
+        x: usize,
+        c: &Val,
+    ) -> Result<(), OnnxError> {
+        let shape = self.b.shape(x).clone();
+        let per_sample = c.dims.len() == shape.len() + 1
+            && c.dims[0] as i64 == self.batch
+            && c.dims[1..].iter().all(|&d| d == 1);
+        if op != BinOp::Mul || !per_sample || self.merged.contains(&x) {
+            return Err(unsupported(
+                node,
+                format!(
+                    "a random operand of dims {:?} against {} (only a product by one random \
+                     value per sample: stochastic depth)",
+                    c.dims,
+                    shape_text(&shape)
+                ),
+            ));
+        }
+        self.push_node(node, OpKind::StochasticDepth, &[x], shape)?;
+        Ok(())
+    }
+}
