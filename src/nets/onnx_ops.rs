@@ -28,14 +28,22 @@ impl<'g, 'a> Importer<'g, 'a> {
             return Err(unsupported(
                 node,
                 format!(
-                    "a random operand of dims {:?} against {} (only a product by one random \
+                    "a random operand of dims {} against {} (only a product by one random \
                      value per sample: stochastic depth)",
-                    c.dims,
+                    dims_text(&c.dims, self.batch),
                     shape_text(&shape)
                 ),
             ));
         }
         self.push_node(node, OpKind::StochasticDepth, &[x], shape)?;
         Ok(())
+    }
+}
+
+/// A constant's dims as a user reads them: a leading batch axis as `N`.
+fn dims_text(dims: &[usize], batch: i64) -> String {
+    match dims.split_first() {
+        Some((&n, rest)) if n as i64 == batch => shape_text(rest),
+        _ => format!("{dims:?}"),
     }
 }
