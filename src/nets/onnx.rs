@@ -67,6 +67,8 @@ mod cuts;
 mod eval;
 #[path = "onnx_fold.rs"]
 mod fold;
+#[path = "onnx_layout.rs"]
+mod layout;
 #[path = "onnx_ops.rs"]
 mod ops;
 #[path = "onnx_seq.rs"]
@@ -177,6 +179,8 @@ struct Importer<'g, 'a> {
     batch: i64,
     /// Ops whose first per-sample axis is merged with the batch in the file (`seq`).
     merged: HashSet<usize>,
+    /// Ops whose batch is elsewhere than first or merged with the first axis (`layout`).
+    moved: HashMap<usize, layout::Batch>,
     /// The strides of the ops whose tensors are views with other than row-major strides
     /// (the batch of 2 first: `seq`).
     strides: HashMap<usize, Vec<i64>>,
@@ -295,8 +299,8 @@ fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
 impl<'g, 'a> Importer<'g, 'a> {
     /// The op producing the activation `name` read by `node`.
     fn activation(&self, node: &Node<'a>, name: &str) -> Result<usize, OnnxError> {
-        self.producer.get(name).copied().ok_or_else(|| {
-            if self.constants.contains_key(name) {
+        let id = self.producer.get(name).copied().ok_or_else(|| {
+            if self.constants.contains_key(name) || self.values.contains_key(name) {
                 unsupported(
                     node,
                     format!("input {name:?} is a constant where pipeopt needs an activation"),
@@ -308,7 +312,9 @@ impl<'g, 'a> Importer<'g, 'a> {
                     node_name(node)
                 ))
             }
-        })
+        })?;
+        self.check_moved(node, id)?;
+        Ok(id)
     }
 
     /// The dims of the weight `name` read by `node`.
@@ -875,9 +881,7 @@ impl<'g, 'a> Importer<'g, 'a> {
         *shape.last_mut().expect("checked") = fout;
         let id = self.b.ops.len();
         self.push(node, OpKind::Linear { fin, fout, bias }, &[x], shape)?;
-        if self.merged.contains(&x) {
-            self.merged.insert(id);
-        }
+        self.set_batch(id, self.batch_of(x));
         Ok(())
     }
 
@@ -1049,6 +1053,7 @@ pub fn network_from_onnx(
         opset,
         batch: data.batch.unwrap_or(seq::SYMBOLIC_BATCH),
         merged: HashSet::new(),
+        moved: HashMap::new(),
         strides: HashMap::new(),
     };
     let missing = unsupported_ops(graph);
