@@ -351,6 +351,12 @@ fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
         }
         OpKind::Expand => arg(0).expand(with_batch(&op.shape).as_slice(), false),
         OpKind::Concat { axis } => Tensor::cat(args, *axis as i64 + 1),
+        OpKind::ConcatParam { axis, .. } => {
+            let mut dims = w(0).size();
+            dims.insert(0, arg(0).size()[0]);
+            let token = w(0).unsqueeze(0).expand(dims.as_slice(), false);
+            Tensor::cat(&[&token, arg(0)], *axis as i64 + 1)
+        }
         OpKind::ReduceMean { axis, keepdim } => {
             arg(0).mean_dim([*axis as i64 + 1].as_slice(), *keepdim, arg(0).kind())
         }

@@ -121,7 +121,7 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
             (2.0 * k * out, io)
         }
         OpKind::Softmax { .. } => (5.0 * out, io),
-        OpKind::Contiguous | OpKind::Concat { .. } => (0.0, io),
+        OpKind::Contiguous | OpKind::Concat { .. } | OpKind::ConcatParam { .. } => (0.0, io),
         OpKind::ReduceMean { .. } => (ins, io),
         OpKind::Unary { f } => (unary_flops(*f) * out, io),
         OpKind::Binary { .. } | OpKind::Param { .. } => (out, io),

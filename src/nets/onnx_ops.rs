@@ -1,10 +1,13 @@
-//! The importer's rules for ops of modern CNNs that exporters write as several nodes:
-//! stochastic depth (torchvision's `StochasticDepth`, in EfficientNet, ConvNeXt, Swin and
-//! MaxViT), whose per-sample noise is a constant drawn at run time ([`Val::random`]).
+//! The importer's rules for ops of today's vision networks that exporters write as several
+//! nodes: stochastic depth (torchvision's `StochasticDepth`, in EfficientNet, ConvNeXt, Swin
+//! and MaxViT), whose per-sample noise is a constant drawn at run time ([`Val::random`]),
+//! and a learned token concatenated to every sample (ViT's class token, `Expand`ed to the
+//! batch).
 
 use onnx_rs::ast::Node;
 
 use super::fold::Val;
+use super::layout::Batch;
 use super::{shape_text, unsupported, Importer, OnnxError};
 use crate::nets::{BinOp, OpKind};
 
@@ -36,6 +39,50 @@ impl<'g, 'a> Importer<'g, 'a> {
             ));
         }
         self.push_node(node, OpKind::StochasticDepth, &[x], shape)?;
+        Ok(())
+    }
+}
+
+impl<'g, 'a> Importer<'g, 'a> {
+    /// `Concat(c, x)` of a constant and an activation: a learned tensor (a view of a float
+    /// initializer: `class_token.expand(n, -1, -1)`) as large as the initializer (the
+    /// expansion only over the batch), concatenated before `x` on an axis but the batch.
+    pub(super) fn concat_param(
+        &mut self,
+        node: &Node<'a>,
+        c: &Val,
+        x: usize,
+    ) -> Result<(), OnnxError> {
+        let at = super::Attrs { node };
+        let ax = self.axis(node, x, at.int("axis", 1))?;
+        let dims = self.per_sample(node, x, c)?;
+        let shape = self.b.shape(x).clone();
+        let learned_elems = c.table.map(|(rows, d)| rows * d);
+        let fits = dims.len() == shape.len()
+            && dims
+                .iter()
+                .zip(&shape)
+                .enumerate()
+                .all(|(i, (a, b))| i == ax || a == b);
+        if !c.float
+            || !c.stored
+            || learned_elems != Some(dims.iter().product())
+            || !fits
+            || self.batch_of(x) != Batch::Axis(0)
+        {
+            return Err(unsupported(
+                node,
+                format!(
+                    "a constant of dims {} concatenated to {} (only a learned tensor, \
+                     expanded over the batch alone: a class token)",
+                    dims_text(&c.dims, self.batch),
+                    shape_text(&shape)
+                ),
+            ));
+        }
+        let mut out = shape;
+        out[ax] += dims[ax];
+        self.push_node(node, OpKind::ConcatParam { axis: ax, shape: dims }, &[x], out)?;
         Ok(())
     }
 }

@@ -192,7 +192,7 @@ impl<'g, 'a> Importer<'g, 'a> {
 
     /// A constant's dims as a per-sample operand of op `x`'s tensor: a leading axis of 1 or
     /// of the batch beyond the activation's rank dropped.
-    fn per_sample(&self, node: &Node<'a>, x: usize, c: &Val) -> Result<Shape, OnnxError> {
+    pub(super) fn per_sample(&self, node: &Node<'a>, x: usize, c: &Val) -> Result<Shape, OnnxError> {
         let rank = self.b.shape(x).len();
         let mut dims = c.dims.clone();
         if dims.len() == rank + 1 && (dims[0] == 1 || dims[0] as i64 == self.batch) {
@@ -920,6 +920,12 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// `Concat` of activations on any axis but the batch (channels of NCHW maps: the CNNs'
     /// concatenation).
     pub(super) fn concat(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        if let [first, second] = node.input.as_slice() {
+            if let (Some(c), None) = (self.value(first), self.value(second)) {
+                let x = self.activation(node, second)?;
+                return self.concat_param(node, &c, x);
+            }
+        }
         let xs = (0..node.input.len())
             .map(|i| self.activation(node, node.input[i]))
             .collect::<Result<Vec<_>, _>>()?;
