@@ -1,12 +1,17 @@
-//! `pipeopt import onnx` on the ops of today's CNNs as PyTorch's exporter writes them: an
-//! EfficientNet-style inverted residual block (SiLU as `Sigmoid` and `Mul`, a depthwise
-//! convolution, squeeze-and-excitation, stochastic depth drawn per sample by
-//! `RandomUniformLike`), its weights and one-batch stash checked against numbers worked out
-//! here by hand; random operands that are not one value per sample are refused.
+//! `pipeopt import onnx` on the ops of today's vision networks as PyTorch's exporter writes
+//! them: an EfficientNet-style inverted residual block (SiLU as `Sigmoid` and `Mul`, a
+//! depthwise convolution, squeeze-and-excitation, stochastic depth drawn per sample by
+//! `RandomUniformLike`) and a ViT-style stem and head (patches by a strided convolution, a
+//! class token `Expand`ed to the batch and concatenated, a learned position tensor, the
+//! class token selected for the head), their weights and one-batch stash checked against
+//! numbers worked out here by hand; random operands that are not one value per sample are
+//! refused.
 
 use crate::support::onnx::{int, ints, tensor_info, write, GraphWriter};
 use crate::support::pipeopt;
 use onnx_rs::ast::{Attribute, AttributeType, Model, OpType, TensorProto};
+
+use crate::support::onnx::float;
 
 const C: i64 = 4; // block input and output channels
 const E: i64 = 8; // expanded channels
@@ -190,4 +195,77 @@ fn random_operands_other_than_one_value_per_sample_are_refused() {
         assert!(err.contains(w), "{w:?} not in {err}");
     }
     assert!(inst.is_null());
+}
+
+/// `[N, dims..]` as the exporter computes it: the batch from `Shape` of `x`, then constants.
+fn with_batch(g: &mut GraphWriter, x: &'static str, dims: &[i64]) -> &'static str {
+    let shape = g.op(OpType::Shape, &[x], vec![]);
+    let zero = g.i64s(&[], &[0]);
+    let n = g.op(OpType::Gather, &[shape, zero], vec![int("axis", 0)]);
+    let axes = g.i64s(&[1], &[0]);
+    let n = g.op(OpType::Unsqueeze, &[n, axes], vec![]);
+    let rest = g.i64s(&[dims.len() as i64], dims);
+    g.op(OpType::Concat, &[n, rest], vec![int("axis", 0)])
+}
+
+/// A ViT on `[N, 3, 8, 8]` images, as torchvision's `VisionTransformer` exports: 4 x 4
+/// patches by a strided convolution (3 -> 16, bias) viewed as `[N, 16, 4]` and transposed to
+/// 4 tokens, the class token `[1, 1, 16]` expanded to `[N, 1, 1]` and concatenated first,
+/// a learned position tensor `[1, 5, 16]` added, a layer norm, the class token selected
+/// (`Gather` of index 0 on axis 1) for a linear head to 10 classes.
+/// Parameters: 768 + 16 + 16 + 80 + 32 + 170 = 1,082.
+fn vit() -> Model<'static> {
+    let mut g = GraphWriter::default();
+    let x = "x";
+    let w = g.weight("conv_proj.weight", &[16, 3, 4, 4]);
+    let b = g.weight("conv_proj.bias", &[16]);
+    let p = g.op(
+        OpType::Conv,
+        &[x, w, b],
+        vec![ints("kernel_shape", &[4, 4]), ints("strides", &[4, 4])],
+    );
+    let target = with_batch(&mut g, x, &[16, 4]);
+    let p = g.op(OpType::Reshape, &[p, target], vec![]);
+    let p = g.op(OpType::Transpose, &[p], vec![ints("perm", &[0, 2, 1])]);
+    let token = g.weight("class_token", &[1, 1, 16]);
+    let dims = with_batch(&mut g, x, &[1, 1]);
+    let token = g.op(OpType::Expand, &[token, dims], vec![]);
+    let h = g.op(OpType::Concat, &[token, p], vec![int("axis", 1)]);
+    let pos = g.weight("encoder.pos_embedding", &[1, 5, 16]);
+    let h = g.op(OpType::Add, &[h, pos], vec![]);
+    let lw = g.weight("ln.weight", &[16]);
+    let lb = g.weight("ln.bias", &[16]);
+    let h = g.op(
+        OpType::LayerNormalization,
+        &[h, lw, lb],
+        vec![int("axis", -1), float("epsilon", 1e-6)],
+    );
+    let zero = g.i64s(&[], &[0]);
+    let h = g.op(OpType::Gather, &[h, zero], vec![int("axis", 1)]);
+    let hw = g.weight("head.weight", &[10, 16]);
+    let hb = g.weight("head.bias", &[10]);
+    let y = g.op(OpType::Gemm, &[h, hw, hb], vec![int("transB", 1)]);
+    g.model(tensor_info(x, &[-1, 3, 8, 8]), tensor_info(y, &[-1, 10]), 17)
+}
+
+/// Per sample (floats): the image (192, the patch convolution's input), the norm's input
+/// (80) and its mean and rstd per token (10), the norm's output (80: the head reads the
+/// class token through a select, a view, so the whole storage is kept); the token
+/// concatenation, the position add and the views keep nothing. Batch 2, 4 bytes: 2 x 362 x
+/// 4 = 2,896 bytes.
+#[test]
+fn a_vit_stem_with_its_class_token_imports_with_its_stash_by_hand() {
+    for granularity in ["op", "block"] {
+        let (o, inst) = import(&vit(), granularity);
+        assert!(
+            o.status.success(),
+            "{granularity}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["meta"]["parameters"], 1082, "{r}");
+        assert_eq!(r["stash_bytes"], 2_896.0, "{granularity}: {r}");
+        let last = inst["layers"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["out"], 2.0 * 10.0 * 4.0, "{last}");
+    }
 }
