@@ -132,13 +132,22 @@ fn import(model: &Model<'static>, granularity: &str) -> (std::process::Output, s
     let o = pipeopt()
         .args(["import", "onnx"])
         .arg(&file)
-        .args(["--batch", "2", "--granularity", granularity, "--json", "--out"])
+        .args([
+            "--batch",
+            "2",
+            "--granularity",
+            granularity,
+            "--json",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
     let inst = std::fs::read_to_string(&out)
         .ok()
-        .map_or(serde_json::Value::Null, |s| serde_json::from_str(&s).unwrap());
+        .map_or(serde_json::Value::Null, |s| {
+            serde_json::from_str(&s).unwrap()
+        });
     (o, inst)
 }
 
@@ -245,7 +254,11 @@ fn vit() -> Model<'static> {
     let hw = g.weight("head.weight", &[10, 16]);
     let hb = g.weight("head.bias", &[10]);
     let y = g.op(OpType::Gemm, &[h, hw, hb], vec![int("transB", 1)]);
-    g.model(tensor_info(x, &[-1, 3, 8, 8]), tensor_info(y, &[-1, 10]), 17)
+    g.model(
+        tensor_info(x, &[-1, 3, 8, 8]),
+        tensor_info(y, &[-1, 10]),
+        17,
+    )
 }
 
 /// Per sample (floats): the image (192, the patch convolution's input), the norm's input

@@ -482,7 +482,11 @@ fn torch_mha() -> Model<'static> {
     let proj = g.op(OpType::Reshape, &[proj, target], vec![]);
     let axes = g.i64s(&[1], &[0]);
     let proj = g.op(OpType::Unsqueeze, &[proj, axes], vec![]);
-    let proj = g.op(OpType::Transpose, &[proj], vec![ints("perm", &[3, 1, 2, 0, 4])]);
+    let proj = g.op(
+        OpType::Transpose,
+        &[proj],
+        vec![ints("perm", &[3, 1, 2, 0, 4])],
+    );
     let axes = g.i64s(&[1], &[-2]);
     let proj = g.op(OpType::Squeeze, &[proj, axes], vec![]);
     let mut qkv = [""; 3];
@@ -495,7 +499,11 @@ fn torch_mha() -> Model<'static> {
         let split = dims_of(&mut g, x, &[(Some(1), 0), (None, H), (None, S), (None, dh)]);
         *t = g.op(OpType::Reshape, &[p, split], vec![]);
     }
-    let kt = g.op(OpType::Transpose, &[qkv[1]], vec![ints("perm", &[0, 1, 3, 2])]);
+    let kt = g.op(
+        OpType::Transpose,
+        &[qkv[1]],
+        vec![ints("perm", &[0, 1, 3, 2])],
+    );
     let scale = (1.0 / (dh as f32).sqrt()).sqrt();
     let c = g.scalar(scale);
     let q = g.op(OpType::Mul, &[qkv[0], c], vec![]);
@@ -539,7 +547,10 @@ fn torch_multihead_attention_imports_sequence_first() {
             .collect();
         if granularity == "op" {
             // Three copies for q, k and v, one for the heads merged back.
-            let copies = names.iter().map(|n| n.matches("contiguous").count()).sum::<usize>();
+            let copies = names
+                .iter()
+                .map(|n| n.matches("contiguous").count())
+                .sum::<usize>();
             assert_eq!(copies, 4, "{names:?}");
         }
         plans_and_validates(dir.path(), &out);

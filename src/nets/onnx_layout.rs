@@ -127,7 +127,11 @@ impl<'g, 'a> Importer<'g, 'a> {
     pub(super) fn axis(&self, node: &Node<'a>, x: usize, a: i64) -> Result<usize, OnnxError> {
         let ps = self.b.shape(x).len();
         let b = self.batch_of(x);
-        let rank = if matches!(b, Batch::Axis(_)) { ps + 1 } else { ps };
+        let rank = if matches!(b, Batch::Axis(_)) {
+            ps + 1
+        } else {
+            ps
+        };
         let full = norm_axis(node, a, rank)?;
         match b {
             Batch::Axis(p) if full == p => Err(unsupported(node, "an op along the batch axis")),
@@ -158,7 +162,10 @@ impl<'g, 'a> Importer<'g, 'a> {
             ));
         }
         let q = b.file_axis();
-        let at = perm.iter().position(|&p| p as usize == q).expect("a permutation");
+        let at = perm
+            .iter()
+            .position(|&p| p as usize == q)
+            .expect("a permutation");
         let out_b = match b {
             Batch::Axis(_) => Batch::Axis(at),
             Batch::Outer(_) => Batch::Outer(at),
@@ -195,13 +202,17 @@ impl<'g, 'a> Importer<'g, 'a> {
         let ps = self.b.shape(x);
         let b_in = self.batch_of(x);
         let full = full_with(ps, b_in, self.batch);
-        let total = full
-            .iter()
-            .try_fold(1i64, |a, &d| a.checked_mul(d))?;
+        let total = full.iter().try_fold(1i64, |a, &d| a.checked_mul(d))?;
         let mut t: Vec<i64> = target
             .iter()
             .enumerate()
-            .map(|(i, &v)| if v == 0 { full.get(i).copied().unwrap_or(-2) } else { v })
+            .map(|(i, &v)| {
+                if v == 0 {
+                    full.get(i).copied().unwrap_or(-2)
+                } else {
+                    v
+                }
+            })
             .collect();
         if t.iter().any(|&v| v == 0 || v < -1) || t.iter().filter(|&&v| v == -1).count() > 1 {
             return None;
@@ -250,9 +261,8 @@ impl<'g, 'a> Importer<'g, 'a> {
     ) -> Result<(), OnnxError> {
         let ps = self.b.shape(x).clone();
         let full = full_with(&ps, self.batch_of(x), self.batch);
-        let given = axes_or_target.ok_or_else(|| {
-            unsupported(node, "the target shape or the axes are not constants")
-        })?;
+        let given = axes_or_target
+            .ok_or_else(|| unsupported(node, "the target shape or the axes are not constants"))?;
         let target = match node.op_type {
             OpType::Unsqueeze => {
                 let rank = full.len() + given.len();
@@ -273,7 +283,10 @@ impl<'g, 'a> Importer<'g, 'a> {
                     .map(|&a| norm_axis(node, a, full.len()))
                     .collect::<Result<Vec<_>, _>>()?;
                 if axes.iter().any(|&a| full[a] != 1) {
-                    return Err(unsupported(node, format!("axes {given:?} are not of size 1")));
+                    return Err(unsupported(
+                        node,
+                        format!("axes {given:?} are not of size 1"),
+                    ));
                 }
                 (0..full.len())
                     .filter(|i| !axes.contains(i))

@@ -82,7 +82,15 @@ impl<'g, 'a> Importer<'g, 'a> {
         }
         let mut out = shape;
         out[ax] += dims[ax];
-        self.push_node(node, OpKind::ConcatParam { axis: ax, shape: dims }, &[x], out)?;
+        self.push_node(
+            node,
+            OpKind::ConcatParam {
+                axis: ax,
+                shape: dims,
+            },
+            &[x],
+            out,
+        )?;
         Ok(())
     }
 }

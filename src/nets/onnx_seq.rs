@@ -11,8 +11,8 @@
 use onnx_rs::ast::{Node, OpType};
 
 use super::eval::{self, norm_axis, reshape_dims, slice_range};
-use super::layout::{full_with, Batch};
 use super::fold::{self, Val};
+use super::layout::{full_with, Batch};
 use super::{first_input, input, node_name, shape_text, unsupported, Attrs, Importer, OnnxError};
 use crate::nets::{BinOp, ConstValues, OpKind, Shape, UnaryFn};
 
@@ -192,7 +192,12 @@ impl<'g, 'a> Importer<'g, 'a> {
 
     /// A constant's dims as a per-sample operand of op `x`'s tensor: a leading axis of 1 or
     /// of the batch beyond the activation's rank dropped.
-    pub(super) fn per_sample(&self, node: &Node<'a>, x: usize, c: &Val) -> Result<Shape, OnnxError> {
+    pub(super) fn per_sample(
+        &self,
+        node: &Node<'a>,
+        x: usize,
+        c: &Val,
+    ) -> Result<Shape, OnnxError> {
         let rank = self.b.shape(x).len();
         let mut dims = c.dims.clone();
         if dims.len() == rank + 1 && (dims[0] == 1 || dims[0] as i64 == self.batch) {
