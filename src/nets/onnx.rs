@@ -1133,7 +1133,14 @@ pub fn onnx_instance(
     granularity: Granularity,
 ) -> Result<Instance, OnnxError> {
     use sha2::Digest;
-    let net = network_from_onnx(bytes, name, read)?;
+    // The file's digest (its provenance in `meta`) is computed beside the import: on a
+    // model of a few GB it takes as long as the rest.
+    let (net, digest) = std::thread::scope(|s| {
+        let digest = s.spawn(|| sha2::Sha256::digest(bytes));
+        let net = network_from_onnx(bytes, name, read);
+        (net, digest.join().expect("SHA-256 does not panic"))
+    });
+    let net = net?;
     let mut inst = match granularity {
         Granularity::Op => super::op_instance(&net, batch, dtype, device),
         Granularity::Block => super::analytic_instance(&net, batch, dtype, device),
@@ -1149,7 +1156,7 @@ pub fn onnx_instance(
     meta.insert("onnx_file".into(), json!(file));
     meta.insert(
         "onnx_sha256".into(),
-        json!(format!("{:x}", sha2::Sha256::digest(bytes))),
+        json!(format!("{digest:x}")),
     );
     meta.insert("blocks".into(), json!(net.blocks.len()));
     if granularity == Granularity::Block {

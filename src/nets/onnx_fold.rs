@@ -70,6 +70,17 @@ impl Val {
 
     /// The tensor of an initializer or a `Constant`; `None` for dims out of range.
     pub fn of_tensor(t: &TensorProto) -> Option<Val> {
+        Val::read(t, true)
+    }
+
+    /// The dims and kind of an initializer or a `Constant`, its values not decoded (a weight
+    /// read as a factor needs none, and decoding the weights of a large model into `f64`
+    /// would take twice their bytes).
+    pub fn of_tensor_dims(t: &TensorProto) -> Option<Val> {
+        Val::read(t, false)
+    }
+
+    fn read(t: &TensorProto, decode: bool) -> Option<Val> {
         let dims: Vec<usize> = t
             .dims()
             .iter()
@@ -83,7 +94,7 @@ impl Val {
             t.data_type(),
             DataType::Float | DataType::Double | DataType::Float16 | DataType::Bfloat16
         );
-        let data: Option<Vec<f64>> = if n > MAX_VALUES {
+        let data: Option<Vec<f64>> = if n > MAX_VALUES || !decode {
             None
         } else {
             match t.data_type() {

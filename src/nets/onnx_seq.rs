@@ -92,6 +92,28 @@ impl<'g, 'a> Importer<'g, 'a> {
         Some(v)
     }
 
+    /// Whether `name` is a constant (folded, an initializer or a `Constant`), without
+    /// decoding it.
+    fn is_const(&self, name: &str) -> bool {
+        !self.producer.contains_key(name)
+            && (self.values.contains_key(name) || self.constants.contains_key(name))
+    }
+
+    /// The constant `name` as [`Importer::value`] has it, but a file's tensor not decoded
+    /// yet has no values (its dims, kind and origin only).
+    fn value_dims(&self, name: &str) -> Option<Val> {
+        if self.producer.contains_key(name) {
+            return None;
+        }
+        if let Some(v) = self.values.get(name) {
+            return Some(v.clone());
+        }
+        if let Some(v) = self.decoded.borrow().get(name) {
+            return Some(v.clone());
+        }
+        Val::of_tensor_dims(self.constants.get(name)?)
+    }
+
     /// Evaluates `node` when every input is a constant (module doc of `fold`); whether it
     /// did. `Shape`, `Identity` of a file's tensor and ops it does not evaluate are left to
     /// their rules.
@@ -108,13 +130,26 @@ impl<'g, 'a> Importer<'g, 'a> {
         if node.op_type == OpType::Identity && !self.values.contains_key(names[0]) {
             return Ok(false);
         }
-        if names.iter().any(|n| self.value(n).is_none()) {
+        // Checked before any value is decoded: most nodes read an activation.
+        if names.iter().any(|n| !self.is_const(n) || self.value_dims(n).is_none()) {
             return Ok(false);
         }
+        // A view of a weight (`W.t()` before a product, as `nn.Linear` on a sequence
+        // exports) keeps the weight's dims, not its values: decoding every weight into `f64`
+        // would take most of a large model's import.
+        let view = matches!(
+            node.op_type,
+            OpType::Transpose | OpType::Reshape | OpType::Unsqueeze | OpType::Squeeze
+        );
         let vals: Vec<Option<Val>> = node
             .input
             .iter()
-            .map(|s| if s.is_empty() { None } else { self.value(s) })
+            .enumerate()
+            .map(|(i, s)| match self.value_dims(s) {
+                _ if s.is_empty() => None,
+                Some(w) if view && i == 0 && w.init && w.float && w.dims.len() >= 2 => Some(w),
+                _ => self.value(s),
+            })
             .collect();
         let Some(outs) = eval::eval(node, &vals, self.opset)? else {
             return Ok(false);
@@ -180,9 +215,16 @@ impl<'g, 'a> Importer<'g, 'a> {
         if node.input.len() != 2 {
             return Err(unsupported(node, "only two inputs"));
         }
+        // A product's weight and an embedding's table are read for their dims only.
+        let dims_only = matches!(node.op_type, OpType::MatMul | OpType::Gather);
         let one = |i: usize| -> Result<Result<usize, Val>, OnnxError> {
             let name = node.input[i];
-            match self.value(name) {
+            let v = if dims_only {
+                self.value_dims(name)
+            } else {
+                self.value(name)
+            };
+            match v {
                 Some(v) => Ok(Err(v)),
                 None => self.activation(node, name).map(Ok),
             }
