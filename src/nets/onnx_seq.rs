@@ -216,10 +216,14 @@ impl<'g, 'a> Importer<'g, 'a> {
             return Err(unsupported(node, "only two inputs"));
         }
         // A product's weight and an embedding's table are read for their dims only.
-        let dims_only = matches!(node.op_type, OpType::MatMul | OpType::Gather);
+        let dims_only = match node.op_type {
+            OpType::MatMul => Some(1),
+            OpType::Gather => Some(0),
+            _ => None,
+        };
         let one = |i: usize| -> Result<Result<usize, Val>, OnnxError> {
             let name = node.input[i];
-            let v = if dims_only {
+            let v = if dims_only == Some(i) {
                 self.value_dims(name)
             } else {
                 self.value(name)
