@@ -282,3 +282,23 @@ fn a_vit_stem_with_its_class_token_imports_with_its_stash_by_hand() {
         assert_eq!(last["out"], 2.0 * 10.0 * 4.0, "{last}");
     }
 }
+
+/// ConvNeXt's layer scale, a learned `[C, 1, 1]` multiplied on a `[C, H, W]` map, is a
+/// parameter (4 here) whose product keeps its input (the map: 4 x 8 x 8 floats per sample;
+/// batch 2: 2,048 bytes).
+#[test]
+fn a_layer_scale_per_channel_is_learned() {
+    let mut g = GraphWriter::default();
+    let gamma = g.weight("layer_scale", &[C, 1, 1]);
+    let y = g.op(OpType::Mul, &["x", gamma], vec![]);
+    let model = g.model(
+        tensor_info("x", &[-1, C, HW, HW]),
+        tensor_info(y, &[-1, C, HW, HW]),
+        17,
+    );
+    let (o, _) = import(&model, "op");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["meta"]["parameters"], C, "{r}");
+    assert_eq!(r["stash_bytes"], 2_048.0, "{r}");
+}

@@ -1154,10 +1154,7 @@ pub fn onnx_instance(
     let meta = &mut inst.meta;
     meta.insert("source".into(), json!("onnx (pipeopt import onnx)"));
     meta.insert("onnx_file".into(), json!(file));
-    meta.insert(
-        "onnx_sha256".into(),
-        json!(format!("{digest:x}")),
-    );
+    meta.insert("onnx_sha256".into(), json!(format!("{digest:x}")));
     meta.insert("blocks".into(), json!(net.blocks.len()));
     if granularity == Granularity::Block {
         meta.insert("granularity".into(), json!("block"));

@@ -131,7 +131,10 @@ impl<'g, 'a> Importer<'g, 'a> {
             return Ok(false);
         }
         // Checked before any value is decoded: most nodes read an activation.
-        if names.iter().any(|n| !self.is_const(n) || self.value_dims(n).is_none()) {
+        if names
+            .iter()
+            .any(|n| !self.is_const(n) || self.value_dims(n).is_none())
+        {
             return Ok(false);
         }
         // A view of a weight (`W.t()` before a product, as `nn.Linear` on a sequence
@@ -339,9 +342,15 @@ impl<'g, 'a> Importer<'g, 'a> {
         // A learned tensor: a vector over the last axes (a norm's scale, a bias) or a tensor
         // of the activation's shape; an initializer of more axes broadcast over the
         // activation is a buffer (a mask).
+        // A tensor of the activation's rank broadcast over some of its axes is learned too
+        // (ConvNeXt's layer scale, `[C, 1, 1]` on a `[C, H, W]` map).
+        let per_axis =
+            trimmed.len() == ps.len() && trimmed.iter().zip(&ps).all(|(&a, &b)| a == b || a == 1);
         let learned = c.init
             && c.float
-            && ((c.dims.len() == 1 && ps.ends_with(trimmed)) || trimmed == ps.as_slice());
+            && ((c.dims.len() == 1 && ps.ends_with(trimmed))
+                || trimmed == ps.as_slice()
+                || per_axis);
         let kind = match op {
             BinOp::Add | BinOp::Mul if learned => OpKind::Param {
                 op,
