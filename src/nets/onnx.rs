@@ -180,7 +180,7 @@ struct Importer<'g, 'a> {
     /// Ops whose first per-sample axis is merged with the batch in the file (`seq`).
     merged: HashSet<usize>,
     /// Ops whose batch is elsewhere than first or merged with the first axis (`layout`).
-    moved: HashMap<usize, layout::Batch>,
+    moved: HashMap<usize, layout::BatchAt>,
     /// The strides of the ops whose tensors are views with other than row-major strides
     /// (the batch of 2 first: `seq`).
     strides: HashMap<usize, Vec<i64>>,

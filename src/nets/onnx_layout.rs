@@ -5,7 +5,7 @@
 //! first: it transposes `[N, S, E]` to `[S, N, E]`, views the projection as `[S, N * h, dh]`
 //! (the batch the outer factor of an axis), transposes that to `[N * h, S, dh]`, and merges
 //! the heads' output back as `[S * N, E]` (the batch the inner factor) before its output
-//! projection. A [`Batch`] says which axis of the file's tensor holds the batch and how; the
+//! projection. A [`BatchAt`] says which axis of the file's tensor holds the batch and how; the
 //! per-sample shape is the file's with the batch taken out (a merged axis keeps its other
 //! factor), so elements, FLOPs and stashes per sample are those of the batch-first network.
 //! Views (transpose, reshape, squeeze, unsqueeze, select) and linear layers follow a moved
@@ -20,7 +20,7 @@ use crate::nets::{OpKind, Shape};
 
 /// The axis of a file's tensor that holds the batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Batch {
+pub(super) enum BatchAt {
     /// An axis of its own (`Axis(0)`: batch first, the usual layout).
     Axis(usize),
     /// Merged with per-sample axis `p` as its outer factor (`[N * h, ..]`; `Outer(0)` is
@@ -30,11 +30,11 @@ pub(super) enum Batch {
     Inner(usize),
 }
 
-impl Batch {
+impl BatchAt {
     /// The file's axis that holds the batch.
     fn file_axis(self) -> usize {
         match self {
-            Batch::Axis(p) | Batch::Outer(p) | Batch::Inner(p) => p,
+            BatchAt::Axis(p) | BatchAt::Outer(p) | BatchAt::Inner(p) => p,
         }
     }
 
@@ -42,39 +42,39 @@ impl Batch {
     /// where this count is the same.
     fn before(self, ps: &[usize]) -> usize {
         match self {
-            Batch::Axis(p) | Batch::Outer(p) => ps[..p].iter().product(),
-            Batch::Inner(p) => ps[..=p].iter().product(),
+            BatchAt::Axis(p) | BatchAt::Outer(p) => ps[..p].iter().product(),
+            BatchAt::Inner(p) => ps[..=p].iter().product(),
         }
     }
 }
 
 /// The file's dims of a tensor of per-sample shape `ps` with a batch of `n` placed by `b`.
-pub(super) fn full_with(ps: &[usize], b: Batch, n: i64) -> Vec<i64> {
+pub(super) fn full_with(ps: &[usize], b: BatchAt, n: i64) -> Vec<i64> {
     let mut d: Vec<i64> = ps.iter().map(|&v| v as i64).collect();
     match b {
-        Batch::Axis(p) => d.insert(p.min(d.len()), n),
-        Batch::Outer(p) | Batch::Inner(p) => d[p] = d[p].saturating_mul(n),
+        BatchAt::Axis(p) => d.insert(p.min(d.len()), n),
+        BatchAt::Outer(p) | BatchAt::Inner(p) => d[p] = d[p].saturating_mul(n),
     }
     d
 }
 
 impl<'g, 'a> Importer<'g, 'a> {
     /// Where op `x`'s tensor holds the batch.
-    pub(super) fn batch_of(&self, x: usize) -> Batch {
+    pub(super) fn batch_of(&self, x: usize) -> BatchAt {
         if self.merged.contains(&x) {
-            Batch::Outer(0)
+            BatchAt::Outer(0)
         } else {
-            self.moved.get(&x).copied().unwrap_or(Batch::Axis(0))
+            self.moved.get(&x).copied().unwrap_or(BatchAt::Axis(0))
         }
     }
 
     /// Records where op `id`'s tensor holds the batch.
-    pub(super) fn set_batch(&mut self, id: usize, b: Batch) {
+    pub(super) fn set_batch(&mut self, id: usize, b: BatchAt) {
         self.merged.remove(&id);
         self.moved.remove(&id);
         match b {
-            Batch::Axis(0) => {}
-            Batch::Outer(0) => {
+            BatchAt::Axis(0) => {}
+            BatchAt::Outer(0) => {
                 self.merged.insert(id);
             }
             b => {
@@ -127,16 +127,16 @@ impl<'g, 'a> Importer<'g, 'a> {
     pub(super) fn axis(&self, node: &Node<'a>, x: usize, a: i64) -> Result<usize, OnnxError> {
         let ps = self.b.shape(x).len();
         let b = self.batch_of(x);
-        let rank = if matches!(b, Batch::Axis(_)) {
+        let rank = if matches!(b, BatchAt::Axis(_)) {
             ps + 1
         } else {
             ps
         };
         let full = norm_axis(node, a, rank)?;
         match b {
-            Batch::Axis(p) if full == p => Err(unsupported(node, "an op along the batch axis")),
-            Batch::Axis(p) if full > p => Ok(full - 1),
-            Batch::Outer(p) | Batch::Inner(p) if full == p => Err(unsupported(
+            BatchAt::Axis(p) if full == p => Err(unsupported(node, "an op along the batch axis")),
+            BatchAt::Axis(p) if full > p => Ok(full - 1),
+            BatchAt::Outer(p) | BatchAt::Inner(p) if full == p => Err(unsupported(
                 node,
                 "an op along an axis merged with the batch",
             )),
@@ -167,14 +167,14 @@ impl<'g, 'a> Importer<'g, 'a> {
             .position(|&p| p as usize == q)
             .expect("a permutation");
         let out_b = match b {
-            Batch::Axis(_) => Batch::Axis(at),
-            Batch::Outer(_) => Batch::Outer(at),
-            Batch::Inner(_) => Batch::Inner(at),
+            BatchAt::Axis(_) => BatchAt::Axis(at),
+            BatchAt::Outer(_) => BatchAt::Outer(at),
+            BatchAt::Inner(_) => BatchAt::Inner(at),
         };
         // The per-sample axis of each file axis (the batch's own axis has none).
         let sample_axis = |f: usize| match b {
-            Batch::Axis(p) if f > p => Some(f - 1),
-            Batch::Axis(p) if f == p => None,
+            BatchAt::Axis(p) if f > p => Some(f - 1),
+            BatchAt::Axis(p) if f == p => None,
             _ => Some(f),
         };
         let pp: Vec<usize> = perm
@@ -198,7 +198,7 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// (zeros copy the input's dims, one -1 is inferred) when exactly one of its dims holds
     /// the batch and the elements before it are those before the input's batch: `None`
     /// otherwise.
-    pub(super) fn reshape_moving(&self, x: usize, target: &[i64]) -> Option<(Shape, Batch)> {
+    pub(super) fn reshape_moving(&self, x: usize, target: &[i64]) -> Option<(Shape, BatchAt)> {
         let ps = self.b.shape(x);
         let b_in = self.batch_of(x);
         let full = full_with(ps, b_in, self.batch);
@@ -237,13 +237,13 @@ impl<'g, 'a> Importer<'g, 'a> {
         let before = b_in.before(ps);
         let b = if k == 1 && prefix == before {
             shape.remove(*pos);
-            Batch::Axis(*pos)
+            BatchAt::Axis(*pos)
         } else if prefix == before {
             shape[*pos] = k;
-            Batch::Outer(*pos)
+            BatchAt::Outer(*pos)
         } else if prefix * k == before {
             shape[*pos] = k;
-            Batch::Inner(*pos)
+            BatchAt::Inner(*pos)
         } else {
             return None;
         };
@@ -316,7 +316,7 @@ impl<'g, 'a> Importer<'g, 'a> {
         node: &Node<'a>,
         x: usize,
         shape: Shape,
-        b: Batch,
+        b: BatchAt,
     ) -> Result<(), OnnxError> {
         if *self.b.shape(x) == shape && self.batch_of(x) == b {
             self.map_output(node, 0, x);
@@ -342,7 +342,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             }
         };
         // A view to one axis is the CNNs' flatten.
-        let kind = if shape.len() == 1 && b == Batch::Axis(0) {
+        let kind = if shape.len() == 1 && b == BatchAt::Axis(0) {
             OpKind::Flatten
         } else {
             OpKind::Reshape

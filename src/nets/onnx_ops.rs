@@ -7,7 +7,7 @@
 use onnx_rs::ast::Node;
 
 use super::fold::Val;
-use super::layout::Batch;
+use super::layout::BatchAt;
 use super::{shape_text, unsupported, Importer, OnnxError};
 use crate::nets::{BinOp, OpKind};
 
@@ -68,7 +68,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             || !c.stored
             || learned_elems != Some(dims.iter().product())
             || !fits
-            || self.batch_of(x) != Batch::Axis(0)
+            || self.batch_of(x) != BatchAt::Axis(0)
         {
             return Err(unsupported(
                 node,

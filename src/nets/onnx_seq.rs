@@ -12,7 +12,7 @@ use onnx_rs::ast::{Node, OpType};
 
 use super::eval::{self, norm_axis, reshape_dims, slice_range};
 use super::fold::{self, Val};
-use super::layout::{full_with, Batch};
+use super::layout::{full_with, BatchAt};
 use super::{first_input, input, node_name, shape_text, unsupported, Attrs, Importer, OnnxError};
 use crate::nets::{BinOp, ConstValues, OpKind, Shape, UnaryFn};
 
@@ -430,7 +430,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                     "a constant added to a tensor whose batch is in axis {} (only a linear \
                      layer's bias)",
                     match b {
-                        Batch::Axis(p) | Batch::Outer(p) | Batch::Inner(p) => p,
+                        BatchAt::Axis(p) | BatchAt::Outer(p) | BatchAt::Inner(p) => p,
                     }
                 ),
             ));
@@ -512,8 +512,8 @@ impl<'g, 'a> Importer<'g, 'a> {
                 if ra < 2
                     || rb < 2
                     || sa[ra - 1] != sb[rb - 2]
-                    || self.batch_of(x) != Batch::Axis(0)
-                    || self.batch_of(y) != Batch::Axis(0)
+                    || self.batch_of(x) != BatchAt::Axis(0)
+                    || self.batch_of(y) != BatchAt::Axis(0)
                 {
                     return Err(unsupported(
                         node,
@@ -529,7 +529,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                 if w.dims.len() != 2
                     || !w.float
                     || shape.last() != Some(&w.dims[0])
-                    || self.batch_of(x) == Batch::Axis(shape.len())
+                    || self.batch_of(x) == BatchAt::Axis(shape.len())
                 {
                     return Err(unsupported(
                         node,
@@ -621,9 +621,9 @@ impl<'g, 'a> Importer<'g, 'a> {
                 one.remove(ax);
                 // The batch's axis moves down when the selected axis was before it.
                 let b = match b {
-                    Batch::Axis(p) if ax < p => Batch::Axis(p - 1),
-                    Batch::Outer(p) if ax < p => Batch::Outer(p - 1),
-                    Batch::Inner(p) if ax < p => Batch::Inner(p - 1),
+                    BatchAt::Axis(p) if ax < p => BatchAt::Axis(p - 1),
+                    BatchAt::Outer(p) if ax < p => BatchAt::Outer(p - 1),
+                    BatchAt::Inner(p) if ax < p => BatchAt::Inner(p - 1),
                     b => b,
                 };
                 self.view(node, s, one, b)
@@ -788,9 +788,9 @@ impl<'g, 'a> Importer<'g, 'a> {
             return Err(unsupported(node, "a scalar per sample"));
         }
         let b = if merged {
-            Batch::Outer(0)
+            BatchAt::Outer(0)
         } else {
-            Batch::Axis(0)
+            BatchAt::Axis(0)
         };
         self.view(node, x, shape, b)
     }
