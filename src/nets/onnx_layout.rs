@@ -5,9 +5,10 @@
 //! first: it transposes `[N, S, E]` to `[S, N, E]`, views the projection as `[S, N * h, dh]`
 //! (the batch the outer factor of an axis), transposes that to `[N * h, S, dh]`, and merges
 //! the heads' output back as `[S * N, E]` (the batch the inner factor) before its output
-//! projection. A [`BatchAt`] says which axis of the file's tensor holds the batch and how; the
-//! per-sample shape is the file's with the batch taken out (a merged axis keeps its other
-//! factor), so elements, FLOPs and stashes per sample are those of the batch-first network.
+//! projection. A [`BatchAt`] says which axis of the file's tensor holds the batch and how;
+//! the per-sample shape is the file's with the batch taken out (a merged axis keeps its
+//! other factor), so elements, FLOPs and stashes per sample are those of the batch-first
+//! network.
 //! Views (transpose, reshape, squeeze, unsqueeze, select) and linear layers follow a moved
 //! batch; any other op refuses it, naming the node, rather than reading its axes wrong.
 
