@@ -327,10 +327,12 @@ RESULTS_NOTES = """- **Imports**: every torchvision family but Swin-T and MaxViT
   one batch) has no madpipe plan at block granularity and best's 30 s end with a 49% gap;
   best's op-level runs on the 533- and 1,385-layer chains stop at 30 s without a plan.
 - **Import times** (fastrel build): under 1 s for every CNN but VGG-16's 553 MB file, 2 s
-  for GPT-2 small, 3.5 s for GPT-2 medium (1.5 GB) and 3 s for the 32-block Llama
-  measured alone (`/usr/bin/time -v pipeopt import onnx gpt2-medium.onnx --batch 8`: 3.5
-  s, 2.5 GB resident; the table's 4.3-4.9 s were taken beside other jobs): weights are
-  read as dims only and the file's SHA-256 is computed beside the import.
+  for GPT-2 small; GPT-2 medium (1.5 GB) 3.5-8.2 s and the 32-block Llama 3-4 s, as the
+  shared machine's load varied (`/usr/bin/time -v pipeopt import onnx gpt2-medium.onnx
+  --batch 8`: 2.8 s of user time, 2.2-4.6 s of system time, 2.5 GB resident): weights are
+  read as dims only and the file's SHA-256 is computed beside the import; what remains is
+  mostly reading the file into memory and its page faults (a memory-mapped file would
+  save the copy).
 
 How the autograd column is measured: each network runs one forward in training mode on
 the CPU under `torch.autograd.graph.saved_tensors_hooks`, at batches 2 and 4 for the
