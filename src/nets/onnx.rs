@@ -19,7 +19,8 @@
 //! their input), `MaxPool` and `AveragePool` (square windows, symmetric padding),
 //! `GlobalAveragePool`, `ReduceMean` over the spatial axes (a global average pool),
 //! `Flatten`, `Gemm` (a linear layer: `transA = 0`), `Dropout`, `Add` and `Concat`,
-//! `Identity`, `Constant`. Of transformers (`seq`): `MatMul` of two activations or of an
+//! `Identity`, `Constant`; stochastic depth (a product by random noise, one value per
+//! sample) and a class token concatenated to every sample (`ops`). Of transformers (`seq`): `MatMul` of two activations or of an
 //! activation and a weight (a linear layer, a bias `Add` after it folded in), `Softmax`,
 //! `LayerNormalization`, `Gelu` and the elementwise functions a block writes out (`Erf`,
 //! `Tanh`, `Pow`, `Sqrt`...), `Add`/`Sub`/`Mul`/`Div` broadcast, with constants (a scalar:
@@ -29,7 +30,9 @@
 //! `Split`, `Slice`, `Expand`), `Gather` (an embedding, or a select), `Cast`. Nodes whose
 //! inputs are all constants are evaluated at import time (`fold`, `eval`): the shape
 //! arithmetic of exporters (`Shape`, `Range`, `ConstantOfShape`, `Equal`...), so masks and
-//! reshape targets are known numbers.
+//! reshape targets are known numbers. A batch moved from the first axis
+//! (`nn.MultiheadAttention`'s sequence-first views) is followed through views and linear
+//! layers (`layout`).
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
 //! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error, never a silent
