@@ -22,6 +22,7 @@ mod limits;
 mod madpipe_dp;
 mod milp;
 mod milp_general;
+mod onnx_cnn_ops;
 mod onnx_import;
 mod onnx_transformers;
 mod op_chains;

@@ -280,6 +280,14 @@ pub(crate) fn run_op(op: &Op, weights: &[Tensor], args: &[&Tensor], dropout: boo
         OpKind::Flatten => arg(0).flatten(1, -1),
         OpKind::Linear { bias, .. } => arg(0).linear(w(0), bias.then(|| w(1))),
         OpKind::Dropout { p: rate } => arg(0).dropout(*rate, dropout),
+        // A factor per sample, kept by autograd as torchvision's does; every sample keeps its
+        // branch (the rate is not in the description: it changes no size or time).
+        OpKind::StochasticDepth if dropout => {
+            let mut dims = vec![1i64; arg(0).dim()];
+            dims[0] = arg(0).size()[0];
+            arg(0) * Tensor::ones(dims.as_slice(), (arg(0).kind(), arg(0).device()))
+        }
+        OpKind::StochasticDepth => arg(0).shallow_clone(),
         OpKind::Add => {
             let mut s = arg(0) + arg(1);
             for j in 2..args.len() {
@@ -343,6 +351,12 @@ fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
         }
         OpKind::Expand => arg(0).expand(with_batch(&op.shape).as_slice(), false),
         OpKind::Concat { axis } => Tensor::cat(args, *axis as i64 + 1),
+        OpKind::ConcatParam { axis, .. } => {
+            let mut dims = w(0).size();
+            dims.insert(0, arg(0).size()[0]);
+            let token = w(0).unsqueeze(0).expand(dims.as_slice(), false);
+            Tensor::cat(&[&token, arg(0)], *axis as i64 + 1)
+        }
         OpKind::ReduceMean { axis, keepdim } => {
             arg(0).mean_dim([*axis as i64 + 1].as_slice(), *keepdim, arg(0).kind())
         }

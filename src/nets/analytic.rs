@@ -16,7 +16,8 @@
 //!     tensor distinct from BN's saved input, so both count);
 //!   - MaxPool2d: its input, plus int64 indices (8 bytes per output element);
 //!   - AvgPool2d, AdaptiveAvgPool2d (other than to 1x1), GELU: their input;
-//!   - Dropout: its mask (1 byte per element); Attention: q, k, v, the softmax output
+//!   - Dropout: its mask (1 byte per element); stochastic depth its per-sample factor
+//!     (one value per sample); Attention: q, k, v, the softmax output
 //!     (`heads x S x S`), and with dropout its mask (1 byte) and the dropped probabilities;
 //!   - Embedding: the int64 ids; Add, Cat, Flatten, PositionEmbedding, Input: nothing;
 //!   - AdaptiveAvgPool2d to 1x1: nothing (a mean).
@@ -54,11 +55,11 @@
 //! except a convolution of the network's input, which computes only its weight gradient.
 //! FLOPs: conv `2 Cin/groups k_h k_w Cout H_out W_out` per sample (+ `Cout H_out W_out` for a
 //! bias); linear `2 fin fout` per row (+ `fout`); attention `4 S^2 D` (QK^T and AV) + `5 h S^2`
-//! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, add `n-1`, pools
-//! `k^2` per output element, cat/flatten/embedding 0; a matrix product `2 K` per output
-//! element (matrix rate), softmax 5, transcendental functions 4, roots, powers and
-//! reciprocals 2, other elementwise ops 1, a mean 1 per input element, copies 0 (memory
-//! traffic); a constant operand's bytes are read once per batch.
+//! (softmax); BN and LayerNorm 8 per element, GELU 8, ReLU 1, dropout 2, stochastic depth
+//! 1, add `n-1`, pools `k^2` per output element, cat/flatten/embedding 0; a matrix product
+//! `2 K` per output element (matrix rate), softmax 5, transcendental functions 4, roots,
+//! powers and reciprocals 2, other elementwise ops 1, a mean 1 per input element, copies 0
+//! (memory traffic); a constant operand's bytes are read once per batch.
 //! The device models are data (`devices/*.toml`, [`DeviceModel`]). The default `h100`
 //! model's rates are fitted to measured profiles (`devices/h100.toml`): within a factor of
 //! 1.72 (forward) and 2.04 (backward) of every measured layer of the five CNNs at image
@@ -120,7 +121,7 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
             (2.0 * k * out, io)
         }
         OpKind::Softmax { .. } => (5.0 * out, io),
-        OpKind::Contiguous | OpKind::Concat { .. } => (0.0, io),
+        OpKind::Contiguous | OpKind::Concat { .. } | OpKind::ConcatParam { .. } => (0.0, io),
         OpKind::ReduceMean { .. } => (ins, io),
         OpKind::Unary { f } => (unary_flops(*f) * out, io),
         OpKind::Binary { .. } | OpKind::Param { .. } => (out, io),
@@ -151,6 +152,8 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
         OpKind::Relu { .. } | OpKind::HardSigmoid | OpKind::Mul => (out, io),
         OpKind::Sigmoid | OpKind::HardSwish => (4.0 * out, io),
         OpKind::Dropout { .. } => (2.0 * out, io + out * n),
+        // One product per element; the factor (one value per sample) is drawn and read.
+        OpKind::StochasticDepth => (out, io + 2.0 * n * e),
         OpKind::Add => ((op.inputs.len() as f64 - 1.0) * out, io),
         OpKind::Cat | OpKind::PositionEmbedding { .. } => (
             if matches!(op.kind, OpKind::Cat) {
@@ -201,6 +204,9 @@ pub(crate) fn saved_extra(block: &Block, i: usize, batch: usize, dtype: DType) -
         }
         OpKind::MaxPool2d { .. } => elems(&op.shape) * n * 8.0,
         OpKind::Dropout { .. } => elems(&op.shape) * n,
+        // The gradient of `x * f` is `g * f`: autograd keeps the factor, one value of the
+        // activation's dtype per sample (the input is not kept: the factor needs no gradient).
+        OpKind::StochasticDepth => n * e,
         OpKind::MaskFill { mask_bytes, .. } => *mask_bytes as f64,
         OpKind::Attention { heads, dropout, .. } => {
             let probs = (*heads * op.shape[0] * op.shape[0]) as f64 * n;

@@ -130,6 +130,17 @@ pub enum OpKind {
     Dropout {
         p: f64,
     },
+    /// Stochastic depth (Huang et al., "Deep Networks with Stochastic Depth", 2016; torchvision's
+    /// `StochasticDepth(mode="row")`): the input times a factor drawn per sample (0, or
+    /// `1 / (1 - p)` for the samples that keep the branch), broadcast over the sample.
+    StochasticDepth,
+    /// A learned tensor of per-sample `shape`, the same for every sample, concatenated before
+    /// the activation along `axis` (ViT's class token, Dosovitskiy et al., "An Image is Worth
+    /// 16x16 Words", 2021).
+    ConcatParam {
+        axis: usize,
+        shape: Shape,
+    },
     /// Elementwise sum of its inputs.
     Add,
     /// Elementwise product of two inputs, the second broadcast over the first's spatial
@@ -375,6 +386,7 @@ pub fn op_params(kind: &OpKind) -> Vec<ParamShape> {
         | OpKind::PositionEmbedding { max_len: rows, dim } => {
             vec![param(vec![*rows, *dim], Init::Normal(0.02))]
         }
+        OpKind::ConcatParam { shape, .. } => vec![param(shape.clone(), Init::Normal(0.02))],
         OpKind::Param { op, shape } => {
             let init = if *op == BinOp::Mul {
                 Init::Ones

@@ -19,7 +19,8 @@
 //! their input), `MaxPool` and `AveragePool` (square windows, symmetric padding),
 //! `GlobalAveragePool`, `ReduceMean` over the spatial axes (a global average pool),
 //! `Flatten`, `Gemm` (a linear layer: `transA = 0`), `Dropout`, `Add` and `Concat`,
-//! `Identity`, `Constant`. Of transformers (`seq`): `MatMul` of two activations or of an
+//! `Identity`, `Constant`; stochastic depth (a product by random noise, one value per
+//! sample) and a class token concatenated to every sample (`ops`). Of transformers (`seq`): `MatMul` of two activations or of an
 //! activation and a weight (a linear layer, a bias `Add` after it folded in), `Softmax`,
 //! `LayerNormalization`, `Gelu` and the elementwise functions a block writes out (`Erf`,
 //! `Tanh`, `Pow`, `Sqrt`...), `Add`/`Sub`/`Mul`/`Div` broadcast, with constants (a scalar:
@@ -29,7 +30,9 @@
 //! `Split`, `Slice`, `Expand`), `Gather` (an embedding, or a select), `Cast`. Nodes whose
 //! inputs are all constants are evaluated at import time (`fold`, `eval`): the shape
 //! arithmetic of exporters (`Shape`, `Range`, `ConstantOfShape`, `Equal`...), so masks and
-//! reshape targets are known numbers.
+//! reshape targets are known numbers. A batch moved from the first axis
+//! (`nn.MultiheadAttention`'s sequence-first views) is followed through views and linear
+//! layers (`layout`).
 //! Training rules are those of [`super::analytic`]: what each op keeps for its backward
 //! (a ReLU runs in place when nothing else reads its input, as torchvision's
 //! `ReLU(inplace=True)`), its FLOPs and bytes. Any other op is an error, never a silent
@@ -67,6 +70,10 @@ mod cuts;
 mod eval;
 #[path = "onnx_fold.rs"]
 mod fold;
+#[path = "onnx_layout.rs"]
+mod layout;
+#[path = "onnx_ops.rs"]
+mod ops;
 #[path = "onnx_seq.rs"]
 mod seq;
 use cuts::split_blocks;
@@ -175,6 +182,8 @@ struct Importer<'g, 'a> {
     batch: i64,
     /// Ops whose first per-sample axis is merged with the batch in the file (`seq`).
     merged: HashSet<usize>,
+    /// Ops whose batch is elsewhere than first or merged with the first axis (`layout`).
+    moved: HashMap<usize, layout::BatchAt>,
     /// The strides of the ops whose tensors are views with other than row-major strides
     /// (the batch of 2 first: `seq`).
     strides: HashMap<usize, Vec<i64>>,
@@ -228,7 +237,7 @@ const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6)
     Pow, Add, Sub, Mul, Div, Where, ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, \
     Split, Slice, Concat, Expand, Cast, Gather, Dropout, Identity, Constant, and on \
     constants only Shape, ConstantOfShape, Range, Equal, Less, Greater, Not, And, Or, \
-    Trilu, Floor, Ceil, Min, Max, Mod, Abs";
+    Trilu, Floor, Ceil, Min, Max, Mod, Abs, RandomUniformLike, RandomNormalLike, Bernoulli     (a product by one random value per sample: stochastic depth)";
 
 /// Every unsupported op of a model in one message (each with its count and first node).
 fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
@@ -293,8 +302,8 @@ fn unsupported(node: &Node, reason: impl Into<String>) -> OnnxError {
 impl<'g, 'a> Importer<'g, 'a> {
     /// The op producing the activation `name` read by `node`.
     fn activation(&self, node: &Node<'a>, name: &str) -> Result<usize, OnnxError> {
-        self.producer.get(name).copied().ok_or_else(|| {
-            if self.constants.contains_key(name) {
+        let id = self.producer.get(name).copied().ok_or_else(|| {
+            if self.constants.contains_key(name) || self.values.contains_key(name) {
                 unsupported(
                     node,
                     format!("input {name:?} is a constant where pipeopt needs an activation"),
@@ -306,7 +315,9 @@ impl<'g, 'a> Importer<'g, 'a> {
                     node_name(node)
                 ))
             }
-        })
+        })?;
+        self.check_moved(node, id)?;
+        Ok(id)
     }
 
     /// The dims of the weight `name` read by `node`.
@@ -539,7 +550,10 @@ impl<'g, 'a> Importer<'g, 'a> {
             | OpType::Min
             | OpType::Max
             | OpType::Mod
-            | OpType::Abs => Self::constant_only,
+            | OpType::Abs
+            | OpType::RandomUniformLike
+            | OpType::RandomNormalLike
+            | OpType::Bernoulli => Self::constant_only,
             _ => return None,
         })
     }
@@ -870,9 +884,7 @@ impl<'g, 'a> Importer<'g, 'a> {
         *shape.last_mut().expect("checked") = fout;
         let id = self.b.ops.len();
         self.push(node, OpKind::Linear { fin, fout, bias }, &[x], shape)?;
-        if self.merged.contains(&x) {
-            self.merged.insert(id);
-        }
+        self.set_batch(id, self.batch_of(x));
         Ok(())
     }
 
@@ -1044,6 +1056,7 @@ pub fn network_from_onnx(
         opset,
         batch: data.batch.unwrap_or(seq::SYMBOLIC_BATCH),
         merged: HashSet::new(),
+        moved: HashMap::new(),
         strides: HashMap::new(),
     };
     let missing = unsupported_ops(graph);
@@ -1123,7 +1136,14 @@ pub fn onnx_instance(
     granularity: Granularity,
 ) -> Result<Instance, OnnxError> {
     use sha2::Digest;
-    let net = network_from_onnx(bytes, name, read)?;
+    // The file's digest (its provenance in `meta`) is computed beside the import: on a
+    // model of a few GB it takes as long as the rest.
+    let (net, digest) = std::thread::scope(|s| {
+        let digest = s.spawn(|| sha2::Sha256::digest(bytes));
+        let net = network_from_onnx(bytes, name, read);
+        (net, digest.join().expect("SHA-256 does not panic"))
+    });
+    let net = net?;
     let mut inst = match granularity {
         Granularity::Op => super::op_instance(&net, batch, dtype, device),
         Granularity::Block => super::analytic_instance(&net, batch, dtype, device),
@@ -1137,10 +1157,7 @@ pub fn onnx_instance(
     let meta = &mut inst.meta;
     meta.insert("source".into(), json!("onnx (pipeopt import onnx)"));
     meta.insert("onnx_file".into(), json!(file));
-    meta.insert(
-        "onnx_sha256".into(),
-        json!(format!("{:x}", sha2::Sha256::digest(bytes))),
-    );
+    meta.insert("onnx_sha256".into(), json!(format!("{digest:x}")));
     meta.insert("blocks".into(), json!(net.blocks.len()));
     if granularity == Granularity::Block {
         meta.insert("granularity".into(), json!("block"));

@@ -19,7 +19,7 @@ pub(super) fn split_blocks(ops: Vec<Op>) -> Vec<Block> {
         // No cut before an op that writes no tensor of its own (an in-place ReLU, a view):
         // its block would hold nothing but an alias of the boundary tensor.
         let aliasing = matches!(ops[i + 1].kind, OpKind::Relu { .. }) || is_view(&ops[i + 1].kind);
-        if alive == 1 && last_use[i] > i && !aliasing {
+        if alive == 1 && last_use[i] > i && !aliasing && !part_of_storage(&ops, i) {
             cuts.push(i);
         }
     }
@@ -39,6 +39,19 @@ pub(super) fn split_blocks(ops: Vec<Op>) -> Vec<Block> {
     kept.windows(2)
         .map(|w| make_block(&ops, w[0], w[1]))
         .collect()
+}
+
+/// Whether op `i`'s output views part of a larger tensor (a slice or a select, as ViT's
+/// head reads its class token): a block starting there would hold that part as a tensor of
+/// its own, where the ops reading it keep the whole storage; no cut falls there.
+fn part_of_storage(ops: &[Op], mut i: usize) -> bool {
+    while is_view(&ops[i].kind) {
+        if matches!(ops[i].kind, OpKind::Slice { .. }) {
+            return true;
+        }
+        i = ops[i].inputs[0];
+    }
+    false
 }
 
 /// The block of ops `from + 1 ..= to`, whose input is op `from`'s output.

@@ -449,6 +449,13 @@ fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
             let n: usize = dims.iter().product();
             Val::new(dims, (n <= 1 << 22).then(|| vec![value; n]), float)
         }
+        // Random draws of a constant's dims (stochastic depth's per-sample noise): the
+        // dims are known, the values are drawn at run time.
+        OpType::RandomUniformLike | OpType::RandomNormalLike | OpType::Bernoulli => {
+            let mut out = Val::new(v(0)?.dims.clone(), None, true);
+            out.random = true;
+            out
+        }
         OpType::Range => {
             let s = |i: usize| v(i).ok().and_then(Val::scalar);
             let (Some(start), Some(limit), Some(delta)) = (s(0), s(1), s(2)) else {

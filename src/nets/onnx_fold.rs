@@ -33,6 +33,9 @@ pub(crate) struct Val {
     /// Exactly an initializer (not derived): a learned tensor when an op reads it as a
     /// scale, a shift or a weight.
     pub init: bool,
+    /// Drawn at run time (`RandomUniformLike` and what is computed from it): its values are
+    /// not known, and each batch has its own (stochastic depth's per-sample factor).
+    pub random: bool,
 }
 
 fn elems(dims: &[usize]) -> usize {
@@ -52,6 +55,7 @@ impl Val {
             stored: false,
             table: None,
             init: false,
+            random: false,
         }
     }
 
@@ -66,6 +70,17 @@ impl Val {
 
     /// The tensor of an initializer or a `Constant`; `None` for dims out of range.
     pub fn of_tensor(t: &TensorProto) -> Option<Val> {
+        Val::read(t, true)
+    }
+
+    /// The dims and kind of an initializer or a `Constant`, its values not decoded (a weight
+    /// read as a factor needs none, and decoding the weights of a large model into `f64`
+    /// would take twice their bytes).
+    pub fn of_tensor_dims(t: &TensorProto) -> Option<Val> {
+        Val::read(t, false)
+    }
+
+    fn read(t: &TensorProto, decode: bool) -> Option<Val> {
         let dims: Vec<usize> = t
             .dims()
             .iter()
@@ -79,7 +94,7 @@ impl Val {
             t.data_type(),
             DataType::Float | DataType::Double | DataType::Float16 | DataType::Bfloat16
         );
-        let data: Option<Vec<f64>> = if n > MAX_VALUES {
+        let data: Option<Vec<f64>> = if n > MAX_VALUES || !decode {
             None
         } else {
             match t.data_type() {
@@ -117,6 +132,7 @@ impl Val {
             stored: true,
             table,
             init: true,
+            random: false,
         })
     }
 
@@ -227,7 +243,9 @@ pub(crate) fn map(vals: &[&Val], float: bool, f: impl Fn(&[f64]) -> f64) -> Opti
             })
             .collect()
     });
-    Some(Val::new(dims, data, float))
+    let mut out = Val::new(dims, data, float);
+    out.random = vals.iter().any(|v| v.random);
+    Some(out)
 }
 
 /// The entries of `v` at the given indices along each axis (a slice, a gather).
@@ -304,7 +322,9 @@ pub(crate) fn concat(vals: &[Val], axis: usize) -> Option<Val> {
             out
         });
     let float = first.float;
-    Some(Val::new(dims, data, float))
+    let mut out = Val::new(dims, data, float);
+    out.random = vals.iter().any(|v| v.random);
+    Some(out)
 }
 
 /// Whether `v` (dims `[.., R, C]`) is a causal pattern: `above` where the column is after

@@ -12,6 +12,7 @@ use onnx_rs::ast::{Node, OpType};
 
 use super::eval::{self, norm_axis, reshape_dims, slice_range};
 use super::fold::{self, Val};
+use super::layout::{full_with, BatchAt};
 use super::{first_input, input, node_name, shape_text, unsupported, Attrs, Importer, OnnxError};
 use crate::nets::{BinOp, ConstValues, OpKind, Shape, UnaryFn};
 
@@ -22,7 +23,7 @@ use crate::nets::{BinOp, ConstValues, OpKind, Shape, UnaryFn};
 pub(super) const SYMBOLIC_BATCH: i64 = 65521;
 
 /// Row-major strides of `dims`.
-fn contiguous(dims: &[usize]) -> Vec<i64> {
+pub(super) fn contiguous(dims: &[usize]) -> Vec<i64> {
     let mut s = vec![1i64; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1] as i64;
@@ -32,7 +33,7 @@ fn contiguous(dims: &[usize]) -> Vec<i64> {
 
 /// torch's rule for a view: the strides of `new` over a tensor of `old` dims and `strides`,
 /// or `None` when the reshape must copy (`at::detail::computeStride`).
-fn view_strides(old: &[usize], strides: &[i64], new: &[usize]) -> Option<Vec<i64>> {
+pub(super) fn view_strides(old: &[usize], strides: &[i64], new: &[usize]) -> Option<Vec<i64>> {
     let mut out = vec![0i64; new.len()];
     let mut view_d = new.len() as isize - 1;
     let mut chunk_base = *strides.last()?;
@@ -91,6 +92,28 @@ impl<'g, 'a> Importer<'g, 'a> {
         Some(v)
     }
 
+    /// Whether `name` is a constant (folded, an initializer or a `Constant`), without
+    /// decoding it.
+    fn is_const(&self, name: &str) -> bool {
+        !self.producer.contains_key(name)
+            && (self.values.contains_key(name) || self.constants.contains_key(name))
+    }
+
+    /// The constant `name` as [`Importer::value`] has it, but a file's tensor not decoded
+    /// yet has no values (its dims, kind and origin only).
+    fn value_dims(&self, name: &str) -> Option<Val> {
+        if self.producer.contains_key(name) {
+            return None;
+        }
+        if let Some(v) = self.values.get(name) {
+            return Some(v.clone());
+        }
+        if let Some(v) = self.decoded.borrow().get(name) {
+            return Some(v.clone());
+        }
+        Val::of_tensor_dims(self.constants.get(name)?)
+    }
+
     /// Evaluates `node` when every input is a constant (module doc of `fold`); whether it
     /// did. `Shape`, `Identity` of a file's tensor and ops it does not evaluate are left to
     /// their rules.
@@ -107,13 +130,29 @@ impl<'g, 'a> Importer<'g, 'a> {
         if node.op_type == OpType::Identity && !self.values.contains_key(names[0]) {
             return Ok(false);
         }
-        if names.iter().any(|n| self.value(n).is_none()) {
+        // Checked before any value is decoded: most nodes read an activation.
+        if names
+            .iter()
+            .any(|n| !self.is_const(n) || self.value_dims(n).is_none())
+        {
             return Ok(false);
         }
+        // A view of a weight (`W.t()` before a product, as `nn.Linear` on a sequence
+        // exports) keeps the weight's dims, not its values: decoding every weight into `f64`
+        // would take most of a large model's import.
+        let view = matches!(
+            node.op_type,
+            OpType::Transpose | OpType::Reshape | OpType::Unsqueeze | OpType::Squeeze
+        );
         let vals: Vec<Option<Val>> = node
             .input
             .iter()
-            .map(|s| if s.is_empty() { None } else { self.value(s) })
+            .enumerate()
+            .map(|(i, s)| match self.value_dims(s) {
+                _ if s.is_empty() => None,
+                Some(w) if view && i == 0 && w.init && w.float && w.dims.len() >= 2 => Some(w),
+                _ => self.value(s),
+            })
             .collect();
         let Some(outs) = eval::eval(node, &vals, self.opset)? else {
             return Ok(false);
@@ -134,45 +173,15 @@ impl<'g, 'a> Importer<'g, 'a> {
         ))
     }
 
-    /// The dims of op `x`'s tensor as torch holds it, with a batch of 2 (merged: the batch
-    /// times the first axis).
-    fn full_dims(&self, x: usize) -> Vec<usize> {
-        let s = self.b.shape(x);
-        if self.merged.contains(&x) {
-            let mut d = s.clone();
-            d[0] *= 2;
-            d
-        } else {
-            std::iter::once(2).chain(s.iter().copied()).collect()
-        }
-    }
-
-    fn strides_of(&self, x: usize) -> Vec<i64> {
+    pub(super) fn strides_of(&self, x: usize) -> Vec<i64> {
         self.strides
             .get(&x)
             .cloned()
             .unwrap_or_else(|| contiguous(&self.full_dims(x)))
     }
 
-    /// The per-sample axis of the file's axis `a` of op `x`'s tensor.
-    fn axis(&self, node: &Node<'a>, x: usize, a: i64) -> Result<usize, OnnxError> {
-        let ps = self.b.shape(x).len();
-        let merged = self.merged.contains(&x);
-        let rank = if merged { ps } else { ps + 1 };
-        let full = norm_axis(node, a, rank)?;
-        match (full, merged) {
-            (0, false) => Err(unsupported(node, "an op along the batch axis")),
-            (0, true) => Err(unsupported(
-                node,
-                "an op along an axis merged with the batch",
-            )),
-            (f, false) => Ok(f - 1),
-            (f, true) => Ok(f),
-        }
-    }
-
     /// Pushes an op named `name` (not a node's output) and returns its id.
-    fn push_op(
+    pub(super) fn push_op(
         &mut self,
         name: String,
         kind: OpKind,
@@ -185,14 +194,14 @@ impl<'g, 'a> Importer<'g, 'a> {
     }
 
     /// Names `node`'s `i`-th output as op `id`'s tensor.
-    fn map_output(&mut self, node: &Node<'a>, i: usize, id: usize) {
+    pub(super) fn map_output(&mut self, node: &Node<'a>, i: usize, id: usize) {
         if let Some(out) = node.output.get(i).filter(|s| !s.is_empty()) {
             self.producer.insert(out, id);
         }
     }
 
     /// Pushes `node`'s op and returns its id (its first output named).
-    fn push_node(
+    pub(super) fn push_node(
         &mut self,
         node: &Node<'a>,
         kind: OpKind,
@@ -209,9 +218,20 @@ impl<'g, 'a> Importer<'g, 'a> {
         if node.input.len() != 2 {
             return Err(unsupported(node, "only two inputs"));
         }
+        // A product's weight and an embedding's table are read for their dims only.
+        let dims_only = match node.op_type {
+            OpType::MatMul => Some(1),
+            OpType::Gather => Some(0),
+            _ => None,
+        };
         let one = |i: usize| -> Result<Result<usize, Val>, OnnxError> {
             let name = node.input[i];
-            match self.value(name) {
+            let v = if dims_only == Some(i) {
+                self.value_dims(name)
+            } else {
+                self.value(name)
+            };
+            match v {
                 Some(v) => Ok(Err(v)),
                 None => self.activation(node, name).map(Ok),
             }
@@ -221,7 +241,12 @@ impl<'g, 'a> Importer<'g, 'a> {
 
     /// A constant's dims as a per-sample operand of op `x`'s tensor: a leading axis of 1 or
     /// of the batch beyond the activation's rank dropped.
-    fn per_sample(&self, node: &Node<'a>, x: usize, c: &Val) -> Result<Shape, OnnxError> {
+    pub(super) fn per_sample(
+        &self,
+        node: &Node<'a>,
+        x: usize,
+        c: &Val,
+    ) -> Result<Shape, OnnxError> {
         let rank = self.b.shape(x).len();
         let mut dims = c.dims.clone();
         if dims.len() == rank + 1 && (dims[0] == 1 || dims[0] as i64 == self.batch) {
@@ -302,6 +327,9 @@ impl<'g, 'a> Importer<'g, 'a> {
             self.push_node(node, OpKind::Unary { f }, &[x], ps)?;
             return Ok(());
         }
+        if c.random {
+            return self.random_operand(node, op, x, c);
+        }
         if const_first && matches!(op, BinOp::Sub | BinOp::Div) {
             return Err(unsupported(node, "a constant minus or over an activation"));
         }
@@ -314,9 +342,15 @@ impl<'g, 'a> Importer<'g, 'a> {
         // A learned tensor: a vector over the last axes (a norm's scale, a bias) or a tensor
         // of the activation's shape; an initializer of more axes broadcast over the
         // activation is a buffer (a mask).
+        // A tensor of the activation's rank broadcast over some of its axes is learned too
+        // (ConvNeXt's layer scale, `[C, 1, 1]` on a `[C, H, W]` map).
+        let per_axis =
+            trimmed.len() == ps.len() && trimmed.iter().zip(&ps).all(|(&a, &b)| a == b || a == 1);
         let learned = c.init
             && c.float
-            && ((c.dims.len() == 1 && ps.ends_with(trimmed)) || trimmed == ps.as_slice());
+            && ((c.dims.len() == 1 && ps.ends_with(trimmed))
+                || trimmed == ps.as_slice()
+                || per_axis);
         let kind = match op {
             BinOp::Add | BinOp::Mul if learned => OpKind::Param {
                 op,
@@ -348,7 +382,17 @@ impl<'g, 'a> Importer<'g, 'a> {
         let (x, c) = match (a, b) {
             (Ok(x), Ok(y)) => {
                 let (sx, sy) = (self.b.shape(x).clone(), self.b.shape(y).clone());
-                if sx == sy {
+                let bx = self.batch_of(x);
+                if self.moved.contains_key(&x) || self.moved.contains_key(&y) {
+                    if sx != sy || bx != self.batch_of(y) {
+                        return Err(unsupported(
+                            node,
+                            "a sum of tensors whose batches are in different axes",
+                        ));
+                    }
+                    let id = self.push_node(node, OpKind::Add, &[x, y], sx)?;
+                    self.set_batch(id, bx);
+                } else if sx == sy {
                     self.push_node(node, OpKind::Add, &[x, y], sx)?;
                 } else {
                     let out = self.broadcast(node, &sx, &sy)?;
@@ -378,6 +422,18 @@ impl<'g, 'a> Importer<'g, 'a> {
                 self.map_output(node, 0, x);
                 return Ok(());
             }
+        }
+        if let Some(b) = self.moved.get(&x) {
+            return Err(unsupported(
+                node,
+                format!(
+                    "a constant added to a tensor whose batch is in axis {} (only a linear \
+                     layer's bias)",
+                    match b {
+                        BatchAt::Axis(p) | BatchAt::Outer(p) | BatchAt::Inner(p) => p,
+                    }
+                ),
+            ));
         }
         let first = self.value(node.input[0]).is_some();
         self.with_constant(node, BinOp::Add, x, &c, first)
@@ -456,8 +512,8 @@ impl<'g, 'a> Importer<'g, 'a> {
                 if ra < 2
                     || rb < 2
                     || sa[ra - 1] != sb[rb - 2]
-                    || self.merged.contains(&x)
-                    || self.merged.contains(&y)
+                    || self.batch_of(x) != BatchAt::Axis(0)
+                    || self.batch_of(y) != BatchAt::Axis(0)
                 {
                     return Err(unsupported(
                         node,
@@ -470,7 +526,11 @@ impl<'g, 'a> Importer<'g, 'a> {
             }
             (Ok(x), Err(w)) => {
                 let shape = self.b.shape(x).clone();
-                if w.dims.len() != 2 || !w.float || shape.last() != Some(&w.dims[0]) {
+                if w.dims.len() != 2
+                    || !w.float
+                    || shape.last() != Some(&w.dims[0])
+                    || self.batch_of(x) == BatchAt::Axis(shape.len())
+                {
                     return Err(unsupported(
                         node,
                         format!(
@@ -494,9 +554,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                     &[x],
                     out,
                 )?;
-                if self.merged.contains(&x) {
-                    self.merged.insert(id);
-                }
+                self.set_batch(id, self.batch_of(x));
             }
             _ => return Err(unsupported(node, "the first factor is not an activation")),
         }
@@ -558,8 +616,17 @@ impl<'g, 'a> Importer<'g, 'a> {
                     one.clone(),
                 )?;
                 self.strides.insert(s, strides);
+                let b = self.batch_of(x);
+                self.set_batch(s, b);
                 one.remove(ax);
-                self.view(node, s, one, false)
+                // The batch's axis moves down when the selected axis was before it.
+                let b = match b {
+                    BatchAt::Axis(p) if ax < p => BatchAt::Axis(p - 1),
+                    BatchAt::Outer(p) if ax < p => BatchAt::Outer(p - 1),
+                    BatchAt::Inner(p) if ax < p => BatchAt::Inner(p - 1),
+                    b => b,
+                };
+                self.view(node, s, one, b)
             }
             _ => Err(unsupported(node, "neither an embedding nor a select")),
         }
@@ -612,96 +679,6 @@ impl<'g, 'a> Importer<'g, 'a> {
         Ok(())
     }
 
-    /// `Transpose` keeping the batch first: a view.
-    pub(super) fn transpose(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
-        let x = self.activation(node, first_input(node)?)?;
-        let ps = self.b.shape(x).clone();
-        let rank = ps.len() + 1;
-        let perm: Vec<i64> = Attrs { node }
-            .ints("perm")
-            .unwrap_or_else(|| (0..rank as i64).rev().collect());
-        let ok = perm.len() == rank && !self.merged.contains(&x) && perm[0] == 0 && {
-            let mut s = perm.clone();
-            s.sort_unstable();
-            s == (0..rank as i64).collect::<Vec<_>>()
-        };
-        if !ok {
-            return Err(unsupported(
-                node,
-                format!("perm {perm:?} (the batch axis must stay first)"),
-            ));
-        }
-        let perm: Vec<usize> = perm[1..].iter().map(|&p| p as usize - 1).collect();
-        if perm.iter().enumerate().all(|(i, &p)| i == p) {
-            self.map_output(node, 0, x);
-            return Ok(());
-        }
-        let shape: Shape = perm.iter().map(|&p| ps[p]).collect();
-        let old = self.strides_of(x);
-        let strides: Vec<i64> = std::iter::once(old[0])
-            .chain(perm.iter().map(|&p| old[p + 1]))
-            .collect();
-        let id = self.push_node(node, OpKind::Transpose { perm }, &[x], shape)?;
-        self.strides.insert(id, strides);
-        Ok(())
-    }
-
-    /// `x` under the per-sample `shape` (`merged`: its first axis merges with the batch):
-    /// nothing when it is `x`'s, else a view, after a copy when torch's reshape would copy.
-    fn view(
-        &mut self,
-        node: &Node<'a>,
-        x: usize,
-        shape: Shape,
-        merged: bool,
-    ) -> Result<(), OnnxError> {
-        if *self.b.shape(x) == shape && self.merged.contains(&x) == merged {
-            self.map_output(node, 0, x);
-            return Ok(());
-        }
-        let full = |s: &Shape| -> Vec<usize> {
-            if merged {
-                let mut d = s.clone();
-                d[0] *= 2;
-                d
-            } else {
-                std::iter::once(2).chain(s.iter().copied()).collect()
-            }
-        };
-        let new = full(&shape);
-        let mut src = x;
-        let strides = match view_strides(&self.full_dims(x), &self.strides_of(x), &new) {
-            Some(s) => s,
-            None => {
-                let sh = self.b.shape(x).clone();
-                src = self.push_op(
-                    format!("{}/contiguous", node_name(node)),
-                    OpKind::Contiguous,
-                    &[x],
-                    sh,
-                )?;
-                if self.merged.contains(&x) {
-                    self.merged.insert(src);
-                }
-                contiguous(&new)
-            }
-        };
-        // A view to one axis is the CNNs' flatten.
-        let kind = if shape.len() == 1 && !merged {
-            OpKind::Flatten
-        } else {
-            OpKind::Reshape
-        };
-        let id = self.push_node(node, kind, &[src], shape)?;
-        if strides != contiguous(&new) {
-            self.strides.insert(id, strides);
-        }
-        if merged {
-            self.merged.insert(id);
-        }
-        Ok(())
-    }
-
     /// `Reshape`, `Unsqueeze`, `Squeeze` and a `Flatten` beyond the first axis of an
     /// activation: a view (module doc).
     pub(super) fn reshape(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
@@ -714,6 +691,14 @@ impl<'g, 'a> Importer<'g, 'a> {
                 .and_then(|n| self.value(n))
                 .and_then(|v| v.as_ints())
         };
+        if self.moved.contains_key(&x) {
+            let given = match node.op_type {
+                OpType::Reshape => arg(1),
+                _ if self.opset >= 13 => arg(1),
+                _ => Attrs { node }.ints("axes"),
+            };
+            return self.reshape_moved(node, x, given);
+        }
         let (shape, merged) = match &node.op_type {
             OpType::Unsqueeze | OpType::Squeeze => {
                 let axes = if self.opset >= 13 {
@@ -789,13 +774,25 @@ impl<'g, 'a> Importer<'g, 'a> {
             _ => {
                 let target = arg(1)
                     .ok_or_else(|| unsupported(node, "the target shape is not a constant"))?;
-                self.reshape_target(node, x, &target)?
+                match self.reshape_target(node, x, &target) {
+                    Ok(r) => r,
+                    // A reshape that moves the batch from the first axis.
+                    Err(e) => match self.reshape_moving(x, &target) {
+                        Some((shape, b)) => return self.view(node, x, shape, b),
+                        None => return Err(e),
+                    },
+                }
             }
         };
         if shape.is_empty() {
             return Err(unsupported(node, "a scalar per sample"));
         }
-        self.view(node, x, shape, merged)
+        let b = if merged {
+            BatchAt::Outer(0)
+        } else {
+            BatchAt::Axis(0)
+        };
+        self.view(node, x, shape, b)
     }
 
     /// The per-sample shape (and whether merged) of a `Reshape` of `x` to `target`.
@@ -983,6 +980,12 @@ impl<'g, 'a> Importer<'g, 'a> {
     /// `Concat` of activations on any axis but the batch (channels of NCHW maps: the CNNs'
     /// concatenation).
     pub(super) fn concat(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
+        if let [first, second] = node.input.as_slice() {
+            if let (Some(c), None) = (self.value(first), self.value(second)) {
+                let x = self.activation(node, second)?;
+                return self.concat_param(node, &c, x);
+            }
+        }
         let xs = (0..node.input.len())
             .map(|i| self.activation(node, node.input[i]))
             .collect::<Result<Vec<_>, _>>()?;
@@ -1102,16 +1105,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             Some(v) => v.dims.iter().map(|&d| d as i64).collect(),
             None => {
                 let x = self.activation(node, name)?;
-                let ps = self.b.shape(x);
-                if self.merged.contains(&x) {
-                    let mut d: Vec<i64> = ps.iter().map(|&d| d as i64).collect();
-                    d[0] = d[0].saturating_mul(self.batch);
-                    d
-                } else {
-                    std::iter::once(self.batch)
-                        .chain(ps.iter().map(|&d| d as i64))
-                        .collect()
-                }
+                full_with(self.b.shape(x), self.batch_of(x), self.batch)
             }
         };
         let at = Attrs { node };
