@@ -7,8 +7,7 @@
 //! numbers worked out here by hand; random operands that are not one value per sample are
 //! refused.
 
-use crate::support::onnx::{int, ints, tensor_info, write, GraphWriter};
-use crate::support::pipeopt;
+use crate::support::onnx::{import_onnx, int, ints, tensor_info, write, GraphWriter};
 use onnx_rs::ast::{Attribute, AttributeType, Model, OpType, TensorProto};
 
 use crate::support::onnx::float;
@@ -129,20 +128,7 @@ fn import(model: &Model<'static>, granularity: &str) -> (std::process::Output, s
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "mbconv.onnx", &onnx_rs::encode(model));
     let out = dir.path().join("mbconv.json");
-    let o = pipeopt()
-        .args(["import", "onnx"])
-        .arg(&file)
-        .args([
-            "--batch",
-            "2",
-            "--granularity",
-            granularity,
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = import_onnx(&file, 2, granularity, &out);
     let inst = std::fs::read_to_string(&out)
         .ok()
         .map_or(serde_json::Value::Null, |s| {

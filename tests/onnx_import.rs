@@ -2,7 +2,7 @@
 //! with the sizes computed here by hand, plans and validates; malformed, truncated and
 //! unsupported models exit 2 naming the file and the node, and write nothing.
 
-use crate::support::onnx::{float, int, ints, node, tensor_info, write};
+use crate::support::onnx::{float, import_onnx, int, ints, node, tensor_info, write};
 use crate::support::pipeopt;
 use onnx_rs::ast::{DataType, Graph, Model, Node, OpType, OperatorSetId, TensorProto};
 
@@ -97,20 +97,7 @@ fn a_small_model_imports_with_its_exact_sizes_and_plans() {
     let file = write(dir.path(), "small.onnx", &bytes);
     for granularity in ["op", "block"] {
         let out = dir.path().join(format!("small-{granularity}.json"));
-        let o = pipeopt()
-            .args(["import", "onnx"])
-            .arg(&file)
-            .args([
-                "--batch",
-                "4",
-                "--granularity",
-                granularity,
-                "--json",
-                "--out",
-            ])
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = import_onnx(&file, 4, granularity, &out);
         assert!(
             o.status.success(),
             "{granularity}: {}",

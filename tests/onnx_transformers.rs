@@ -6,7 +6,9 @@
 //! block are checked against numbers worked out here by hand; the instances plan and the
 //! plans validate.
 
-use crate::support::onnx::{float, int, ints, tensor_info, typed_info, write, GraphWriter};
+use crate::support::onnx::{
+    float, import_onnx, int, ints, tensor_info, typed_info, write, GraphWriter,
+};
 use crate::support::pipeopt;
 use onnx_rs::ast::{DataType, Model, OpType};
 
@@ -244,20 +246,7 @@ fn import(
     assert!(bytes.len() < 32768, "{} bytes", bytes.len());
     let file = write(dir, &format!("{name}.onnx"), &bytes);
     let out = dir.join(format!("{name}-{granularity}.json"));
-    let o = pipeopt()
-        .args(["import", "onnx"])
-        .arg(&file)
-        .args([
-            "--batch",
-            "4",
-            "--granularity",
-            granularity,
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = import_onnx(&file, 4, granularity, &out);
     assert!(
         o.status.success(),
         "{name} {granularity}: {}",

@@ -203,3 +203,20 @@ impl GraphWriter {
         }
     }
 }
+
+/// `pipeopt import onnx FILE --batch BATCH --granularity GRANULARITY --json --out OUT`.
+pub fn import_onnx(
+    file: &Path,
+    batch: usize,
+    granularity: &str,
+    out: &Path,
+) -> std::process::Output {
+    crate::support::pipeopt()
+        .args(["import", "onnx"])
+        .arg(file)
+        .args(["--batch", &batch.to_string(), "--granularity", granularity])
+        .args(["--json", "--out"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
