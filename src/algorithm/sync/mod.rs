@@ -274,6 +274,26 @@ fn outcome(report: SyncReport) -> SyncOutcome {
 
 /// One registered schedule on the stages.
 fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncOutcome, Error> {
+    let d = stages.costs.stages();
+    let kind = registry::parse(&request.schedule)?.configure(d, n, request.k, request.gamma)?;
+    let schedule = kind
+        .generate_for(d, n, &stages.costs)
+        .map_err(|e| bad("--schedule", e.to_string()))?;
+    let r = simulate(&schedule, &stages.costs, kind.execution()).map_err(internal)?;
+    let named = (FileSchedule::Kind(kind), kind.name());
+    Ok(simulated(request, stages, schedule, n, r, named))
+}
+
+/// The report and `--out` file of streams simulated on the stages (`named`: what the file
+/// and the report call the schedule).
+fn simulated(
+    request: &SyncRequest,
+    stages: Stages,
+    schedule: crate::schedule::sync::Schedule,
+    n: usize,
+    r: crate::schedule::sync::sim::SimReport,
+    named: (FileSchedule, String),
+) -> SyncOutcome {
     let Stages {
         instance,
         intra,
@@ -281,42 +301,6 @@ fn run_simulate(request: &SyncRequest, stages: Stages, n: usize) -> Result<SyncO
         costs,
         ..
     } = stages;
-    let d = costs.stages();
-    let kind = registry::parse(&request.schedule)?.configure(d, n, request.k, request.gamma)?;
-    let schedule = kind
-        .generate_for(d, n, &costs)
-        .map_err(|e| bad("--schedule", e.to_string()))?;
-    let r = simulate(&schedule, &costs, kind.execution()).map_err(internal)?;
-    let named = (FileSchedule::Kind(kind), kind.name());
-    Ok(simulated(
-        request,
-        (instance, intra, starts, costs),
-        schedule,
-        n,
-        r,
-        named,
-    ))
-}
-
-/// The stages an outcome reports: the instance, its intra-layer partition, the starts and
-/// the costs.
-type Cut = (
-    Instance,
-    Option<IntraLayerPartition>,
-    Vec<usize>,
-    StageCosts,
-);
-
-/// The report and `--out` file of streams simulated on the stages (`named`: what the file
-/// and the report call the schedule).
-fn simulated(
-    request: &SyncRequest,
-    (instance, intra, starts, costs): Cut,
-    schedule: crate::schedule::sync::Schedule,
-    n: usize,
-    r: crate::schedule::sync::sim::SimReport,
-    named: (FileSchedule, String),
-) -> SyncOutcome {
     let d = costs.stages();
     let samples = n as f64 * micro_batch_size(&instance);
     let summary = SimSummary::new(&r, request.memory);
@@ -387,14 +371,7 @@ fn run_imported(
         ranks,
         micro_batches: n,
     } = imported;
-    let Stages {
-        instance,
-        intra,
-        starts,
-        costs,
-        ..
-    } = stages;
-    let d = costs.stages();
+    let d = stages.costs.stages();
     if ranks != d {
         return Err(bad(
             "--import-torch",
@@ -408,17 +385,16 @@ fn run_imported(
         ));
     }
     // PyTorch runs one operation at a time per rank, a transfer after its producer.
-    let r = simulate(&schedule, &costs, Execution::Serial)
+    let r = simulate(&schedule, &stages.costs, Execution::Serial)
         .map_err(|e| InputError::new(&source, "", format!("its streams cannot run: {e}")))?;
     let name = format!("imported from {source}");
     let file_schedule = FileSchedule::Imported {
         name: "imported",
         file: source,
     };
-    let cut = (instance, intra, starts, costs);
     Ok(simulated(
         request,
-        cut,
+        stages,
         schedule,
         n,
         r,

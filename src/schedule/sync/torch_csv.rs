@@ -269,12 +269,6 @@ pub fn read(text: &str) -> Result<(Schedule, usize, usize), TorchCsvError> {
                     action.stage
                 )));
             }
-            if action.stage >= d {
-                return Err(bad(&format!(
-                    "stage {} but the file has {d} ranks",
-                    action.stage
-                )));
-            }
             let mb = action.micro_batch.unwrap_or(0);
             n = n.max(mb + 1);
             schedule[row].push(match action.kind {
