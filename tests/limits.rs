@@ -194,29 +194,31 @@ fn every_algorithm_takes_a_time_limit_and_returns_near_it() {
     }
 }
 
+/// `pipeopt plan -i INSTANCE -p PROCESSORS -m MEMORY -b 12GB/s -a ALGORITHM EXTRA...`, the
+/// process given two minutes.
+fn plan(
+    instance: &str,
+    processors: &str,
+    memory: &str,
+    algorithm: &str,
+    extra: &[&str],
+) -> assert_cmd::Command {
+    let mut command = crate::support::pipeopt();
+    command
+        .timeout(Duration::from_secs(120))
+        .args(["plan", "-i", instance, "-p", processors, "-m", memory])
+        .args(["-b", "12GB/s", "-a", algorithm])
+        .args(extra);
+    command
+}
+
 /// `--threads` has a range, 1 to 256, checked where it is read: outside it, exit 2 naming
 /// the flag (100000 threads once ended in bad_alloc, 1000 made a 0.1 s job take 6 s).
 #[test]
 fn threads_have_a_range() {
     let toy = format!("{}/instances/toy-chain.json", env!("CARGO_MANIFEST_DIR"));
     for bad in ["0", "257", "100000"] {
-        let o = crate::support::pipeopt()
-            .timeout(Duration::from_secs(120))
-            .args([
-                "plan",
-                "-i",
-                &toy,
-                "-p",
-                "2",
-                "-m",
-                "16GiB",
-                "-b",
-                "12GB/s",
-                "-a",
-                "contiguous-opt",
-                "--threads",
-                bad,
-            ])
+        let o = plan(&toy, "2", "16GiB", "contiguous-opt", &["--threads", bad])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -224,23 +226,7 @@ fn threads_have_a_range() {
         assert!(err.contains("--threads") && err.contains("256"), "{err}");
     }
     let started = Instant::now();
-    crate::support::pipeopt()
-        .timeout(Duration::from_secs(120))
-        .args([
-            "plan",
-            "-i",
-            &toy,
-            "-p",
-            "2",
-            "-m",
-            "16GiB",
-            "-b",
-            "12GB/s",
-            "-a",
-            "contiguous-opt",
-            "--threads",
-            "256",
-        ])
+    plan(&toy, "2", "16GiB", "contiguous-opt", &["--threads", "256"])
         .assert()
         .success();
     assert!(started.elapsed() < Duration::from_secs(60));
@@ -269,23 +255,7 @@ fn numbers_outside_the_milp_range_are_refused_naming_file_and_field() {
         ("madpipe", "layers[0].fwd"),
         ("contiguous-opt", "layers[0].fwd"),
     ] {
-        let o = crate::support::pipeopt()
-            .timeout(Duration::from_secs(120))
-            .args([
-                "plan",
-                "-i",
-                file,
-                "-p",
-                "2",
-                "-m",
-                "8GiB",
-                "-b",
-                "12GB/s",
-                "-a",
-                name,
-                "--time-limit",
-                "10s",
-            ])
+        let o = plan(file, "2", "8GiB", name, &["--time-limit", "10s"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -297,23 +267,15 @@ fn numbers_outside_the_milp_range_are_refused_naming_file_and_field() {
     v["layers"][0]["fwd"] = 1.0.into();
     std::fs::write(dir.path().join("heavy.json"), v.to_string()).unwrap();
     let heavy = dir.path().join("heavy.json");
-    let o = crate::support::pipeopt()
-        .timeout(Duration::from_secs(120))
-        .args(["plan", "-i", heavy.to_str().unwrap()])
-        .args([
-            "-p",
-            "2",
-            "-m",
-            "8GiB",
-            "-b",
-            "12GB/s",
-            "-a",
-            "ilp",
-            "--time-limit",
-            "10s",
-        ])
-        .output()
-        .unwrap();
+    let o = plan(
+        heavy.to_str().unwrap(),
+        "2",
+        "8GiB",
+        "ilp",
+        &["--time-limit", "10s"],
+    )
+    .output()
+    .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
@@ -321,21 +283,5 @@ fn numbers_outside_the_milp_range_are_refused_naming_file_and_field() {
         "{err}"
     );
     // A DP has no such limit: it plans (or finds the instance infeasible), exit 0.
-    crate::support::pipeopt()
-        .timeout(Duration::from_secs(120))
-        .args([
-            "plan",
-            "-i",
-            file,
-            "-p",
-            "2",
-            "-m",
-            "8GiB",
-            "-b",
-            "12GB/s",
-            "-a",
-            "pipedream",
-        ])
-        .assert()
-        .success();
+    plan(file, "2", "8GiB", "pipedream", &[]).assert().success();
 }
