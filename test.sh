@@ -49,4 +49,5 @@ if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
   step "feature torch: setup" source .ci/setup-torch.sh
   step "feature torch: clippy" cargo clippy --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
   tested "feature torch: executor tests (CPU)" cargo test --features torch --test exec --test profile --quiet
+  tested "feature torch: libtorch ops (CPU)" cargo test --features torch --lib --quiet exec::
 fi

@@ -289,15 +289,18 @@ for a batch of 8 in GiB, and their ratio.
 |---|---|---|---|---|---|---|---|---|---|---|---|
 """
 
-RESULTS_NOTES = """- **Imports**: every torchvision family but Swin-T and MaxViT-T, and every transformer.
-  Swin-T needs `Pad` and `ScatterND` (its shifted-window mask, built by index assignment;
-  what follows, the batch merged with its windows as `[N * 64, 49, C]`, is untried);
-  MaxViT-T writes its attention as `Einsum`. Both are refused in one message listing what is missing (below).
+RESULTS_NOTES = """- **Imports**: every network of the list, every torchvision family and every transformer.
+  Swin-T pads each map to a multiple of its window (`Pad`, by nothing at 224), builds its
+  shifted-window mask by index assignment (`ScatterND` on constants, evaluated at import),
+  runs attention with the batch merged with its windows (`[N * 64, 49, C]`) and merges
+  patches by strided slices; MaxViT-T writes its attention as `Einsum` on 5-d tensors
+  (`B G H I D, B G H J D -> B G H I J`), a batched matrix product.
 - **Weights** equal 4 bytes per torch parameter for every imported network but the two
   GPT-2s, whose head is tied to the token embedding: pipeopt counts the table again for
   the head (`50,257 x d` parameters), as a pipeline stage holding the head holds its own
   copy. ConvNeXt's layer scale (`[C, 1, 1]` on a `[C, H, W]` map), ViT's class token and
-  position tensor count as parameters.
+  position tensor, and Swin's and MaxViT's relative position bias tables (`(2w - 1)^2 x
+  heads`, gathered into a bias at every pair of a window's positions) count as parameters.
 - **Stash against autograd**: equal to within 1% for the ResNets, DenseNet, Inception,
   GoogLeNet, VGG, SqueezeNet, MobileNetV3, RegNet, ShuffleNet and BERT, where the exported
   ops are the ops autograd runs. The others differ for known reasons. MobileNetV2 (0.69):
@@ -305,8 +308,8 @@ RESULTS_NOTES = """- **Imports**: every torchvision family but Swin-T and MaxViT
   backward reads its input, so autograd keeps the batch norm's output and the ReLU6's;
   ONNX does not say whether an op ran in place, and pipeopt costs `Clip` from 0 as an
   in-place ReLU (its output only; `ReLU`'s backward reads its output, so ReLU networks
-  agree either way). EfficientNet-B0 (1.28), ConvNeXt-T, ViT-B/16 and the Llama-style
-  decoders (1.6-1.9): the exporter writes fused kernels out as their math, and pipeopt
+  agree either way). EfficientNet-B0 (1.28), ConvNeXt-T, ViT-B/16, Swin-T, MaxViT-T and
+  the Llama-style decoders (1.5-1.9): the exporter writes fused kernels out as their math, and pipeopt
   plans the ops in the file: SiLU as `x * sigmoid(x)` keeps two tensors where torch's
   `silu` keeps its input; GELU at opset 17 as `x * 0.5 * (1 + erf(x / sqrt 2))` keeps
   three where `gelu` keeps one; `scaled_dot_product_attention` (Llama) is written as
@@ -318,7 +321,7 @@ RESULTS_NOTES = """- **Imports**: every torchvision family but Swin-T and MaxViT
   through `v`, where the importer copies q, k and v apart (the reshape of a slice to heads
   is not a view). The measurement is the CPU's: on the GPU, dropout masks are a quarter as
   large and attention may use fused kernels.
-- **Plans**: at op granularity madpipe and best agree on the CNNs and ViT to within 1%,
+- **Plans**: at op granularity madpipe and best agree on the CNNs, ViT, Swin and MaxViT to within 1%,
   best's gap to the global bound 0.1-0.7%; at block granularity the blocks are coarser (a
   DenseNet block is a dense block), madpipe is 50% above best on Wide ResNet-50, and
   best's gap reaches 8% (GoogLeNet, Inception-v3).
@@ -326,13 +329,16 @@ RESULTS_NOTES = """- **Imports**: every torchvision family but Swin-T and MaxViT
   below madpipe's at block granularity with a 16% gap; GPT-2 medium (45 GiB of stash for
   one batch) has no madpipe plan at block granularity and best's 30 s end with a 49% gap;
   best's op-level runs on the 533- and 1,385-layer chains stop at 30 s without a plan.
-- **Import times** (fastrel build): under 1 s for every CNN but VGG-16's 553 MB file, 2 s
-  for GPT-2 small; GPT-2 medium (1.5 GB) 3.5-8.2 s and the 32-block Llama 3-4 s, as the
-  shared machine's load varied (`/usr/bin/time -v pipeopt import onnx gpt2-medium.onnx
-  --batch 8`: 2.8 s of user time, 2.2-4.6 s of system time, 2.5 GB resident): weights are
-  read as dims only and the file's SHA-256 is computed beside the import; what remains is
-  mostly reading the file into memory and its page faults (a memory-mapped file would
-  save the copy).
+- **Import times** (fastrel build; the column above is one run each, the file read after
+  the script's other files, so often from the disk rather than the page cache): under 1 s for every CNN but VGG-16's 553 MB file, 2 s
+  for GPT-2 small. The file is read through a memory map, its weights as dims only, and its
+  SHA-256 is computed beside the import. `cargo bench --profile fastrel --bench
+  onnx_import` imports the two largest five times each at both granularities: GPT-2
+  medium (1.5 GB) median 1.9-2.0 s, slowest 3.0 s (target 5 s); the 32-block Llama
+  (537 MB) median 2.2-2.4 s, slowest 3.0 s (target 10 s); read from the disk first, GPT-2
+  medium takes 4-5 s (the table's column). Reading the file into memory
+  first, as before the memory map, took 2.9-3.3 s on a quiet machine (1.2-1.7 s of it
+  system time) and up to 8 s on a loaded one.
 
 How the autograd column is measured: each network runs one forward in training mode on
 the CPU under `torch.autograd.graph.saved_tensors_hooks`, at batches 2 and 4 for the

@@ -25,6 +25,7 @@ mod milp_general;
 mod onnx_cnn_ops;
 mod onnx_import;
 mod onnx_transformers;
+mod onnx_windows;
 mod op_chains;
 mod parsers_fuzz;
 mod pipedream;

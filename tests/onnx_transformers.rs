@@ -364,7 +364,7 @@ fn unsupported_ops_of_a_transformer_are_listed_at_once() {
     for n in g.node.iter_mut() {
         match n.op_type {
             OpType::Softmax => {
-                n.op_type = OpType::Einsum;
+                n.op_type = OpType::GridSample;
                 first.push(n.name);
             }
             OpType::Gelu => {
@@ -387,7 +387,7 @@ fn unsupported_ops_of_a_transformer_are_listed_at_once() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     for w in [
         "2 op types",
-        "Einsum (2 nodes",
+        "GridSample (2 nodes",
         "FastGelu (2 nodes",
         first[0],
         first[1],

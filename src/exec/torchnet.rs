@@ -346,8 +346,14 @@ fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
         }
         OpKind::Reshape => arg(0).reshape(with_batch(&op.shape).as_slice()),
         OpKind::Contiguous => arg(0).contiguous(),
-        OpKind::Slice { axis, start, len } => {
-            arg(0).narrow(*axis as i64 + 1, *start as i64, *len as i64)
+        OpKind::Slice {
+            axis,
+            start,
+            len,
+            step,
+        } => {
+            let end = start + (len.saturating_sub(1)) * step + 1;
+            arg(0).slice(*axis as i64 + 1, *start as i64, end as i64, *step as i64)
         }
         OpKind::Expand => arg(0).expand(with_batch(&op.shape).as_slice(), false),
         OpKind::Concat { axis } => Tensor::cat(args, *axis as i64 + 1),
@@ -378,6 +384,15 @@ fn run_general_op(op: &Op, w: &[Tensor], args: &[&Tensor]) -> Tensor {
         }
         OpKind::Binary { op } => binary(*op, arg(0), arg(1)),
         OpKind::Param { op, .. } => binary(*op, arg(0), w(0)),
+        OpKind::GatheredBias { shape, .. } => {
+            // The table's entries in a fixed order: what matters to time and memory is a
+            // gather of `shape` entries from the table, as a relative position index reads it.
+            let table = w(0).flatten(0, -1);
+            let n = shape.iter().product::<usize>() as i64;
+            let index = Tensor::arange(n, (Kind::Int64, table.device())).remainder(table.size()[0]);
+            let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            arg(0) + table.index_select(0, &index).reshape(dims.as_slice())
+        }
         OpKind::Const { op, shape, values } => {
             let c = constant(shape, *values, arg(0));
             binary(*op, arg(0), &c)
@@ -454,6 +469,7 @@ mod tests {
                 axis: 1,
                 start: i * d,
                 len: d,
+                step: 1,
             };
             let x = b.op("slice", sl, &[qkv], vec![s, d]).unwrap();
             let x = b.op("view", OpKind::Reshape, &[x], vec![s, h, dh]).unwrap();
@@ -506,6 +522,7 @@ mod tests {
             axis: 1,
             start: 0,
             len: d / 2,
+            step: 1,
         };
         let a = b.op("half", half, &[y], vec![s, d / 2]).unwrap();
         let neg = OpKind::Unary { f: UnaryFn::Neg };
@@ -514,6 +531,7 @@ mod tests {
             axis: 1,
             start: d / 2,
             len: d / 2,
+            step: 1,
         };
         let c = b.op("other", other, &[y], vec![s, d / 2]).unwrap();
         let y = b
@@ -543,5 +561,50 @@ mod tests {
         let y = (net.layers[0].forward)(&net.layers[0].params, &x);
         assert_eq!(y.size(), vec![3, s as i64, d as i64]);
         assert!(y.isfinite().all().int64_value(&[]) == 1);
+    }
+
+    /// Swin's ops: a slice of every second column (patch merging) and a relative position
+    /// bias gathered from a learned table, run with the shapes the importer gives them.
+    #[test]
+    fn strided_slices_and_gathered_biases_run_with_their_shapes() {
+        let (s, d) = (4usize, 6usize);
+        let mut b = B::new("window", vec![s, d]);
+        let every_second = OpKind::Slice {
+            axis: 1,
+            start: 1,
+            len: 3,
+            step: 2,
+        };
+        let x = b.op("merge", every_second, &[0], vec![s, 3]).unwrap();
+        let bias = OpKind::GatheredBias {
+            shape: vec![s, 3],
+            rows: 5,
+            dim: 2,
+        };
+        b.op("bias", bias, &[x], vec![s, 3]).unwrap();
+        let desc = nets::Network {
+            name: "window".into(),
+            input: vec![s, d],
+            input_elem_bytes: None,
+            blocks: vec![b.finish()],
+        };
+        let options = BuildOptions {
+            dtype: DType::F32,
+            device: Device::Cpu,
+            seed: 1,
+            dropout: false,
+        };
+        let net = build(&desc, options);
+        let params = &net.layers[0].params;
+        assert_eq!(params.len(), 1, "the bias table");
+        assert_eq!(params[0].size(), vec![5, 2]);
+        let x = Tensor::randn([3, s as i64, d as i64], (Kind::Float, Device::Cpu));
+        let y = (net.layers[0].forward)(params, &x);
+        assert_eq!(y.size(), vec![3, s as i64, 3]);
+        // Columns 1, 3, 5 plus a bias read from the table, the same for every sample.
+        let bias = &y - x.slice(2, 1, 6, 2);
+        assert!(bias.isfinite().all().int64_value(&[]) == 1);
+        let first = bias.get(0);
+        assert!((first - bias.get(2)).abs().max().double_value(&[]) < 1e-6);
     }
 }

@@ -125,7 +125,9 @@ pub fn op_cost(block: &Block, i: usize, batch: usize, dtype: DType) -> OpCost {
         OpKind::ReduceMean { .. } => (ins, io),
         OpKind::Unary { f } => (unary_flops(*f) * out, io),
         OpKind::Binary { .. } | OpKind::Param { .. } => (out, io),
-        OpKind::Const { shape, .. } | OpKind::MaskFill { shape, .. } => {
+        OpKind::Const { shape, .. }
+        | OpKind::MaskFill { shape, .. }
+        | OpKind::GatheredBias { shape, .. } => {
             // The constant is read once per batch, as a broadcast operand.
             (out, io + elems(shape) * e)
         }

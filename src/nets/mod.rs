@@ -164,6 +164,14 @@ pub enum OpKind {
         max_len: usize,
         dim: usize,
     },
+    /// A learned bias of `shape` (broadcast over the input) gathered from a table of
+    /// `rows` x `dim` parameters and added: Swin's and MaxViT's relative position bias, a
+    /// table of `(2w - 1)^2` x heads read at each pair of positions of a `w` x `w` window.
+    GatheredBias {
+        shape: Shape,
+        rows: usize,
+        dim: usize,
+    },
     LayerNorm {
         dim: usize,
         eps: f64,
@@ -194,12 +202,13 @@ pub enum OpKind {
     /// A copy of a non-contiguous view into a new tensor (`contiguous()`, which a reshape
     /// that cannot be a view makes).
     Contiguous,
-    /// `len` entries from `start` on `axis` of the per-sample shape: a view (slice, split,
-    /// select).
+    /// `len` entries from `start` on `axis` of the per-sample shape, every `step`-th: a view
+    /// (slice, split, select; Swin's patch merging takes every second row and column).
     Slice {
         axis: usize,
         start: usize,
         len: usize,
+        step: usize,
     },
     /// The input broadcast to the op's shape: a view.
     Expand,
@@ -383,7 +392,8 @@ pub fn op_params(kind: &OpKind) -> Vec<ParamShape> {
             std::iter::once(weight).chain(bias(*b, *fout)).collect()
         }
         OpKind::Embedding { vocab: rows, dim }
-        | OpKind::PositionEmbedding { max_len: rows, dim } => {
+        | OpKind::PositionEmbedding { max_len: rows, dim }
+        | OpKind::GatheredBias { rows, dim, .. } => {
             vec![param(vec![*rows, *dim], Init::Normal(0.02))]
         }
         OpKind::ConcatParam { shape, .. } => vec![param(shape.clone(), Init::Normal(0.02))],

@@ -233,11 +233,13 @@ pub struct UnsupportedOp {
 /// The ops the importer has rules for, as a user reads them.
 const SUPPORTED_OPS: &str = "Conv, BatchNormalization, Relu, Clip from 0 (ReLU6), Sigmoid, \
     HardSigmoid, HardSwish, MaxPool, AveragePool, GlobalAveragePool, Flatten, Gemm, MatMul, \
-    Softmax, LayerNormalization, Gelu, Erf, Tanh, Exp, Log, Sqrt, Reciprocal, Neg, Sin, Cos, \
-    Pow, Add, Sub, Mul, Div, Where, ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, \
-    Split, Slice, Concat, Expand, Cast, Gather, Dropout, Identity, Constant, and on \
-    constants only Shape, ConstantOfShape, Range, Equal, Less, Greater, Not, And, Or, \
-    Trilu, Floor, Ceil, Min, Max, Mod, Abs, RandomUniformLike, RandomNormalLike, Bernoulli     (a product by one random value per sample: stochastic depth)";
+    Einsum (a batched matrix product), Pad (by nothing), Softmax, LayerNormalization, Gelu, \
+    Erf, Tanh, Exp, Log, Sqrt, Reciprocal, Neg, Sin, Cos, Pow, Add, Sub, Mul, Div, Where, \
+    ReduceMean, Transpose, Reshape, Unsqueeze, Squeeze, Split, Slice, Concat, Expand, Cast, \
+    Gather, Dropout, Identity, Constant, and on constants only Shape, ConstantOfShape, Range, \
+    Equal, Less, Greater, Not, And, Or, Trilu, Floor, Ceil, Min, Max, Mod, Abs, ScatterND, \
+    RandomUniformLike, RandomNormalLike, Bernoulli (a product by one random value per \
+    sample: stochastic depth)";
 
 /// Every unsupported op of a model in one message (each with its count and first node).
 fn unsupported_ops_message(ops: &[UnsupportedOp]) -> String {
@@ -360,6 +362,7 @@ impl<'g, 'a> Importer<'g, 'a> {
             .b
             .op(&name, kind, inputs, shape)
             .map_err(|_| OnnxError::Empty { node: name.clone() })?;
+        self.inherit_merged_batch(id, inputs);
         let out = node
             .output
             .first()
@@ -513,6 +516,8 @@ impl<'g, 'a> Importer<'g, 'a> {
             OpType::Add => Self::add,
             OpType::Concat => Self::concat,
             OpType::MatMul => Self::matmul,
+            OpType::Einsum => Self::einsum,
+            OpType::Pad => Self::pad,
             OpType::Softmax => Self::softmax,
             OpType::LayerNormalization => Self::layer_norm,
             OpType::Gelu => Self::gelu,
@@ -553,7 +558,8 @@ impl<'g, 'a> Importer<'g, 'a> {
             | OpType::Abs
             | OpType::RandomUniformLike
             | OpType::RandomNormalLike
-            | OpType::Bernoulli => Self::constant_only,
+            | OpType::Bernoulli
+            | OpType::ScatterND => Self::constant_only,
             _ => return None,
         })
     }

@@ -508,6 +508,7 @@ fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
             });
             Val::new(a.dims.clone(), data, a.float)
         }
+        OpType::ScatterND => scatter_nd(node, v(0)?, v(1)?, v(2)?)?,
         OpType::MatMul => {
             // A product of constants (a rotary table's angles): its dims.
             let (a, b) = (v(0)?, v(1)?);
@@ -528,9 +529,92 @@ fn eval_make(node: &Node, vals: &[Option<Val>]) -> Result<Option<Val>, OnnxError
     Ok(Some(out))
 }
 
+/// `ScatterND` (reduction `none`) of constants: `data` with the slices that `indices`
+/// (`[.., q]`, each row the index of a slice of the first `q` axes) name replaced by
+/// `updates`, in order (Swin's attention mask, built by assigning to slices of a zero
+/// tensor). Without the values, its dims.
+fn scatter_nd(node: &Node, data: &Val, indices: &Val, updates: &Val) -> Result<Val, OnnxError> {
+    let reduction = Attrs { node }.string("reduction");
+    if reduction.as_deref().is_some_and(|r| r != "none") {
+        return Err(unsupported(node, format!("reduction {reduction:?}")));
+    }
+    let q = *indices.dims.last().unwrap_or(&0);
+    let rows = indices.dims[..indices.dims.len().saturating_sub(1)].to_vec();
+    let slice: Vec<usize> = data.dims.get(q..).unwrap_or_default().to_vec();
+    let mut expected = rows.clone();
+    expected.extend(&slice);
+    if q == 0 || q > data.dims.len() || updates.dims != expected {
+        return Err(unsupported(
+            node,
+            format!(
+                "data {:?}, indices {:?} and updates {:?} (updates must be the indices' rows \
+                 by the slice of data they name)",
+                data.dims, indices.dims, updates.dims
+            ),
+        ));
+    }
+    let (Some(d), Some(ix), Some(up)) = (&data.data, indices.as_ints(), &updates.data) else {
+        return Ok(Val::new(data.dims.clone(), None, data.float));
+    };
+    let len: usize = slice.iter().product();
+    let mut out = d.as_ref().clone();
+    for (r, index) in ix.chunks(q).enumerate() {
+        let mut at = 0usize;
+        for (axis, &i) in index.iter().enumerate() {
+            let dim = data.dims[axis] as i64;
+            let i = if i < 0 { i + dim } else { i };
+            if !(0..dim).contains(&i) {
+                return Err(unsupported(
+                    node,
+                    format!("index {index:?} out of {:?}", data.dims),
+                ));
+            }
+            at = at * data.dims[axis] + i as usize;
+        }
+        out[at * len..(at + 1) * len].copy_from_slice(&up[r * len..(r + 1) * len]);
+    }
+    Ok(Val::new(data.dims.clone(), Some(out), data.float))
+}
+
 /// Constant input `i` of `node`, or an error naming it when it is missing.
 fn const_input<'v>(node: &Node, vals: &'v [Option<Val>], i: usize) -> Result<&'v Val, OnnxError> {
     vals.get(i)
         .and_then(Option::as_ref)
         .ok_or_else(|| unsupported(node, format!("input {i} is missing")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scatter(data: Val, indices: Val, updates: Val) -> Result<Val, OnnxError> {
+        let node = Node {
+            name: "s",
+            op_type: OpType::ScatterND,
+            ..Default::default()
+        };
+        scatter_nd(&node, &data, &indices, &updates)
+    }
+
+    #[test]
+    fn scatter_nd_writes_slices_in_order() {
+        let zeros = Val::new(vec![2, 3], Some(vec![0.0; 6]), true);
+        // Two elements, the second index negative; then a whole row, written twice (the
+        // later write wins, as in ONNX's order).
+        let at = Val::new(vec![2, 2], Some(vec![0.0, 1.0, 1.0, -1.0]), false);
+        let up = Val::new(vec![2], Some(vec![5.0, 7.0]), true);
+        let out = scatter(zeros.clone(), at, up).unwrap();
+        assert_eq!(*out.data.unwrap(), vec![0.0, 5.0, 0.0, 0.0, 0.0, 7.0]);
+        let rows = Val::new(vec![2, 1], Some(vec![1.0, 1.0]), false);
+        let up = Val::new(vec![2, 3], Some(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), true);
+        let out = scatter(zeros.clone(), rows, up).unwrap();
+        assert_eq!(*out.data.unwrap(), vec![0.0, 0.0, 0.0, 4.0, 5.0, 6.0]);
+        // Updates of the wrong dims, an index out of range: refused, not a panic.
+        let at = Val::new(vec![1, 2], Some(vec![0.0, 3.0]), false);
+        let up = Val::new(vec![1], Some(vec![1.0]), true);
+        assert!(scatter(zeros.clone(), at, up).is_err());
+        let at = Val::new(vec![1, 2], Some(vec![0.0, 1.0]), false);
+        let up = Val::new(vec![2], Some(vec![1.0, 2.0]), true);
+        assert!(scatter(zeros, at, up).is_err());
+    }
 }

@@ -10,7 +10,10 @@
 //! other factor), so elements, FLOPs and stashes per sample are those of the batch-first
 //! network.
 //! Views (transpose, reshape, squeeze, unsqueeze, select) and linear layers follow a moved
-//! batch; any other op refuses it, naming the node, rather than reading its axes wrong.
+//! batch; any other op refuses it, naming the node, rather than reading its axes wrong. A
+//! batch merged into the first axis as its outer factor (`[N * w, ..]`: GPT-2's rows, Swin's
+//! windows) is every sample's rows in order, so ops that keep their input's shape keep it
+//! there too, and a product of two such tensors (attention inside each window) as well.
 
 use onnx_rs::ast::{Node, OpType};
 
@@ -80,6 +83,18 @@ impl<'g, 'a> Importer<'g, 'a> {
             }
             b => {
                 self.moved.insert(id, b);
+            }
+        }
+    }
+
+    /// Op `id`, of the shape of its first input, holds the batch as that input does when
+    /// the input's is merged into its first axis (an elementwise op on Swin's windows,
+    /// `[N * 64, 49, C]`): the file's dims of its output are its input's. Rules that move
+    /// the batch set it after this.
+    pub(super) fn inherit_merged_batch(&mut self, id: usize, inputs: &[usize]) {
+        if let Some(&x) = inputs.first() {
+            if self.merged.contains(&x) && self.b.shape(x) == self.b.shape(id) {
+                self.merged.insert(id);
             }
         }
     }

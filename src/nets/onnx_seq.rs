@@ -209,6 +209,7 @@ impl<'g, 'a> Importer<'g, 'a> {
         shape: Shape,
     ) -> Result<usize, OnnxError> {
         let id = self.push_op(node_name(node), kind, inputs, shape)?;
+        self.inherit_merged_batch(id, inputs);
         self.map_output(node, 0, id);
         Ok(id)
     }
@@ -281,8 +282,9 @@ impl<'g, 'a> Importer<'g, 'a> {
 
     /// An elementwise op of an activation and a constant: a scalar is an affine map, an
     /// initializer over the trailing axes a learned tensor (scale or shift), a slice of a
-    /// learned table as large as the activation a position embedding, anything else a
-    /// constant operand (a mask, a rotary table).
+    /// learned table as large as the activation a position embedding, other entries of a
+    /// learned table gathered and added a learned bias (a relative position bias), anything
+    /// else a constant operand (a mask, a rotary table).
     fn with_constant(
         &mut self,
         node: &Node<'a>,
@@ -364,6 +366,16 @@ impl<'g, 'a> Importer<'g, 'a> {
             {
                 let (max_len, dim) = c.table.expect("checked");
                 OpKind::PositionEmbedding { max_len, dim }
+            }
+            // Entries of a learned table gathered into a bias (a relative position bias: a
+            // `[(2w - 1)^2, heads]` table read at every pair of a window's positions).
+            BinOp::Add if c.float && !c.init && c.stored && c.table.is_some() => {
+                let (rows, dim) = c.table.expect("checked");
+                OpKind::GatheredBias {
+                    shape: dims,
+                    rows,
+                    dim,
+                }
             }
             _ => OpKind::Const {
                 op,
@@ -509,12 +521,15 @@ impl<'g, 'a> Importer<'g, 'a> {
             (Ok(x), Ok(y)) => {
                 let (sa, sb) = (self.b.shape(x).clone(), self.b.shape(y).clone());
                 let (ra, rb) = (sa.len(), sb.len());
-                if ra < 2
-                    || rb < 2
-                    || sa[ra - 1] != sb[rb - 2]
-                    || self.batch_of(x) != BatchAt::Axis(0)
-                    || self.batch_of(y) != BatchAt::Axis(0)
-                {
+                // The batch in the first axis of both, or merged into it in both as the
+                // outer factor (Swin's windows: `[N * 64, 3, 49, 32]`), the axis the same.
+                let batch = self.batch_of(x);
+                let batch_fits = match batch {
+                    BatchAt::Axis(0) => self.batch_of(y) == batch,
+                    BatchAt::Outer(0) => self.batch_of(y) == batch && ra == rb && sa[0] == sb[0],
+                    _ => false,
+                };
+                if ra < 2 || rb < 2 || sa[ra - 1] != sb[rb - 2] || !batch_fits {
                     return Err(unsupported(
                         node,
                         format!("a product of {} and {}", shape_text(&sa), shape_text(&sb)),
@@ -522,7 +537,8 @@ impl<'g, 'a> Importer<'g, 'a> {
                 }
                 let mut out = self.broadcast(node, &sa[..ra - 2], &sb[..rb - 2])?;
                 out.extend([sa[ra - 2], sb[rb - 1]]);
-                self.push_node(node, OpKind::MatMul, &[x, y], out)?;
+                let id = self.push_node(node, OpKind::MatMul, &[x, y], out)?;
+                self.set_batch(id, batch);
             }
             (Ok(x), Err(w)) => {
                 let shape = self.b.shape(x).clone();
@@ -611,6 +627,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                         axis: ax,
                         start: i as usize,
                         len: 1,
+                        step: 1,
                     },
                     &[x],
                     one.clone(),
@@ -884,6 +901,7 @@ impl<'g, 'a> Importer<'g, 'a> {
                     axis: ax,
                     start,
                     len: len as usize,
+                    step: 1,
                 },
                 &[x],
                 shape,
@@ -895,7 +913,8 @@ impl<'g, 'a> Importer<'g, 'a> {
         Ok(())
     }
 
-    /// `Slice` of an activation with steps of 1: a view.
+    /// `Slice` of an activation with positive steps: a view (every `step`-th entry; Swin's
+    /// patch merging takes every second row and column).
     pub(super) fn slice(&mut self, node: &Node<'a>) -> Result<(), OnnxError> {
         let mut x = self.activation(node, first_input(node)?)?;
         let arg = |i: usize, name: &str| -> Option<Vec<i64>> {
@@ -912,31 +931,41 @@ impl<'g, 'a> Importer<'g, 'a> {
         };
         let axes = arg(3, "axes").unwrap_or_else(|| (0..starts.len() as i64).collect());
         let steps = arg(4, "").unwrap_or_else(|| vec![1; starts.len()]);
-        let strides = self.strides_of(x);
         for k in 0..starts.len().min(ends.len()).min(axes.len()) {
-            if steps.get(k) != Some(&1) {
-                return Err(unsupported(node, "steps other than 1"));
+            let step = steps.get(k).copied().unwrap_or(1);
+            if step < 1 {
+                return Err(unsupported(node, format!("a step of {step}")));
             }
             let ax = self.axis(node, x, axes[k])?;
             let dim = self.b.shape(x)[ax];
-            let range = slice_range(starts[k], ends[k], 1, dim);
+            let range = slice_range(starts[k], ends[k], step, dim);
             if range.len() == dim {
                 continue;
             }
             let start = range.first().copied().unwrap_or(0);
             let mut shape = self.b.shape(x).clone();
             shape[ax] = range.len();
+            // The file's axis of per-sample axis `ax`: its stride grows by the step.
+            let file_axis = match self.batch_of(x) {
+                BatchAt::Axis(p) if ax >= p => ax + 1,
+                _ => ax,
+            };
+            let mut strides = self.strides_of(x);
+            strides[file_axis] *= step;
+            let b = self.batch_of(x);
             x = self.push_op(
                 node_name(node),
                 OpKind::Slice {
                     axis: ax,
                     start,
                     len: range.len(),
+                    step: step as usize,
                 },
                 &[x],
                 shape,
             )?;
-            self.strides.insert(x, strides.clone());
+            self.strides.insert(x, strides);
+            self.set_batch(x, b);
         }
         self.map_output(node, 0, x);
         Ok(())

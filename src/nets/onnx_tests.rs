@@ -400,7 +400,7 @@ fn errors_name_the_op_and_the_node() {
     let mut model = onnx_rs::parse(&bytes).unwrap();
     let g = model.graph.as_mut().unwrap();
     for k in [2, 9] {
-        g.node[k].op_type = OpType::Einsum;
+        g.node[k].op_type = OpType::GridSample;
     }
     g.node[5].op_type = OpType::LSTM;
     let first_lstm = node_name(&g.node[5]);
@@ -410,7 +410,7 @@ fn errors_name_the_op_and_the_node() {
         err,
         OnnxError::UnsupportedOps(vec![
             UnsupportedOp {
-                op: "Einsum".into(),
+                op: "GridSample".into(),
                 count: 2,
                 first_node: "/stem/relu".into()
             },
@@ -424,7 +424,7 @@ fn errors_name_the_op_and_the_node() {
     let text = err.to_string();
     for part in [
         "2 op types",
-        "Einsum (2 nodes",
+        "GridSample (2 nodes",
         "/stem/relu",
         "LSTM (1 node",
         &first_lstm,
