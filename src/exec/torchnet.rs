@@ -451,6 +451,24 @@ mod tests {
     use super::*;
     use crate::nets::{ConstValues, UnaryFn, B};
 
+    /// The network of one block `b` on inputs of per-sample shape `input`, built on the
+    /// CPU in f32 (dropout on or off).
+    fn one_block_net(b: B, input: Vec<usize>, dropout: bool) -> Network {
+        let desc = nets::Network {
+            name: "block".into(),
+            input,
+            input_elem_bytes: None,
+            blocks: vec![b.finish()],
+        };
+        let options = BuildOptions {
+            dtype: DType::F32,
+            device: Device::Cpu,
+            seed: 1,
+            dropout,
+        };
+        build(&desc, options)
+    }
+
     /// The general ops of imported transformers run in libtorch with the shapes the
     /// importer gives them: causal attention written out, a learned scale, a rotary-style
     /// constant product, a slice and a concatenation.
@@ -543,19 +561,7 @@ mod tests {
         };
         let y = b.op("norm.weight", scale, &[y], vec![s, d]).unwrap();
         b.op("residual", OpKind::Add, &[0, y], vec![s, d]).unwrap();
-        let desc = nets::Network {
-            name: "attn".into(),
-            input: vec![s, d],
-            input_elem_bytes: None,
-            blocks: vec![b.finish()],
-        };
-        let options = BuildOptions {
-            dtype: DType::F32,
-            device: Device::Cpu,
-            seed: 1,
-            dropout: true,
-        };
-        let net = build(&desc, options);
+        let net = one_block_net(b, vec![s, d], true);
         assert_eq!(net.layers[0].params.len(), 3, "qkv weight, bias, the scale");
         let x = Tensor::randn([3, s as i64, d as i64], (Kind::Float, Device::Cpu));
         let y = (net.layers[0].forward)(&net.layers[0].params, &x);
@@ -582,19 +588,7 @@ mod tests {
             dim: 2,
         };
         b.op("bias", bias, &[x], vec![s, 3]).unwrap();
-        let desc = nets::Network {
-            name: "window".into(),
-            input: vec![s, d],
-            input_elem_bytes: None,
-            blocks: vec![b.finish()],
-        };
-        let options = BuildOptions {
-            dtype: DType::F32,
-            device: Device::Cpu,
-            seed: 1,
-            dropout: false,
-        };
-        let net = build(&desc, options);
+        let net = one_block_net(b, vec![s, d], false);
         let params = &net.layers[0].params;
         assert_eq!(params.len(), 1, "the bias table");
         assert_eq!(params[0].size(), vec![5, 2]);
