@@ -57,42 +57,6 @@ def unit(path):
     return ".".join(parts[:1])
 
 
-def saved_by_module(model, x):
-    """Bytes autograd saves (parameters and buffers left out), each storage the first time
-    it is saved, by the innermost module running then ('' for the model's own ops)."""
-    skip = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
-    stack, seen, by = [""], set(), {}
-    handles = []
-
-    def enter(name):
-        def hook(module, args):
-            stack.append(name)
-        return hook
-
-    def leave(module, args, output):
-        stack.pop()
-
-    for name, mod in model.named_modules():
-        if name:
-            handles.append(mod.register_forward_pre_hook(enter(name)))
-            handles.append(mod.register_forward_hook(leave))
-
-    def pack(t):
-        st = t.untyped_storage()
-        ptr = st.data_ptr()
-        if ptr not in skip and ptr not in seen:
-            seen.add(ptr)
-            by[stack[-1]] = by.get(stack[-1], 0) + st.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        y = model(x)
-    del y
-    for h in handles:
-        h.remove()
-    return by
-
-
 def compare(name, out, batches):
     inst = json.load(open(os.path.join(out, f"{name}-b8-op.json")))
     torch.manual_seed(0)
@@ -119,7 +83,7 @@ def compare(name, out, batches):
         xb = x.repeat(b, *([1] * (x.dim() - 1)))
         xb.requires_grad_(xb.is_floating_point())
         got = {}
-        for path, n in saved_by_module(model, xb).items():
+        for path, n in zoo.saved_by_module(model, xb).items():
             got[unit(path)] = got.get(unit(path), 0) + n
         measured[b] = got
     rows = []

@@ -136,25 +136,47 @@ def run_plans(name, imp, pipeopt, best_limit):
     return plans
 
 
-def saved_bytes(model, x):
-    """Bytes autograd saves for the backward of one forward of `model` on `x`: each saved
-    tensor's storage counted once (views share it), parameters and buffers left out (they
-    are weights, not stash)."""
+def saved_by_module(model, x):
+    """Bytes autograd saves (parameters and buffers left out), each storage the first time
+    it is saved, by the innermost module running then ('' for the model's own ops)."""
     skip = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
-    seen = {}
+    stack, seen, by = [""], set(), {}
+    handles = []
+
+    def enter(name):
+        def hook(module, args):
+            stack.append(name)
+        return hook
+
+    def leave(module, args, output):
+        stack.pop()
+
+    for name, mod in model.named_modules():
+        if name:
+            handles.append(mod.register_forward_pre_hook(enter(name)))
+            handles.append(mod.register_forward_hook(leave))
 
     def pack(t):
         st = t.untyped_storage()
         ptr = st.data_ptr()
         if ptr not in skip and ptr not in seen:
-            seen[ptr] = (st.nbytes(), st)
+            seen.add(ptr)
+            by[stack[-1]] = by.get(stack[-1], 0) + st.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         y = model(x)
-    total = sum(n for n, _ in seen.values())
     del y
-    return total, len(seen)
+    for h in handles:
+        h.remove()
+    return by
+
+
+def saved_bytes(model, x):
+    """Bytes autograd saves for the backward of one forward of `model` on `x`: each saved
+    tensor's storage counted once (views share it), parameters and buffers left out (they
+    are weights, not stash)."""
+    return sum(saved_by_module(model, x).values())
 
 
 def run_stash(name, batches):
@@ -168,7 +190,7 @@ def run_stash(name, batches):
     for b in batches:
         xb = x.repeat(b, *([1] * (x.dim() - 1)))
         xb.requires_grad_(xb.is_floating_point())
-        got[b], _ = saved_bytes(model, xb)
+        got[b] = saved_bytes(model, xb)
     if len(batches) >= 2:
         b1, b2 = batches[0], batches[1]
         per = (got[b2] - got[b1]) / (b2 - b1)

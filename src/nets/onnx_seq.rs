@@ -946,13 +946,13 @@ impl<'g, 'a> Importer<'g, 'a> {
             let mut shape = self.b.shape(x).clone();
             shape[ax] = range.len();
             // The file's axis of per-sample axis `ax`: its stride grows by the step.
-            let file_axis = match self.batch_of(x) {
+            let b = self.batch_of(x);
+            let file_axis = match b {
                 BatchAt::Axis(p) if ax >= p => ax + 1,
                 _ => ax,
             };
             let mut strides = self.strides_of(x);
             strides[file_axis] *= step;
-            let b = self.batch_of(x);
             x = self.push_op(
                 node_name(node),
                 OpKind::Slice {
