@@ -350,10 +350,15 @@ fn modules_depend_on_each_other_without_cycles() {
 #[test]
 fn the_build_has_no_network_stack() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args([
-            "tree",
-            "--offline",
+    // Offline first (CI's registry is warm); on a fresh machine, whose registry holds only
+    // the crates a build compiled, `cargo tree` must fetch the index entries of the others.
+    let tree_of = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.arg("tree");
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.args([
             "--locked",
             "--all-features",
             "--edges",
@@ -365,7 +370,14 @@ fn the_build_has_no_network_stack() {
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("cargo tree runs");
+        .expect("cargo tree runs")
+    };
+    let offline = tree_of(true);
+    let out = if offline.status.success() {
+        offline
+    } else {
+        tree_of(false)
+    };
     assert!(
         out.status.success(),
         "cargo tree failed: {}",
