@@ -37,17 +37,20 @@ tested() { # tested LABEL COMMAND...: a test step, with the count of tests it pa
 
 step "set-up (system packages, toolchain)" source .ci/setup.sh
 step "cargo fmt --check" cargo fmt --all -- --check
-step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets --quiet -- -D warnings
-tested "cargo test" cargo test --all-targets --quiet
-# The slow tier: the tests marked #[ignore = "slow tier ..."] (minutes each in a debug
-# build: the general MILP at tight memory and on longer chains, the global bound on more
-# chains, the allocation bound on a second chain), run once here.
-tested "cargo test, slow tier (--ignored)" cargo test --tests --quiet -- --ignored
+# Everything below builds the `release` profile, the one `./pipeopt.sh` builds: HiGHS and
+# polars are compiled once on a fresh machine (cargo keeps each profile's artifacts apart),
+# and the slow tier runs optimised code. Clippy shares the release build scripts.
+step "cargo clippy --release --all-targets -- -D warnings" cargo clippy --release --all-targets --quiet -- -D warnings
+tested "cargo test --release" cargo test --release --all-targets --quiet
+# The slow tier: the tests marked #[ignore = "slow tier ..."] (the general MILP at tight
+# memory and on longer chains, the global bound on more chains, the allocation bound on a
+# second chain), run once here.
+tested "cargo test --release, slow tier (--ignored)" cargo test --release --tests --quiet -- --ignored
 # The libtorch networks, profiler and executor (feature torch): built, linted and tested on
 # the CPU with small inputs. Set PIPEOPT_SKIP_TORCH=1 to skip it (e.g. offline machines without the wheel).
 if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
   step "feature torch: setup" source .ci/setup-torch.sh
-  step "feature torch: clippy" cargo clippy --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
-  tested "feature torch: executor tests (CPU)" cargo test --features torch --test exec --test profile --quiet
-  tested "feature torch: libtorch ops (CPU)" cargo test --features torch --lib --quiet exec::
+  step "feature torch: clippy" cargo clippy --release --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
+  tested "feature torch: executor tests (CPU)" cargo test --release --features torch --test exec --test profile --quiet
+  tested "feature torch: libtorch ops (CPU)" cargo test --release --features torch --lib --quiet exec::
 fi
