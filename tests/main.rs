@@ -38,4 +38,5 @@ mod sync_cli;
 mod sync_closed_forms;
 mod sync_milp;
 mod sync_properties;
+mod sync_zero_bubble;
 mod zero_windows;

@@ -948,8 +948,8 @@ fn sync_json_keys_stay_the_same() {
 }
 
 /// `--export-torch` writes PyTorch's pipeline-runtime CSV and `--import-torch` simulates it
-/// back to the same iteration time; a bidirectional schedule and a split backward are
-/// refused with exit 2, and no file is left.
+/// back to the same iteration time, split backwards included; a bidirectional schedule and
+/// a file with several stages on one rank are refused with exit 2, and no file is left.
 #[test]
 fn schedules_go_out_and_come_back_in_pytorchs_format() {
     let dir = tempfile::tempdir().unwrap();
@@ -1001,11 +1001,38 @@ fn schedules_go_out_and_come_back_in_pytorchs_format() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bidirectional"));
     assert!(!refused.exists());
+    // A split backward goes out as PyTorch's I and W and comes back the same.
     let split = dir.path().join("zb.csv");
-    std::fs::write(&split, "0F0,0I0,0W0\n").unwrap();
+    let out = run(&[
+        "--stages",
+        "4",
+        "--schedule",
+        "zb-h1",
+        "--export-torch",
+        split.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = std::fs::read_to_string(&split).unwrap();
+    assert!(text.starts_with("0F0,0F1,0F2,0F3,0I0,0W0,"), "{text}");
     let out = run(&["--import-torch", split.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let imported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(imported["makespan"], exported["makespan"]);
+    // Several stages on one rank (virtual stages) have no rule yet.
+    let virtual_stages = dir.path().join("virtual.csv");
+    std::fs::write(&virtual_stages, "0F0,1F0,1B0,0B0\n").unwrap();
+    let out = run(&["--import-torch", virtual_stages.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`0I0`"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stage 1 on rank 0"));
 }
 
 /// Every exported schedule run by PyTorch's own pipeline runtime on the CPU (4 processes,

@@ -280,6 +280,21 @@ fn gpipe_and_dapple_textbook() {
 
 /// The simulated bubble ratio of `kind` at (D, N) with forward `f` and backward `b`, the
 /// streams drawn by the registry for those costs, and the descriptor's closed form there.
+/// A zero-bubble schedule on `d` equal stages: forward `f`, input gradient `i`, weight
+/// gradient `w` seconds.
+pub fn zero_bubble_run(
+    kind: ScheduleKind,
+    d: usize,
+    n: usize,
+    f: f64,
+    i: f64,
+    w: f64,
+) -> SimReport {
+    let costs = StageCosts::uniform(d, f, i + w, 0.0).with_weight_gradient_share(w / (i + w));
+    let s = kind.generate(d, n).unwrap();
+    simulate(&s, &costs, kind.execution()).unwrap()
+}
+
 fn registry_bubbles(kind: ScheduleKind, d: usize, n: usize, f: f64, b: f64) -> (f64, Option<f64>) {
     let costs = StageCosts::uniform(d, f, b, 0.0);
     let s = kind.generate_for(d, n, &costs).unwrap();
@@ -341,6 +356,19 @@ fn every_registered_closed_form_matches_the_simulator() {
                     }
                 }
             }
+            // The paper's equal times: forward 1, input and weight gradients 1 each.
+            "zb-h1" => {
+                // From N = D micro-batches on (fewer leave 1F1B's warm-up short).
+                for d in 1..=8 {
+                    for n in d..=16 {
+                        let r = zero_bubble_run(s.kind(), d, n, 1.0, 1.0, 1.0);
+                        let paper = s.kind().paper_bubble_ratio(d, n).unwrap();
+                        assert!(close(r.bubble_ratio, paper), "zb-h1 D={d} N={n}");
+                    }
+                }
+            }
+            // Zero, counted as the paper counts it: tests/sync_zero_bubble.rs.
+            "zb-h2" => assert_eq!(s.kind().paper_bubble_ratio(4, 8), Some(0.0)),
             other => panic!("no closed-form check for the registered schedule {other}"),
         }
     }

@@ -51,6 +51,7 @@ proptest! {
             stash_bytes: vec![1.0; d],
             input_bytes: vec![0.0; d],
             output_bytes: vec![0.0; d],
+            ..StageCosts::uniform(d, 0.0, 0.0, 0.0)
         };
         for kind in kinds(d, n, k, gamma) {
             let schedule = kind.generate(d, n).unwrap();
@@ -113,6 +114,7 @@ proptest! {
             stash_bytes: vec![1.0; d],
             input_bytes: vec![0.0; d],
             output_bytes: vec![0.0; d],
+            ..StageCosts::uniform(d, 0.0, 0.0, 0.0)
         };
         let r = simulate(&schedule, &costs, Execution::Serial).unwrap();
         for m in &r.memory {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::style::{font, LABEL, SMALL, TITLE};
 use crate::error::InputError;
-use crate::schedule::sync::{Instr, Pipeline, ScheduleKind};
+use crate::schedule::sync::{Instr, Pass, Pipeline, ScheduleKind};
 
 #[derive(Debug, Deserialize)]
 struct FileTimeline {
@@ -134,10 +134,11 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), crate::Error> {
             .map_err(draw)?;
             for &(start, end, op) in ops {
                 let colour = Palette99::pick(op.micro_batch() % 99);
-                let fill = if op.is_forward() {
-                    colour.mix(0.5).filled()
-                } else {
-                    colour.mix(0.95).filled()
+                // Forwards light, backwards dark, weight gradients in between.
+                let fill = match op.pass() {
+                    Pass::Forward => colour.mix(0.5).filled(),
+                    Pass::BackwardWeight => colour.mix(0.75).filled(),
+                    Pass::Backward | Pass::BackwardInput => colour.mix(0.95).filled(),
                 };
                 let (x0, x1) = (x(start), x(end).max(x(start) + 1));
                 root.draw(&Rectangle::new([(x0, y + 3), (x1, y + row_h - 3)], fill))

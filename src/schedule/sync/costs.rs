@@ -32,7 +32,13 @@ pub fn per_sample_at(points: &[(f64, f64)], to: f64) -> f64 {
 pub fn interpolated(points: &[(f64, StageCosts)], to: f64) -> StageCosts {
     let first = &points[0].1;
     let map = |pick: &dyn Fn(&StageCosts) -> &Vec<f64>| -> Vec<f64> {
-        (0..first.stages())
+        // The optional columns (the split backward's) only where every point has them.
+        let stages = if points.iter().all(|(_, c)| pick(c).len() == first.stages()) {
+            first.stages()
+        } else {
+            0
+        };
+        (0..stages)
             .map(|s| {
                 let per: Vec<(f64, f64)> =
                     points.iter().map(|(b, c)| (*b, pick(c)[s] / b)).collect();
@@ -48,6 +54,8 @@ pub fn interpolated(points: &[(f64, StageCosts)], to: f64) -> StageCosts {
         stash_bytes: map(&|c| &c.stash_bytes),
         input_bytes: map(&|c| &c.input_bytes),
         output_bytes: map(&|c| &c.output_bytes),
+        weight_gradient_seconds: map(&|c| &c.weight_gradient_seconds),
+        weight_gradient_stash_bytes: map(&|c| &c.weight_gradient_stash_bytes),
     }
 }
 
@@ -63,6 +71,8 @@ pub fn scaled_by(c: &StageCosts, factor: f64) -> StageCosts {
         stash_bytes: m(&c.stash_bytes),
         input_bytes: m(&c.input_bytes),
         output_bytes: m(&c.output_bytes),
+        weight_gradient_seconds: m(&c.weight_gradient_seconds),
+        weight_gradient_stash_bytes: m(&c.weight_gradient_stash_bytes),
     }
 }
 

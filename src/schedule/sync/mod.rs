@@ -2,8 +2,9 @@
 //! stream per worker, and their simulator (`sim`).
 //!
 //! Generators are pure functions of the pipeline shape: `gpipe`, `dapple` (1F1B with a
-//! flush), `gems`, `chimera`, `mixpipe` (with its eq. (1)-(5) search) and `bapipe`
-//! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration). The bidirectional ones are
+//! flush), `gems`, `chimera`, `mixpipe` (with its eq. (1)-(5) search), `bapipe`
+//! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration) and `zero_bubble` (ZB-H1,
+//! ZB-H2, whose backwards are split into input and weight gradients). The bidirectional ones are
 //! built by `list`, a list scheduler run on nominal durations (backward = 2 x forward, the
 //! papers' assumption); the streams it records are then replayed by `sim` with any real
 //! stage times.
@@ -27,6 +28,7 @@ pub mod mixpipe;
 pub mod registry;
 pub mod sim;
 pub mod torch_csv;
+pub mod zero_bubble;
 
 use serde::{Deserialize, Serialize};
 
@@ -63,68 +65,137 @@ pub enum Instr {
         micro_batch: usize,
         pipeline: Pipeline,
     },
+    /// The first part of a split backward (zero-bubble schedules, docs/model.md section 7):
+    /// the gradient of the stage's input, which the stage before waits for.
+    BackwardInput {
+        stage: usize,
+        micro_batch: usize,
+        pipeline: Pipeline,
+    },
+    /// The second part: the gradient of the stage's weights, after its own
+    /// [`Instr::BackwardInput`] on the same worker; nothing waits for it but the iteration's
+    /// end.
+    BackwardWeight {
+        stage: usize,
+        micro_batch: usize,
+        pipeline: Pipeline,
+    },
+}
+
+/// What an operation computes, without its stage and micro-batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pass {
+    Forward,
+    /// The whole backward (input and weight gradients together).
+    Backward,
+    BackwardInput,
+    BackwardWeight,
 }
 
 impl Instr {
-    pub fn stage(self) -> usize {
-        match self {
-            Instr::Forward { stage, .. } | Instr::Backward { stage, .. } => stage,
+    /// The operation of `pass` of `stage` for `micro_batch` on `pipeline`.
+    pub fn new(pass: Pass, stage: usize, micro_batch: usize, pipeline: Pipeline) -> Instr {
+        match pass {
+            Pass::Forward => Instr::Forward {
+                stage,
+                micro_batch,
+                pipeline,
+            },
+            Pass::Backward => Instr::Backward {
+                stage,
+                micro_batch,
+                pipeline,
+            },
+            Pass::BackwardInput => Instr::BackwardInput {
+                stage,
+                micro_batch,
+                pipeline,
+            },
+            Pass::BackwardWeight => Instr::BackwardWeight {
+                stage,
+                micro_batch,
+                pipeline,
+            },
         }
+    }
+
+    /// The pass, stage, micro-batch and pipeline.
+    pub fn parts(self) -> (Pass, usize, usize, Pipeline) {
+        match self {
+            Instr::Forward {
+                stage,
+                micro_batch,
+                pipeline,
+            } => (Pass::Forward, stage, micro_batch, pipeline),
+            Instr::Backward {
+                stage,
+                micro_batch,
+                pipeline,
+            } => (Pass::Backward, stage, micro_batch, pipeline),
+            Instr::BackwardInput {
+                stage,
+                micro_batch,
+                pipeline,
+            } => (Pass::BackwardInput, stage, micro_batch, pipeline),
+            Instr::BackwardWeight {
+                stage,
+                micro_batch,
+                pipeline,
+            } => (Pass::BackwardWeight, stage, micro_batch, pipeline),
+        }
+    }
+
+    pub fn pass(self) -> Pass {
+        self.parts().0
+    }
+
+    pub fn stage(self) -> usize {
+        self.parts().1
     }
 
     pub fn micro_batch(self) -> usize {
-        match self {
-            Instr::Forward { micro_batch, .. } | Instr::Backward { micro_batch, .. } => micro_batch,
-        }
+        self.parts().2
     }
 
     pub fn pipeline(self) -> Pipeline {
-        match self {
-            Instr::Forward { pipeline, .. } | Instr::Backward { pipeline, .. } => pipeline,
-        }
+        self.parts().3
     }
 
     pub fn is_forward(self) -> bool {
         matches!(self, Instr::Forward { .. })
     }
 
-    /// The operation whose output this one consumes (docs/model.md section 4), if any.
+    /// The same operation with another pass.
+    pub fn with_pass(self, pass: Pass) -> Instr {
+        let (_, stage, micro_batch, pipeline) = self.parts();
+        Instr::new(pass, stage, micro_batch, pipeline)
+    }
+
+    /// The operation whose output this one consumes (docs/model.md section 4), if any. A
+    /// backward's (or input gradient's) is written as the next stage's whole backward: where
+    /// that stage splits its backward, the simulator takes its [`Instr::BackwardInput`]. A
+    /// weight gradient consumes its own stage's input gradient.
     pub fn input(self, d: usize) -> Option<Instr> {
-        match self {
-            Instr::Forward { stage: 0, .. } => None,
-            Instr::Forward {
-                stage,
-                micro_batch,
-                pipeline,
-            } => Some(Instr::Forward {
-                stage: stage - 1,
-                micro_batch,
-                pipeline,
-            }),
-            Instr::Backward {
-                stage,
-                micro_batch,
-                pipeline,
-            } if stage + 1 == d => Some(Instr::Forward {
-                stage,
-                micro_batch,
-                pipeline,
-            }),
-            Instr::Backward {
-                stage,
-                micro_batch,
-                pipeline,
-            } => Some(Instr::Backward {
-                stage: stage + 1,
-                micro_batch,
-                pipeline,
-            }),
+        let (pass, stage, micro_batch, pipeline) = self.parts();
+        let at = |pass, stage| Some(Instr::new(pass, stage, micro_batch, pipeline));
+        match pass {
+            Pass::Forward if stage == 0 => None,
+            Pass::Forward => at(Pass::Forward, stage - 1),
+            Pass::BackwardWeight => at(Pass::BackwardInput, stage),
+            Pass::Backward | Pass::BackwardInput if stage + 1 == d => at(Pass::Forward, stage),
+            Pass::Backward | Pass::BackwardInput => at(Pass::Backward, stage + 1),
         }
     }
 
-    /// Short label for tables and drawings: `F3d`, `B0u` (micro-batch, pipeline).
+    /// Short label for tables and drawings: `F3d`, `B0u`, `I2d`, `W2d` (micro-batch,
+    /// pipeline).
     pub fn label(self) -> String {
-        let kind = if self.is_forward() { 'F' } else { 'B' };
+        let kind = match self.pass() {
+            Pass::Forward => 'F',
+            Pass::Backward => 'B',
+            Pass::BackwardInput => 'I',
+            Pass::BackwardWeight => 'W',
+        };
         let dir = match self.pipeline() {
             Pipeline::Down => 'd',
             Pipeline::Up => 'u',
@@ -176,6 +247,22 @@ pub(crate) fn b(stage: usize, micro_batch: usize) -> Instr {
     }
 }
 
+pub(crate) fn input_gradient(stage: usize, micro_batch: usize) -> Instr {
+    Instr::BackwardInput {
+        stage,
+        micro_batch,
+        pipeline: Pipeline::Down,
+    }
+}
+
+pub(crate) fn weight_gradient(stage: usize, micro_batch: usize) -> Instr {
+    Instr::BackwardWeight {
+        stage,
+        micro_batch,
+        pipeline: Pipeline::Down,
+    }
+}
+
 /// Every synchronous schedule, in the order of the tables, `sync --schedule`'s help and the
 /// sweep's approaches: a new schedule is its file (with its [`ScheduleDescriptor`]) and one
 /// entry here.
@@ -191,6 +278,8 @@ pub static SCHEDULES: &[&ScheduleDescriptor] = &[
     &bapipe::ONE_F_ONE_B_SO,
     &bapipe::ONE_F_ONE_B_AS,
     &bapipe::FBP_AS,
+    &zero_bubble::ZB_H1,
+    &zero_bubble::ZB_H2,
 ];
 
 #[cfg(test)]
@@ -254,6 +343,8 @@ mod name_tests {
             (bapipe::ONE_F_ONE_B_SO.kind(), "1f1b-so"),
             (bapipe::ONE_F_ONE_B_AS.kind(), "1f1b-as"),
             (bapipe::FBP_AS.kind(), "fbp-as"),
+            (zero_bubble::ZB_H1.kind(), "zb-h1"),
+            (zero_bubble::ZB_H2.kind(), "zb-h2"),
         ];
         assert_eq!(expected.len(), SCHEDULES.len());
         for ((kind, name), s) in expected.into_iter().zip(SCHEDULES) {

@@ -147,6 +147,10 @@ pub struct ScheduleDescriptor {
     pub paper: &'static str,
     /// Whether each worker holds two stage replicas (two weight copies).
     pub bidirectional: bool,
+    /// Whether its streams split the backward into input and weight gradients (zero-bubble
+    /// schedules): the schedule-optimum MILP does not model the split, so such a schedule
+    /// has no placement to be compared with.
+    pub splits_backward: bool,
     /// How the simulator runs the streams.
     pub execution: Execution,
     /// Whether the schedule takes MixPipe's K and Gamma (`--k`, `--gamma`).
@@ -177,6 +181,7 @@ pub const DEFAULTS: ScheduleDescriptor = ScheduleDescriptor {
     help: "",
     paper: "",
     bidirectional: false,
+    splits_backward: false,
     execution: Execution::Serial,
     takes_k_gamma: false,
     params: |_, _, _, _| Ok(None),
@@ -333,9 +338,10 @@ impl ScheduleKind {
     }
 
     /// The placement whose optimum the schedule is compared with, `None` for schedules the
-    /// MILP does not model (BaPipe's streamed and forward-backward-parallel executions).
+    /// MILP does not model (BaPipe's streamed and forward-backward-parallel executions, the
+    /// split backward).
     pub fn placement(self) -> Option<Placement> {
-        if self.execution() != Execution::Serial {
+        if self.execution() != Execution::Serial || self.schedule.splits_backward {
             None
         } else if self.bidirectional() {
             Some(Placement::Bidirectional)

@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::{Instr, Pipeline, Schedule};
+use super::{Instr, Pass, Pipeline, Schedule};
 use crate::model::{ChainSums, Instance};
 
 /// How a worker runs its stream.
@@ -54,11 +54,54 @@ pub struct StageCosts {
     pub stash_bytes: Vec<f64>,
     pub input_bytes: Vec<f64>,
     pub output_bytes: Vec<f64>,
+    /// The weight-gradient part of each stage's backward, for schedules that split it
+    /// ([`Instr::BackwardWeight`]); the input gradient takes the rest. Empty: none.
+    #[serde(default)]
+    pub weight_gradient_seconds: Vec<f64>,
+    /// The bytes of each stage's stash that its weight gradient still reads once the input
+    /// gradient has run (the inputs of its layers that hold weights); the input gradient
+    /// frees the rest. Empty: none.
+    #[serde(default)]
+    pub weight_gradient_stash_bytes: Vec<f64>,
 }
 
 impl StageCosts {
     pub fn stages(&self) -> usize {
         self.forward_seconds.len()
+    }
+
+    /// Seconds of stage `s`'s weight gradient (0 where not given).
+    pub fn weight_gradient(&self, s: usize) -> f64 {
+        let w = self.weight_gradient_seconds.get(s).copied().unwrap_or(0.0);
+        w.clamp(0.0, self.backward_seconds[s].max(0.0))
+    }
+
+    /// Bytes of stage `s`'s stash its weight gradient keeps after the input gradient.
+    pub fn weight_gradient_stash(&self, s: usize) -> f64 {
+        let w = self
+            .weight_gradient_stash_bytes
+            .get(s)
+            .copied()
+            .unwrap_or(0.0);
+        w.clamp(0.0, self.stash_bytes[s].max(0.0))
+    }
+
+    /// Seconds `op` computes (serial execution).
+    pub fn seconds(&self, op: Instr) -> f64 {
+        let s = op.stage();
+        match op.pass() {
+            Pass::Forward => self.forward_seconds[s],
+            Pass::Backward => self.backward_seconds[s],
+            Pass::BackwardInput => self.backward_seconds[s] - self.weight_gradient(s),
+            Pass::BackwardWeight => self.weight_gradient(s),
+        }
+    }
+
+    /// The same costs with the weight gradient of each stage set to `share` of its backward
+    /// (every stage, whether or not it holds weights).
+    pub fn with_weight_gradient_share(mut self, share: f64) -> StageCosts {
+        self.weight_gradient_seconds = self.backward_seconds.iter().map(|b| share * b).collect();
+        self
     }
 
     /// `d` equal stages: forward `f`, backward `b`, transfer `c`, one byte of weights and of
@@ -72,12 +115,17 @@ impl StageCosts {
             stash_bytes: vec![1.0; d],
             input_bytes: vec![0.0; d],
             output_bytes: vec![0.0; d],
+            weight_gradient_seconds: Vec::new(),
+            weight_gradient_stash_bytes: Vec::new(),
         }
     }
 
     /// The stages of `instance` cut before the 0-based layers `starts` (`starts[0] == 0`,
     /// increasing, as `--partition`), transfers at `bandwidth` bytes per second (positive;
-    /// infinite for free transfers).
+    /// infinite for free transfers). The split backward follows docs/model.md section 7:
+    /// a layer that holds weights spends half of its backward on its weight gradient (the
+    /// weight-gradient product has the forward's FLOPs, as does the input-gradient one) and
+    /// keeps its stash until then; a layer without weights has no weight gradient.
     pub fn from_instance(
         instance: &Instance,
         starts: &[usize],
@@ -100,6 +148,8 @@ impl StageCosts {
             stash_bytes: Vec::new(),
             input_bytes: Vec::new(),
             output_bytes: Vec::new(),
+            weight_gradient_seconds: Vec::new(),
+            weight_gradient_stash_bytes: Vec::new(),
         };
         for (i, &start) in starts.iter().enumerate() {
             let (first, last) = (start + 1, starts.get(i + 1).copied().unwrap_or(l));
@@ -111,6 +161,13 @@ impl StageCosts {
             c.output_bytes.push(instance.a(last));
             c.transfer_seconds
                 .push(instance.a(last) / bandwidth_bytes_per_second);
+            let weighted = (first..=last).filter(|&l| instance.layer(l).weights > 0.0);
+            let (w_seconds, w_stash) = weighted.fold((0.0, 0.0), |(t, m), l| {
+                (t + instance.layer(l).bwd / 2.0, m + instance.stash(l))
+            });
+            c.weight_gradient_seconds.push(w_seconds);
+            c.weight_gradient_stash_bytes
+                .push(w_stash.min(sums.stash(first, last)));
         }
         Ok(c)
     }
@@ -156,6 +213,14 @@ pub enum SimError {
     StageOutOfRange { instr: Instr, stages: usize },
     #[error("the schedule has {streams} streams but {workers} stages: one stream per worker, as many workers as stages")]
     Shape { streams: usize, workers: usize },
+    #[error("{instr:?} runs on worker {weight_worker} but its input gradient on worker {input_worker}: the two parts of a backward share their stage's worker")]
+    SplitApart {
+        instr: Instr,
+        input_worker: usize,
+        weight_worker: usize,
+    },
+    #[error("{instr:?} is there and so is a part of it (BackwardInput or BackwardWeight): a stage runs each micro-batch's backward whole or split, not both")]
+    BothBackwards { instr: Instr },
 }
 
 /// Kept for backward compatibility: a stream order that can never progress.
@@ -230,21 +295,31 @@ fn check_streams(schedule: &Schedule, d: usize) -> Result<(), SimError> {
     }
     for &(pipeline, micro_batch) in &batches {
         for stage in 0..d {
-            for op in [
-                Instr::Forward {
-                    stage,
-                    micro_batch,
-                    pipeline,
-                },
-                Instr::Backward {
-                    stage,
-                    micro_batch,
-                    pipeline,
-                },
-            ] {
-                if !seen.contains_key(&op) {
-                    return Err(SimError::Missing { instr: op });
+            let op = |pass| Instr::new(pass, stage, micro_batch, pipeline);
+            let worker = |pass| seen.get(&op(pass)).copied();
+            let (input, weight) = (worker(Pass::BackwardInput), worker(Pass::BackwardWeight));
+            let split = input.is_some() || weight.is_some();
+            if split && worker(Pass::Backward).is_some() {
+                return Err(SimError::BothBackwards {
+                    instr: op(Pass::Backward),
+                });
+            }
+            if let (Some(input_worker), Some(weight_worker)) = (input, weight) {
+                if input_worker != weight_worker {
+                    return Err(SimError::SplitApart {
+                        instr: op(Pass::BackwardWeight),
+                        input_worker,
+                        weight_worker,
+                    });
                 }
+            }
+            let needed: &[Pass] = if split {
+                &[Pass::Forward, Pass::BackwardInput, Pass::BackwardWeight]
+            } else {
+                &[Pass::Forward, Pass::Backward]
+            };
+            if let Some(&missing) = needed.iter().find(|&&p| !seen.contains_key(&op(p))) {
+                return Err(SimError::Missing { instr: op(missing) });
             }
         }
     }
@@ -271,12 +346,11 @@ pub fn simulate(
             .collect(),
         _ => schedule.iter().cloned().enumerate().collect(),
     };
-    let duration = |op: Instr| match (execution, op) {
-        (Execution::ForwardBackwardParallel, _) => {
+    let duration = |op: Instr| match (execution, op.pass()) {
+        (Execution::ForwardBackwardParallel, Pass::Forward | Pass::Backward) => {
             costs.forward_seconds[op.stage()] + costs.backward_seconds[op.stage()]
         }
-        (_, Instr::Forward { stage, .. }) => costs.forward_seconds[stage],
-        (_, Instr::Backward { stage, .. }) => costs.backward_seconds[stage],
+        _ => costs.seconds(op),
     };
     let mut worker_of: HashMap<Instr, usize> = HashMap::new();
     for (w, s) in schedule.iter().enumerate() {
@@ -284,6 +358,12 @@ pub fn simulate(
             worker_of.insert(*op, w);
         }
     }
+    // The gradient a stage receives comes from the next stage's input gradient where that
+    // stage splits its backward.
+    let producer = |dep: Instr| match dep.pass() {
+        Pass::Backward if !worker_of.contains_key(&dep) => dep.with_pass(Pass::BackwardInput),
+        _ => dep,
+    };
     let mut end: HashMap<Instr, f64> = HashMap::new();
     let mut next = vec![0usize; lanes.len()];
     let mut free = vec![0.0f64; lanes.len()];
@@ -292,7 +372,7 @@ pub fn simulate(
         let mut progress = false;
         for (lane, (w, stream)) in lanes.iter().enumerate() {
             while let Some(&op) = stream.get(next[lane]) {
-                let ready = match op.input(d) {
+                let ready = match op.input(d).map(producer) {
                     None => 0.0,
                     Some(dep) => match end.get(&dep) {
                         None => break,
@@ -344,14 +424,7 @@ pub fn simulate(
     };
     let work_seconds: Vec<f64> = schedule
         .iter()
-        .map(|s| {
-            s.iter()
-                .map(|op| match op {
-                    Instr::Forward { stage, .. } => costs.forward_seconds[*stage],
-                    Instr::Backward { stage, .. } => costs.backward_seconds[*stage],
-                })
-                .sum()
-        })
+        .map(|s| s.iter().map(|&op| costs.seconds(op)).sum())
         .collect();
     let bubble_ratio = if makespan > 0.0 {
         1.0 - work_seconds.iter().sum::<f64>() / (d as f64 * makespan)
@@ -419,19 +492,24 @@ fn worker_memory(
 }
 
 /// Section 6's activations: a forward adds its stage's stash when it starts, a backward
-/// removes it when it ends. Events at one instant count in the order the worker runs them:
-/// a backward that ends as a forward starts has finished by then, and a stage of zero
-/// duration still holds its stash at the instant its forward starts (its backward runs
-/// after it).
+/// removes it when it ends. A split backward removes it in two parts (section 7): the input
+/// gradient all but what the weight gradient reads, the weight gradient the rest. A
+/// micro-batch is live from its forward's start to the end of its (input) gradient. Events
+/// at one instant count in the order the worker runs them: a backward that ends as a
+/// forward starts has finished by then, and a stage of zero duration still holds its stash
+/// at the instant its forward starts (its backward runs after it).
 fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usize) {
-    // (instant, position in the worker's run order, +1 or -1, bytes)
+    // (instant, position in the worker's run order, live micro-batches added, bytes added)
     let mut events: Vec<(f64, usize, i8, f64)> = Vec::new();
     for (position, &(start, end, op)) in t.intervals[worker].iter().enumerate() {
-        let bytes = costs.stash_bytes[op.stage()];
-        match op {
-            Instr::Forward { .. } => events.push((start, position, 1, bytes)),
-            Instr::Backward { .. } => events.push((end, position, -1, bytes)),
-        }
+        let s = op.stage();
+        let (stash, kept) = (costs.stash_bytes[s], costs.weight_gradient_stash(s));
+        events.push(match op.pass() {
+            Pass::Forward => (start, position, 1, stash),
+            Pass::Backward => (end, position, -1, -stash),
+            Pass::BackwardInput => (end, position, -1, kept - stash),
+            Pass::BackwardWeight => (end, position, 0, -kept),
+        });
     }
     let eps = 1e-9 * t.makespan.max(1e-300);
     events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -448,7 +526,7 @@ fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usi
         let mut group: Vec<_> = events[i..j].to_vec();
         group.sort_by_key(|e| e.1);
         for (_, _, delta, b) in group {
-            bytes += f64::from(delta) * b;
+            bytes += b;
             live += i64::from(delta);
             peak_bytes = peak_bytes.max(bytes);
             peak_live = peak_live.max(live);
@@ -471,10 +549,7 @@ pub fn simulate_times(
         forward_seconds: tf.to_vec(),
         backward_seconds: tb.to_vec(),
         transfer_seconds: comm.to_vec(),
-        weight_bytes: vec![0.0; d],
-        stash_bytes: vec![0.0; d],
-        input_bytes: vec![0.0; d],
-        output_bytes: vec![0.0; d],
+        ..StageCosts::uniform(d, 0.0, 0.0, 0.0)
     };
     simulate(schedule, &costs, Execution::Serial).map(|r| r.timeline)
 }

@@ -1,7 +1,8 @@
 //! Schedules in the format of PyTorch's pipeline runtime (`torch.distributed.pipelining`,
 //! `_PipelineScheduleRuntime._load_csv` and `_dump_csv`): a CSV file with one row per rank,
 //! each cell one action written `{stage}{type}{micro-batch}`: `0F3` is stage 0's forward
-//! of micro-batch 3, `2B0` stage 2's full backward of micro-batch 0.
+//! of micro-batch 3, `2B0` stage 2's full backward of micro-batch 0, `1I2` and `1W2` the
+//! two parts of stage 1's split backward of micro-batch 2 (input and weight gradients).
 //!
 //! - **compute only**: the forwards and backwards, the format PyTorch lowers itself;
 //! - **with communication**: what PyTorch's runtime itself builds from a compute-only file
@@ -19,11 +20,10 @@
 //! derives the transfers from the dependencies), skips the actions PyTorch's lowering adds
 //! for sharded stages and data-parallel gradients (`UNSHARD`, `RESHARD`, `REDUCE_GRAD`:
 //! the model keeps weights resident and the pipeline's iteration ends before any
-//! all-reduce), and refuses what the model has no rule for: the backward split into input
-//! and weight gradients (`I`, `W`) and stages on ranks other than their own index (virtual
-//! stages).
+//! all-reduce), and refuses what the model has no rule for: stages on ranks other than their
+//! own index (virtual stages).
 
-use super::{b, f, Instr, Pipeline, Schedule};
+use super::{Instr, Pass, Pipeline, Schedule};
 
 /// Which actions a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +50,8 @@ impl TorchFormat {
 enum Kind {
     Forward,
     Backward,
+    BackwardInput,
+    BackwardWeight,
     SendForward,
     ReceiveForward,
     SendBackward,
@@ -66,6 +68,8 @@ impl Kind {
         match self {
             Kind::Forward => "F",
             Kind::Backward => "B",
+            Kind::BackwardInput => "I",
+            Kind::BackwardWeight => "W",
             Kind::SendForward => "SEND_F",
             Kind::ReceiveForward => "RECV_F",
             Kind::SendBackward => "SEND_B",
@@ -152,10 +156,11 @@ pub fn write(
 fn action_of(i: Instr) -> Action {
     Action {
         stage: i.stage(),
-        kind: if i.is_forward() {
-            Kind::Forward
-        } else {
-            Kind::Backward
+        kind: match i.pass() {
+            Pass::Forward => Kind::Forward,
+            Pass::Backward => Kind::Backward,
+            Pass::BackwardInput => Kind::BackwardInput,
+            Pass::BackwardWeight => Kind::BackwardWeight,
         },
         micro_batch: Some(i.micro_batch()),
     }
@@ -163,15 +168,17 @@ fn action_of(i: Instr) -> Action {
 
 /// A rank's computations with PyTorch's markers, as its lowering adds them before placing
 /// the transfers (`_add_unshard_reshard`, `_add_reduce_grad`; one stage per rank): `UNSHARD`
-/// first, `REDUCE_GRAD` after the stage's last backward (where the runtime scales the
-/// gradients by the micro-batch count), `RESHARD` last.
+/// first, `REDUCE_GRAD` after the stage's last backward or weight gradient (where the
+/// runtime scales the gradients by the micro-batch count), `RESHARD` last.
 fn with_markers(rank: usize, row: &[Action]) -> Vec<Action> {
     let marker = |kind| Action {
         stage: rank,
         kind,
         micro_batch: None,
     };
-    let last_backward = row.iter().rposition(|a| a.kind == Kind::Backward);
+    let last_backward = row
+        .iter()
+        .rposition(|a| matches!(a.kind, Kind::Backward | Kind::BackwardWeight));
     let mut out = vec![marker(Kind::Unshard)];
     for (i, &a) in row.iter().enumerate() {
         out.push(a);
@@ -204,7 +211,9 @@ fn with_communication(compute: &[Vec<Action>]) -> Vec<Vec<Action>> {
             };
             let needs = match a.kind {
                 Kind::Forward if a.stage > 0 => Some(Kind::ReceiveForward),
-                Kind::Backward if a.stage + 1 < d => Some(Kind::ReceiveBackward),
+                Kind::Backward | Kind::BackwardInput if a.stage + 1 < d => {
+                    Some(Kind::ReceiveBackward)
+                }
                 _ => None,
             };
             let mb = a.micro_batch.unwrap_or(0);
@@ -216,7 +225,7 @@ fn with_communication(compute: &[Vec<Action>]) -> Vec<Vec<Action>> {
                 Kind::Forward if a.stage + 1 < d => {
                     Some((Kind::SendForward, Kind::ReceiveForward, a.stage + 1))
                 }
-                Kind::Backward if a.stage > 0 => {
+                Kind::Backward | Kind::BackwardInput if a.stage > 0 => {
                     Some((Kind::SendBackward, Kind::ReceiveBackward, a.stage - 1))
                 }
                 _ => None,
@@ -271,10 +280,13 @@ pub fn read(text: &str) -> Result<(Schedule, usize, usize), TorchCsvError> {
             }
             let mb = action.micro_batch.unwrap_or(0);
             n = n.max(mb + 1);
-            schedule[row].push(match action.kind {
-                Kind::Forward => f(action.stage, mb),
-                _ => b(action.stage, mb),
-            });
+            let pass = match action.kind {
+                Kind::Forward => Pass::Forward,
+                Kind::BackwardInput => Pass::BackwardInput,
+                Kind::BackwardWeight => Pass::BackwardWeight,
+                _ => Pass::Backward,
+            };
+            schedule[row].push(Instr::new(pass, action.stage, mb, Pipeline::Down));
         }
     }
     if schedule.iter().all(Vec::is_empty) {
@@ -308,15 +320,16 @@ fn parse_action(cell: &str) -> Result<Option<Action>, String> {
                 .map(|_| None)
                 .ok_or_else(|| "a transfer names its micro-batch".to_string());
         }
-        "I" | "W" => {
-            return Err(
-                "the backward split into input (I) and weight (W) gradients has no rule in pipeopt's model: write full backwards (B)".into(),
-            )
-        }
+        "I" => Kind::BackwardInput,
+        "W" => Kind::BackwardWeight,
         // PyTorch's markers (sharded stages, the gradients' reduction and scaling): no
         // computation of the pipeline; the model keeps weights resident.
         "UNSHARD" | "RESHARD" | "REDUCE_GRAD" => return Ok(None),
-        other => return Err(format!("unknown action type {other:?} (F, B, SEND_F, RECV_F, SEND_B, RECV_B)")),
+        other => {
+            return Err(format!(
+                "unknown action type {other:?} (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)"
+            ))
+        }
     };
     if micro_batch.is_none() {
         return Err("a computation names its micro-batch".to_string());

@@ -1,6 +1,6 @@
 use super::*;
 use crate::schedule::sync::sim::{simulate, Execution, StageCosts};
-use crate::schedule::sync::SCHEDULES;
+use crate::schedule::sync::{b, f, input_gradient, weight_gradient, SCHEDULES};
 
 #[test]
 fn dapple_on_two_stages_is_written_as_pytorch_writes_it() {
@@ -17,6 +17,22 @@ fn dapple_on_two_stages_is_written_as_pytorch_writes_it() {
         "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0REDUCE_GRAD,0RESHARD\n\
          1UNSHARD,1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD,1RESHARD\n"
     );
+}
+
+/// ZB-H1's split backwards are PyTorch's `I` and `W` actions; only `I` sends a gradient,
+/// and `REDUCE_GRAD` follows the stage's last `W`.
+#[test]
+fn split_backwards_are_written_as_i_and_w() {
+    let s = (crate::schedule::sync::zero_bubble::ZB_H1.generate)(2, 2, None, None).unwrap();
+    let text = write(&s, "zb-h1", TorchFormat::ComputeOnly).unwrap();
+    assert_eq!(text, "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n");
+    let text = write(&s, "zb-h1", TorchFormat::WithCommunication).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert!(rows[1].contains("1I0,1SEND_B0"), "{text}");
+    assert!(!text.contains("SEND_B0,1W") && rows[1].ends_with("1W1,1REDUCE_GRAD,1RESHARD"));
+    let (back, d, n) = read(&text).unwrap();
+    assert_eq!((back, d, n), (s.clone(), 2, 2));
+    assert_eq!(s[0][2..4], [input_gradient(0, 0), weight_gradient(0, 0)]);
 }
 
 /// Every one-direction schedule of the registry, written in both formats and read back,
@@ -93,8 +109,6 @@ fn every_send_precedes_its_receive_use() {
 #[test]
 fn files_pipeopt_cannot_model_are_refused_naming_the_action() {
     let err = |text: &str| read(text).unwrap_err().to_string();
-    assert!(err("0F0,0I0,0W0\n").contains("`0I0`"));
-    assert!(err("0F0,0I0\n").contains("input (I) and weight (W)"));
     assert!(err("0F0,1F0\n0B0\n").contains("stage 1 on rank 0"));
     assert!(err("0F0,0X0\n").contains("unknown action type"));
     assert!(err("F0\n").contains("starts with its stage"));
