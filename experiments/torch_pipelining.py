@@ -7,7 +7,7 @@ For every schedule of `pipeopt sync --schedule` (and the schedule-optimum MILP's
 one-direction placement), at D = 4 stages and N = 8 micro-batches:
 
 1. `pipeopt sync ... --export-torch F.csv` (compute only) and `--torch-format compute-comms`;
-2. PyTorch's own checks on the compute-only file: `_validate_schedule` (every stage's F and B
+2. PyTorch's own checks on the compute-only file: `_validate_schedule` (every stage's F and B, or I and W,
    of every micro-batch, once, stage s on one rank), its lowering `_add_send_recv`, which
    must give exactly pipeopt's compute-comms file, and `_simulate_comms_compute`, which must
    run it to the end (no send without its receive, no deadlock); PyTorch's lowering is what
@@ -16,7 +16,8 @@ one-direction placement), at D = 4 stages and N = 8 micro-batches:
 3. the file run by `_PipelineScheduleRuntime` (`_load_csv`, both formats) on the CPU across
    D processes (gloo) on a small transformer (D encoder layers, width 32, float64, dropout
    0): it must complete, each rank must compute in the file's order (recorded by wrapping
-   the stage's forward_one_chunk / backward_one_chunk), and the gradients must equal those
+   the stage's forward_one_chunk / backward_one_chunk / backward_weight_one_chunk: split
+   backwards run as I then W), and the gradients must equal those
    of single-process training on the same N micro-batches to 1e-9 (relative).
 
 Bidirectional schedules (Chimera, GEMS, MixPipe) have no file: PyTorch runs one copy of each
@@ -80,17 +81,24 @@ def rank_main(rank, path, fmt, port, outdir):
         stage = PipelineStage(module, rank, D, torch.device("cpu"))
         order = []
         fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
+        weight = stage.backward_weight_one_chunk
 
         def forward_one_chunk(chunk, *a, **k):
             order.append(f"{rank}F{chunk}")
             return fwd(chunk, *a, **k)
 
         def backward_one_chunk(chunk, *a, **k):
-            order.append(f"{rank}B{chunk}")
+            # The runtime runs an input gradient (I) as a backward without the weights'.
+            order.append(f"{rank}{'B' if k.get('full_backward', True) else 'I'}{chunk}")
             return bwd(chunk, *a, **k)
+
+        def backward_weight_one_chunk(chunk, *a, **k):
+            order.append(f"{rank}W{chunk}")
+            return weight(chunk, *a, **k)
 
         stage.forward_one_chunk = forward_one_chunk
         stage.backward_one_chunk = backward_one_chunk
+        stage.backward_weight_one_chunk = backward_weight_one_chunk
         schedule = S._PipelineScheduleRuntime([stage], n_microbatches=N, loss_fn=loss_fn)
         schedule._load_csv(path, format=fmt)
         x, y = data()
@@ -210,7 +218,7 @@ def main():
             ok = same and all(c == "ran, same order" for c in cells) and worst_all <= 1e-9
             passed += ok
             lowering = "valid; lowering identical" if same else "valid; lowering DIFFERS"
-            lines.append(f"| {name} | {D} ranks x {2 * N} computations | {lowering} | {cells[0]} | {cells[1]} | {worst_all:.1e} |")
+            lines.append(f"| {name} | {D} ranks x {len(compute_rows[0])} computations | {lowering} | {cells[0]} | {cells[1]} | {worst_all:.1e} |")
     summary = f"{passed} of {tried} exported schedules pass every check (D = {D}, N = {N}, torch {torch.__version__})."
     text = "\n".join(lines) + "\n\n" + summary + "\n"
     print(text)
