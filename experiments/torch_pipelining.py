@@ -21,7 +21,10 @@ one-direction placement), at D = 4 stages and N = 8 micro-batches:
    of single-process training on the same N micro-batches to 1e-9 (relative).
 
 Bidirectional schedules (Chimera, GEMS, MixPipe) have no file: PyTorch runs one copy of each
-stage. Writes a Markdown table. Needs torch 2.11 (pip install torch); no GPU.
+stage. Interleaved schedules hold several stages per rank (stage s on rank s mod ranks): their
+compute-only file is validated and lowered by PyTorch itself and run with every rank holding
+its stages; where all D stages would sit on one rank (v = D), they run with 2D stages on two
+ranks (PyTorch's runtime does not send from a rank to itself). Writes a Markdown table. Needs torch 2.11 (pip install torch); no GPU.
 """
 import argparse
 import csv
@@ -61,10 +64,10 @@ def loss_fn(out, target):
     return nn.functional.mse_loss(out, target)
 
 
-def reference_grads():
-    """Single-process training: the mean over micro-batches of each one's loss (what the
-    runtime's scale_grads=True computes), gradients by parameter name per stage."""
-    blocks = [block(i) for i in range(D)]
+def reference_grads(d):
+    """Single-process training of `d` blocks: the mean over micro-batches of each one's loss
+    (what the runtime's scale_grads=True computes), gradients by parameter name per stage."""
+    blocks = [block(i) for i in range(d)]
     model = nn.Sequential(*blocks)
     x, y = data()
     total = sum(loss_fn(model(xm), ym) for xm, ym in zip(x.chunk(N), y.chunk(N))) / N
@@ -72,43 +75,53 @@ def reference_grads():
     return [{n: p.grad.clone() for n, p in b.named_parameters()} for b in blocks]
 
 
-def rank_main(rank, path, fmt, port, outdir):
+def recorded(stage, index, order):
+    """The stage with its computations recorded in `order` as the file writes them."""
+    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
+    weight = stage.backward_weight_one_chunk
+
+    def forward_one_chunk(chunk, *a, **k):
+        order.append(f"{index}F{chunk}")
+        return fwd(chunk, *a, **k)
+
+    def backward_one_chunk(chunk, *a, **k):
+        # The runtime runs an input gradient (I) as a backward without the weights'.
+        order.append(f"{index}{'B' if k.get('full_backward', True) else 'I'}{chunk}")
+        return bwd(chunk, *a, **k)
+
+    def backward_weight_one_chunk(chunk, *a, **k):
+        order.append(f"{index}W{chunk}")
+        return weight(chunk, *a, **k)
+
+    stage.forward_one_chunk = forward_one_chunk
+    stage.backward_one_chunk = backward_one_chunk
+    stage.backward_weight_one_chunk = backward_weight_one_chunk
+    return stage
+
+
+def rank_main(rank, path, fmt, port, outdir, ranks, d):
+    """One rank: the stages its row of the file names (stage s of d on rank s mod ranks)."""
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=D)
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
     try:
-        module = block(rank)
-        stage = PipelineStage(module, rank, D, torch.device("cpu"))
+        held = list(range(rank, d, ranks))
+        modules = {s: block(s) for s in held}
         order = []
-        fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
-        weight = stage.backward_weight_one_chunk
-
-        def forward_one_chunk(chunk, *a, **k):
-            order.append(f"{rank}F{chunk}")
-            return fwd(chunk, *a, **k)
-
-        def backward_one_chunk(chunk, *a, **k):
-            # The runtime runs an input gradient (I) as a backward without the weights'.
-            order.append(f"{rank}{'B' if k.get('full_backward', True) else 'I'}{chunk}")
-            return bwd(chunk, *a, **k)
-
-        def backward_weight_one_chunk(chunk, *a, **k):
-            order.append(f"{rank}W{chunk}")
-            return weight(chunk, *a, **k)
-
-        stage.forward_one_chunk = forward_one_chunk
-        stage.backward_one_chunk = backward_one_chunk
-        stage.backward_weight_one_chunk = backward_weight_one_chunk
-        schedule = S._PipelineScheduleRuntime([stage], n_microbatches=N, loss_fn=loss_fn)
+        stages = [recorded(PipelineStage(modules[s], s, d, torch.device("cpu")), s, order) for s in held]
+        schedule = S._PipelineScheduleRuntime(stages, n_microbatches=N, loss_fn=loss_fn)
         schedule._load_csv(path, format=fmt)
         x, y = data()
-        if rank == 0:
+        first, last = 0 in held, d - 1 in held
+        if first and last:
+            schedule.step(x, target=y, losses=[])
+        elif first:
             schedule.step(x)
-        elif rank == D - 1:
+        elif last:
             schedule.step(target=y, losses=[])
         else:
             schedule.step()
-        grads = {n: p.grad.clone() for n, p in module.named_parameters()}
+        grads = {s: {n: p.grad.clone() for n, p in modules[s].named_parameters()} for s in held}
         torch.save({"order": order, "grads": grads}, os.path.join(outdir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -120,17 +133,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_runtime(path, fmt, compute_rows, reference):
+def run_runtime(path, fmt, compute_rows, reference, d):
+    ranks = len(compute_rows)
     with tempfile.TemporaryDirectory() as outdir:
-        mp.spawn(rank_main, args=(path, fmt, free_port(), outdir), nprocs=D, join=True)
+        mp.spawn(rank_main, args=(path, fmt, free_port(), outdir, ranks, d), nprocs=ranks, join=True)
         worst = 0.0
-        for rank in range(D):
+        for rank in range(ranks):
             got = torch.load(os.path.join(outdir, f"rank{rank}.pt"))
             if got["order"] != compute_rows[rank]:
                 return f"rank {rank} computed {got['order']}, the file says {compute_rows[rank]}", None
-            for name, g in got["grads"].items():
-                ref = reference[rank][name]
-                worst = max(worst, ((g - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
+            for stage, grads in got["grads"].items():
+                for name, g in grads.items():
+                    ref = reference[stage][name]
+                    worst = max(worst, ((g - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
         return None, worst
 
 
@@ -175,8 +190,8 @@ def schedules(pipeopt):
     return [n for n in names if n != "optimal"] + ["optimal"]
 
 
-def export(pipeopt, name, path, fmt):
-    args = [pipeopt, "sync", "--instance", INSTANCE, "--stages", str(D), "--micro-batches", str(N),
+def export(pipeopt, name, path, fmt, d=D):
+    args = [pipeopt, "sync", "--instance", INSTANCE, "--stages", str(d), "--micro-batches", str(N),
             "--schedule", name, "--export-torch", path, "--torch-format", fmt, "--json"]
     if name == "optimal":
         args += ["--placement", "one-direction", "--time-limit", "30s"]
@@ -191,7 +206,7 @@ def main():
     ap.add_argument("--pipeopt", default="target/debug/pipeopt")
     ap.add_argument("--out", default="results/torch-pipelining.md")
     args = ap.parse_args()
-    reference = reference_grads()
+    references = {}
     lines = [
         "| schedule | export | PyTorch's validation and lowering | runtime, compute-only | runtime, compute-comms | worst gradient error (relative) |",
         "|---|---|---|---|---|---|",
@@ -206,19 +221,35 @@ def main():
                 reason = "bidirectional (two copies of every stage)" if "bidirectional" in err else err
                 lines.append(f"| {name} | refused: {reason.replace('|', '/')} | | | | |")
                 continue
-            export(args.pipeopt, name, comms_path, "compute-comms")
             tried += 1
-            same = check_lowering(compute_path, comms_path)
-            compute_rows = rows_of(compute_path)
+            compute_rows, d = rows_of(compute_path), D
+            if len(compute_rows) == 1:
+                # Every stage on one rank (interleaved with v = D): twice the stages, two ranks
+                # (PyTorch's runtime does not send from a rank to itself).
+                d = 2 * D
+                export(args.pipeopt, name, compute_path, "compute-only", d)
+                compute_rows = rows_of(compute_path)
+            ranks = len(compute_rows)
+            reference = references.setdefault(d, reference_grads(d))
+            runs = [(compute_path, "compute_only")]
+            if ranks == D:
+                export(args.pipeopt, name, comms_path, "compute-comms")
+                same = check_lowering(compute_path, comms_path)
+                lowering = "valid; lowering identical" if same else "valid; lowering DIFFERS"
+                runs.append((comms_path, "compute_comms"))
+            else:
+                # Several stages per rank: PyTorch lowers the compute-only file itself.
+                S._validate_schedule(actions(compute_path), ranks, d, N)
+                same, lowering = True, "valid; lowered by PyTorch"
             cells, worst_all = [], 0.0
-            for path, fmt in [(compute_path, "compute_only"), (comms_path, "compute_comms")]:
-                problem, worst = run_runtime(path, fmt, compute_rows, reference)
+            for path, fmt in runs:
+                problem, worst = run_runtime(path, fmt, compute_rows, reference, d)
                 cells.append(problem or "ran, same order")
                 worst_all = max(worst_all, worst or 0.0)
             ok = same and all(c == "ran, same order" for c in cells) and worst_all <= 1e-9
             passed += ok
-            lowering = "valid; lowering identical" if same else "valid; lowering DIFFERS"
-            lines.append(f"| {name} | {D} ranks x {len(compute_rows[0])} computations | {lowering} | {cells[0]} | {cells[1]} | {worst_all:.1e} |")
+            cells += ["(compute-only only)"] * (2 - len(cells))
+            lines.append(f"| {name} | {d} stages on {ranks} ranks x {len(compute_rows[0])} computations | {lowering} | {cells[0]} | {cells[1]} | {worst_all:.1e} |")
     summary = f"{passed} of {tried} exported schedules pass every check (D = {D}, N = {N}, torch {torch.__version__})."
     text = "\n".join(lines) + "\n\n" + summary + "\n"
     print(text)

@@ -367,6 +367,15 @@ fn every_registered_closed_form_matches_the_simulator() {
                     }
                 }
             }
+            // Megatron-LM's (P - 1)(F + B): 1F1B's bubble on P workers divided by v.
+            "interleaved-2" | "interleaved-4" => {
+                let v = s.stages_per_worker;
+                for p in 1..=6 {
+                    for n in (p..=4 * p).step_by(p) {
+                        exact(s.kind(), p * v, n, F, B);
+                    }
+                }
+            }
             // Zero, counted as the paper counts it: tests/sync_zero_bubble.rs.
             "zb-h2" => assert_eq!(s.kind().paper_bubble_ratio(4, 8), Some(0.0)),
             other => panic!("no closed-form check for the registered schedule {other}"),

@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
-use pipeopt::schedule::sync::{bapipe, chimera, dapple, gems, gpipe, mixpipe, Instr, ScheduleKind};
+use pipeopt::schedule::sync::{
+    bapipe, chimera, dapple, gems, gpipe, interleaved, mixpipe, zero_bubble, Instr, Pass,
+    ScheduleKind,
+};
 use proptest::prelude::*;
 
 fn kinds(d: usize, n: usize, k: usize, gamma: usize) -> Vec<ScheduleKind> {
@@ -15,7 +18,19 @@ fn kinds(d: usize, n: usize, k: usize, gamma: usize) -> Vec<ScheduleKind> {
         bapipe::ONE_F_ONE_B_SO.kind(),
         bapipe::ONE_F_ONE_B_AS.kind(),
         bapipe::FBP_AS.kind(),
+        zero_bubble::ZB_H1.kind(),
+        zero_bubble::ZB_H2.kind(),
     ];
+    for v in [2, 4] {
+        if d % v == 0 && n % (d / v) == 0 {
+            let desc = if v == 2 {
+                &interleaved::INTERLEAVED_2
+            } else {
+                &interleaved::INTERLEAVED_4
+            };
+            out.push(desc.kind());
+        }
+    }
     if d % 2 == 0 && n % 2 == 0 && n >= d {
         out.extend([
             gems::GEMS.kind(),
@@ -51,6 +66,8 @@ proptest! {
             stash_bytes: vec![1.0; d],
             input_bytes: vec![0.0; d],
             output_bytes: vec![0.0; d],
+            // The split backward's weight gradients (zero-bubble schedules).
+            weight_gradient_seconds: times.iter().take(d).map(|t| 0.4 * t.1).collect(),
             ..StageCosts::uniform(d, 0.0, 0.0, 0.0)
         };
         for kind in kinds(d, n, k, gamma) {
@@ -73,10 +90,16 @@ proptest! {
                     }
                 }
             }
-            // Every operation of every micro-batch ran once, after its input (and transfer).
-            prop_assert_eq!(span.len(), 2 * d * n);
+            // Every operation of every micro-batch ran once (its backward whole or as input
+            // and weight gradients), after its input (and transfer).
+            let per_micro_batch = if kind.schedule.splits_backward { 3 } else { 2 };
+            prop_assert_eq!(span.len(), per_micro_batch * d * n);
             for (&op, &(start, _, w)) in &span {
-                if let Some(dep) = op.input(d) {
+                // The gradient comes from the next stage's input gradient where it is split.
+                let producer = |dep: Instr| {
+                    if span.contains_key(&dep) { dep } else { dep.with_pass(Pass::BackwardInput) }
+                };
+                if let Some(dep) = op.input(d).map(producer) {
                     let (_, dep_end, dw) = span[&dep];
                     let cut = if op.is_forward() { dep.stage() } else { op.stage() };
                     let transfer = if dw != w && kind.execution() == Execution::Serial {

@@ -3,8 +3,9 @@
 //!
 //! Generators are pure functions of the pipeline shape: `gpipe`, `dapple` (1F1B with a
 //! flush), `gems`, `chimera`, `mixpipe` (with its eq. (1)-(5) search), `bapipe`
-//! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration) and `zero_bubble` (ZB-H1,
-//! ZB-H2, whose backwards are split into input and weight gradients). The bidirectional ones are
+//! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration), `zero_bubble` (ZB-H1,
+//! ZB-H2, whose backwards are split into input and weight gradients) and `interleaved`
+//! (Megatron-LM's interleaved 1F1B, several stages per worker). The bidirectional ones are
 //! built by `list`, a list scheduler run on nominal durations (backward = 2 x forward, the
 //! papers' assumption); the streams it records are then replayed by `sim` with any real
 //! stage times.
@@ -23,6 +24,7 @@ pub mod file;
 pub mod gems;
 pub mod gpipe;
 pub mod hybrid;
+pub mod interleaved;
 pub mod list;
 pub mod mixpipe;
 pub mod registry;
@@ -280,6 +282,8 @@ pub static SCHEDULES: &[&ScheduleDescriptor] = &[
     &bapipe::FBP_AS,
     &zero_bubble::ZB_H1,
     &zero_bubble::ZB_H2,
+    &interleaved::INTERLEAVED_2,
+    &interleaved::INTERLEAVED_4,
 ];
 
 #[cfg(test)]
@@ -345,6 +349,8 @@ mod name_tests {
             (bapipe::FBP_AS.kind(), "fbp-as"),
             (zero_bubble::ZB_H1.kind(), "zb-h1"),
             (zero_bubble::ZB_H2.kind(), "zb-h2"),
+            (interleaved::INTERLEAVED_2.kind(), "interleaved-2"),
+            (interleaved::INTERLEAVED_4.kind(), "interleaved-4"),
         ];
         assert_eq!(expected.len(), SCHEDULES.len());
         for ((kind, name), s) in expected.into_iter().zip(SCHEDULES) {

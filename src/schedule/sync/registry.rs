@@ -151,6 +151,9 @@ pub struct ScheduleDescriptor {
     /// schedules): the schedule-optimum MILP does not model the split, so such a schedule
     /// has no placement to be compared with.
     pub splits_backward: bool,
+    /// How many stages each worker holds (interleaved schedules: `D / stages_per_worker`
+    /// workers); 1 elsewhere. The schedule-optimum MILP has one stage per worker.
+    pub stages_per_worker: usize,
     /// How the simulator runs the streams.
     pub execution: Execution,
     /// Whether the schedule takes MixPipe's K and Gamma (`--k`, `--gamma`).
@@ -182,6 +185,7 @@ pub const DEFAULTS: ScheduleDescriptor = ScheduleDescriptor {
     paper: "",
     bidirectional: false,
     splits_backward: false,
+    stages_per_worker: 1,
     execution: Execution::Serial,
     takes_k_gamma: false,
     params: |_, _, _, _| Ok(None),
@@ -339,9 +343,12 @@ impl ScheduleKind {
 
     /// The placement whose optimum the schedule is compared with, `None` for schedules the
     /// MILP does not model (BaPipe's streamed and forward-backward-parallel executions, the
-    /// split backward).
+    /// split backward, several stages per worker).
     pub fn placement(self) -> Option<Placement> {
-        if self.execution() != Execution::Serial || self.schedule.splits_backward {
+        if self.execution() != Execution::Serial
+            || self.schedule.splits_backward
+            || self.schedule.stages_per_worker > 1
+        {
             None
         } else if self.bidirectional() {
             Some(Placement::Bidirectional)

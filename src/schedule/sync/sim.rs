@@ -5,7 +5,7 @@
 //! one-resource link is not modelled here, the synchronous papers' closed forms assume
 //! none).
 //!
-//! Reported: makespan (iteration time), bubble ratio (idle time over D x makespan, idle
+//! Reported: makespan (iteration time), bubble ratio (idle time over workers x makespan, idle
 //! being the makespan minus the forward and backward work of the worker), and per worker
 //! the memory of docs/model.md section 6 with section 7's weights: every stage replica the
 //! worker holds counts 2 W (one weight version and its gradient accumulator; two replicas,
@@ -211,8 +211,14 @@ pub enum SimError {
     Missing { instr: Instr },
     #[error("{instr:?} names stage {} but there are {stages} stages", instr.stage())]
     StageOutOfRange { instr: Instr, stages: usize },
-    #[error("the schedule has {streams} streams but {workers} stages: one stream per worker, as many workers as stages")]
-    Shape { streams: usize, workers: usize },
+    #[error("the schedule has {streams} streams for {stages} stages: one stream per worker, at least one worker and at most one per stage")]
+    Shape { streams: usize, stages: usize },
+    #[error("{instr:?} runs on worker {second} but its stage runs on worker {first}: each stage lives on one worker")]
+    StageOnTwoWorkers {
+        instr: Instr,
+        first: usize,
+        second: usize,
+    },
     #[error("{instr:?} runs on worker {weight_worker} but its input gradient on worker {input_worker}: the two parts of a backward share their stage's worker")]
     SplitApart {
         instr: Instr,
@@ -264,22 +270,32 @@ impl SimReport {
 }
 
 /// Checks that every operation appears once, that every micro-batch has all its
-/// operations, and that stages are in range.
+/// operations, that stages are in range and that each stage (of each pipeline) runs on one
+/// worker.
 fn check_streams(schedule: &Schedule, d: usize) -> Result<(), SimError> {
-    if schedule.len() != d {
+    if schedule.is_empty() || schedule.len() > d {
         return Err(SimError::Shape {
             streams: schedule.len(),
-            workers: d,
+            stages: d,
         });
     }
     let mut seen: HashMap<Instr, usize> = HashMap::new();
     let mut batches: BTreeSet<(Pipeline, usize)> = BTreeSet::new();
+    let mut home: HashMap<(Pipeline, usize), usize> = HashMap::new();
     for (w, stream) in schedule.iter().enumerate() {
         for &op in stream {
             if op.stage() >= d {
                 return Err(SimError::StageOutOfRange {
                     instr: op,
                     stages: d,
+                });
+            }
+            let worker = *home.entry((op.pipeline(), op.stage())).or_insert(w);
+            if worker != w {
+                return Err(SimError::StageOnTwoWorkers {
+                    instr: op,
+                    first: worker,
+                    second: w,
                 });
             }
             if let Some(&first) = seen.get(&op) {
@@ -367,7 +383,8 @@ pub fn simulate(
     let mut end: HashMap<Instr, f64> = HashMap::new();
     let mut next = vec![0usize; lanes.len()];
     let mut free = vec![0.0f64; lanes.len()];
-    let mut intervals = vec![Vec::new(); d];
+    let workers = schedule.len();
+    let mut intervals = vec![Vec::new(); workers];
     loop {
         let mut progress = false;
         for (lane, (w, stream)) in lanes.iter().enumerate() {
@@ -427,11 +444,11 @@ pub fn simulate(
         .map(|s| s.iter().map(|&op| costs.seconds(op)).sum())
         .collect();
     let bubble_ratio = if makespan > 0.0 {
-        1.0 - work_seconds.iter().sum::<f64>() / (d as f64 * makespan)
+        1.0 - work_seconds.iter().sum::<f64>() / (workers as f64 * makespan)
     } else {
         0.0
     };
-    let memory = (0..d)
+    let memory = (0..workers)
         .map(|w| worker_memory(schedule, costs, &timeline, &worker_of, w))
         .collect();
     Ok(SimReport {

@@ -14,9 +14,11 @@
 //!   computes), and its markers `UNSHARD`, `REDUCE_GRAD` (after the stage's last backward:
 //!   where the runtime scales the gradients by the micro-batch count) and `RESHARD`.
 //!
-//! PyTorch runs one copy of each stage, stage `s` on rank `s` in the schedules pipeopt
-//! draws: bidirectional schedules (Chimera, GEMS, MixPipe), whose two pipelines each hold a
-//! copy of every stage, have no such file. Reading keeps the computations (the simulator
+//! PyTorch runs one copy of each stage: stage `s` on rank `s` in most schedules pipeopt
+//! draws, on rank `s mod P` in the interleaved ones (written compute-only: PyTorch's lowering
+//! of several stages per rank also places its prefetching markers, which pipeopt does not
+//! reproduce); bidirectional schedules (Chimera, GEMS, MixPipe), whose two pipelines each
+//! hold a copy of every stage, have no such file. Reading keeps the computations (the simulator
 //! derives the transfers from the dependencies), skips the actions PyTorch's lowering adds
 //! for sharded stages and data-parallel gradients (`UNSHARD`, `RESHARD`, `REDUCE_GRAD`:
 //! the model keeps weights resident and the pipeline's iteration ends before any
@@ -112,6 +114,8 @@ pub enum TorchCsvError {
         text: String,
         reason: String,
     },
+    #[error("{0} holds several stages per worker: its compute-only file is PyTorch's to lower (its runtime places the transfers and its UNSHARD/RESHARD prefetches itself); pipeopt writes the lowered form for one stage per rank only")]
+    LoweringVirtualStages(String),
     #[error("the file has no action")]
     Empty,
 }
@@ -128,6 +132,13 @@ pub fn write(
         .any(|i| i.pipeline() == Pipeline::Up)
     {
         return Err(TorchCsvError::Bidirectional(name.to_string()));
+    }
+    let one_stage_per_rank = schedule
+        .iter()
+        .enumerate()
+        .all(|(rank, stream)| stream.iter().all(|i| i.stage() == rank));
+    if format == TorchFormat::WithCommunication && !one_stage_per_rank {
+        return Err(TorchCsvError::LoweringVirtualStages(name.to_string()));
     }
     let compute: Vec<Vec<Action>> = schedule
         .iter()
