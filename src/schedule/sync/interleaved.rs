@@ -121,4 +121,32 @@ mod tests {
         assert!(interleaved(8, 6, 2).is_err());
         assert_eq!(interleaved_bubble_ratio(8, 6, 2), None);
     }
+
+    #[test]
+    fn the_bubble_is_one_f_one_b_s_divided_by_v() {
+        // The same model on P workers: 1F1B with one stage of v chunks per worker, against v
+        // stages per worker (the paper's eq. (3)).
+        for v in [2, 4] {
+            for p in 2..7 {
+                for n in [p, 2 * p, 4 * p] {
+                    let chunks = StageCosts::uniform(p * v, 1.0, 2.0, 0.0);
+                    let s = interleaved(p * v, n, v).unwrap();
+                    let inter = simulate(&s, &chunks, Execution::Serial).unwrap();
+                    let whole = StageCosts::uniform(p, v as f64, 2.0 * v as f64, 0.0);
+                    let one = simulate(
+                        &super::super::dapple::dapple(p, n),
+                        &whole,
+                        Execution::Serial,
+                    )
+                    .unwrap();
+                    let work = 3.0 * (n * v) as f64;
+                    let (a, b) = (inter.makespan_seconds - work, one.makespan_seconds - work);
+                    assert!(
+                        (a * v as f64 - b).abs() < 1e-9,
+                        "v={v} P={p} N={n}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
 }
