@@ -85,6 +85,7 @@ fn main() {
                     memory: None,
                     live_cap: Some(cap),
                     formulation: Formulation::Auto,
+                    split_backward: false,
                 };
                 let o = optimal_schedule(&problem, proposals, &options).unwrap();
                 println!(

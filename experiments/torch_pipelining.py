@@ -21,15 +21,17 @@ one-direction placement), at D = 4 stages and N = 8 micro-batches:
    of single-process training on the same N micro-batches to 1e-9 (relative).
 
 Bidirectional schedules (Chimera, GEMS, MixPipe) have no file: PyTorch runs one copy of each
-stage. Interleaved schedules hold several stages per rank (stage s on rank s mod ranks): their
-compute-only file is validated and lowered by PyTorch itself and run with every rank holding
-its stages; where all D stages would sit on one rank (v = D), they run with 2D stages on two
+stage. Interleaved schedules hold several stages per rank (stage s on rank s mod ranks), ZB-V
+and DualPipeV two in a V (stages r and D - 1 - r on rank r): their compute-only file is
+validated and lowered by PyTorch itself and run with every rank holding the stages its row
+computes; where all D stages would sit on one rank (v = D), they run with 2D stages on two
 ranks (PyTorch's runtime does not send from a rank to itself). Writes a Markdown table. Needs torch 2.11 (pip install torch); no GPU.
 """
 import argparse
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -99,16 +101,33 @@ def recorded(stage, index, order):
     return stage
 
 
-def rank_main(rank, path, fmt, port, outdir, ranks, d):
-    """One rank: the stages its row of the file names (stage s of d on rank s mod ranks)."""
+def without_self_pairs(stage):
+    """The stage's start-up exchange with its neighbours, without those on its own rank: a V
+    puts its two middle stages on one rank, whose outputs the runtime passes locally
+    (`_add_send_recv` places no transfer between them), but the start-up still pairs them
+    through the process group, which gloo cannot do with itself."""
+    ops = stage._get_init_p2p_neighbors_ops
+
+    def own_rank_dropped():
+        return [op for op in ops() if op.group_peer != stage.group_rank]
+
+    stage._get_init_p2p_neighbors_ops = own_rank_dropped
+    return stage
+
+
+def rank_main(rank, path, fmt, port, outdir, placement, d):
+    """One rank: the stages its row of the file names (`placement[rank]`)."""
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    dist.init_process_group("gloo", rank=rank, world_size=len(placement))
     try:
-        held = list(range(rank, d, ranks))
+        held = placement[rank]
         modules = {s: block(s) for s in held}
         order = []
-        stages = [recorded(PipelineStage(modules[s], s, d, torch.device("cpu")), s, order) for s in held]
+        stages = [
+            without_self_pairs(recorded(PipelineStage(modules[s], s, d, torch.device("cpu")), s, order))
+            for s in held
+        ]
         schedule = S._PipelineScheduleRuntime(stages, n_microbatches=N, loss_fn=loss_fn)
         schedule._load_csv(path, format=fmt)
         x, y = data()
@@ -135,8 +154,11 @@ def free_port():
 
 def run_runtime(path, fmt, compute_rows, reference, d):
     ranks = len(compute_rows)
+    # Each rank holds the stages its row computes (s mod ranks when interleaved, a V's r and
+    # d - 1 - r for ZB-V and DualPipeV).
+    placement = [sorted({S._Action.from_str(a).stage_index for a in row}) for row in compute_rows]
     with tempfile.TemporaryDirectory() as outdir:
-        mp.spawn(rank_main, args=(path, fmt, free_port(), outdir, ranks, d), nprocs=ranks, join=True)
+        mp.spawn(rank_main, args=(path, fmt, free_port(), outdir, placement, d), nprocs=ranks, join=True)
         worst = 0.0
         for rank in range(ranks):
             got = torch.load(os.path.join(outdir, f"rank{rank}.pt"))
@@ -183,8 +205,9 @@ def schedules(pipeopt):
     names = []
     for line in help_text[start:].splitlines()[1:]:
         line = line.strip()
-        if line.startswith("- "):
-            names.append(line[2:].split(":")[0].strip())
+        value = re.match(r"- ([a-z0-9][a-z0-9-]*):", line)
+        if value:
+            names.append(value.group(1))
         elif line.startswith("--"):
             break
     return [n for n in names if n != "optimal"] + ["optimal"]

@@ -38,5 +38,6 @@ mod sync_cli;
 mod sync_closed_forms;
 mod sync_milp;
 mod sync_properties;
+mod sync_v_shape;
 mod sync_zero_bubble;
 mod zero_windows;

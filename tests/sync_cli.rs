@@ -902,7 +902,7 @@ fn sync_json_keys_stay_the_same() {
         .iter()
         .copied()
         .filter(|k| *k != "intra_layer")
-        .chain(["placement", "solver", "status", "streams"])
+        .chain(["placement", "solver", "split_backward", "status", "streams"])
         .collect();
     want.sort();
     assert_eq!(keys(&optimal), want);
@@ -920,6 +920,7 @@ fn sync_json_keys_stay_the_same() {
             "placement",
             "schedule",
             "solver",
+            "split_backward",
             "stages",
             "status"
         ]

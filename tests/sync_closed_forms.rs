@@ -376,8 +376,19 @@ fn every_registered_closed_form_matches_the_simulator() {
                     }
                 }
             }
-            // Zero, counted as the paper counts it: tests/sync_zero_bubble.rs.
-            "zb-h2" => assert_eq!(s.kind().paper_bubble_ratio(4, 8), Some(0.0)),
+            // Zero, counted as the paper counts it: tests/sync_zero_bubble.rs and
+            // tests/sync_v_shape.rs.
+            "zb-h2" | "zb-v" => assert_eq!(s.kind().paper_bubble_ratio(4, 8), Some(0.0)),
+            // The repository's (D/2 - 1)(F&B + B - 3W) at equal times.
+            "dualpipe-v" => {
+                for p in 1..=6 {
+                    for n in 2 * p..=8 * p {
+                        let r = zero_bubble_run(s.kind(), 2 * p, n, 1.0, 1.0, 1.0);
+                        let paper = s.kind().paper_bubble_ratio(2 * p, n).unwrap();
+                        assert!(close(r.bubble_ratio, paper), "dualpipe-v P={p} N={n}");
+                    }
+                }
+            }
             other => panic!("no closed-form check for the registered schedule {other}"),
         }
     }

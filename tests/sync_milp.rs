@@ -10,7 +10,7 @@ use pipeopt::milp::sync_schedule::{
 use pipeopt::milp::{MilpOptions, SolveStatus};
 use pipeopt::schedule::sync::chimera::chimera_for;
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
-use pipeopt::schedule::sync::{chimera, dapple, gpipe, Instr, Schedule};
+use pipeopt::schedule::sync::{chimera, dapple, gpipe, Instr, Pass, Schedule};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
@@ -32,6 +32,7 @@ fn solve(
         memory,
         live_cap,
         formulation,
+        split_backward: false,
     };
     optimal_schedule(&problem, proposals, &MilpOptions::default()).unwrap()
 }
@@ -138,7 +139,7 @@ fn exhaustive(runs: &[(f64, f64, usize)], memory: Option<f64>, cap: Option<usize
 }
 
 fn operations_of(placement: Placement, d: usize, n: usize) -> Vec<Vec<Instr>> {
-    let s = sequential_streams(d, n, placement);
+    let s = sequential_streams(d, n, placement, false);
     s.into_iter()
         .map(|mut w| {
             w.sort_by_key(|i| format!("{i:?}"));
@@ -167,7 +168,7 @@ fn optimum_and_infeasibility_match_exhaustive_search() {
                 &[Formulation::Auto]
             };
             let seq = simulate(
-                &sequential_streams(d, n, placement),
+                &sequential_streams(d, n, placement, false),
                 &costs,
                 Execution::Serial,
             )
@@ -303,4 +304,138 @@ fn chimera_is_optimal_on_its_placement_at_d_8() {
         );
         assert!(close(check_proven(&o, &costs), want), "B={b}");
     }
+}
+
+/// Every per-worker order of `ops` that keeps each operation after those of its own worker
+/// that it depends on (directly or through other workers), simulated: makespan, peak
+/// memory, most live micro-batches, of those that run. Orders that break such a dependency
+/// deadlock, so this is `every_order` without enumerating them.
+fn every_consistent_order(costs: &StageCosts, ops: &[Vec<Instr>]) -> Vec<(f64, f64, usize)> {
+    let d = costs.stages();
+    let all: Vec<Instr> = ops.iter().flatten().copied().collect();
+    let present = |i: &Instr| all.contains(i);
+    let inputs = |i: Instr| -> Option<Instr> {
+        let dep = i.input(d)?;
+        Some(if present(&dep) {
+            dep
+        } else {
+            dep.with_pass(Pass::BackwardInput)
+        })
+    };
+    // `reaches(a, b)`: b depends on a, directly or not.
+    let reaches = |a: Instr, b: Instr| {
+        let mut at = Some(b);
+        while let Some(x) = at {
+            at = inputs(x);
+            if at == Some(a) {
+                return true;
+            }
+        }
+        false
+    };
+    let orders: Vec<Vec<Vec<Instr>>> = ops
+        .iter()
+        .map(|w| {
+            w.iter()
+                .copied()
+                .permutations(w.len())
+                .filter(|p| (0..p.len()).all(|i| (i + 1..p.len()).all(|j| !reaches(p[j], p[i]))))
+                .collect()
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for streams in orders.iter().multi_cartesian_product() {
+        let s: Schedule = streams.into_iter().cloned().collect();
+        // Orders consistent on each worker may still wait on each other across workers.
+        if let Ok(r) = simulate(&s, costs, Execution::Serial) {
+            let live = r.memory.iter().map(|w| w.peak_live).max().unwrap_or(0);
+            runs.push((r.makespan_seconds, r.peak_bytes(), live));
+        }
+    }
+    runs
+}
+
+#[test]
+fn split_backwards_and_several_stages_per_worker_match_exhaustive_search() {
+    // Tiny pipelines on every placement the optimum knows beyond one stage per worker,
+    // with and without the split backward: the optimum and infeasibility against every
+    // order, at memory budgets from below the least peak to loose. The weight gradient
+    // keeps part of the stash (a third), so the split changes memory as well as time.
+    let mut checked = 0;
+    for (d, n, placement, split) in [
+        (2, 2, Placement::OneDirection, true),
+        (3, 1, Placement::OneDirection, true),
+        (2, 2, Placement::VShape, false),
+        (4, 1, Placement::VShape, true),
+        (4, 2, Placement::VShape, false),
+        (4, 2, Placement::Interleaved2, false),
+        (4, 1, Placement::Interleaved2, true),
+    ] {
+        let mut costs = uneven(d, 3 + d as u64, true).with_weight_gradient_share(0.5);
+        costs.weight_gradient_stash_bytes = costs.stash_bytes.iter().map(|s| s / 3.0).collect();
+        let ops = operations_of_split(placement, d, n, split);
+        let runs = every_consistent_order(&costs, &ops);
+        let seq = simulate(
+            &sequential_streams(d, n, placement, split),
+            &costs,
+            Execution::Serial,
+        )
+        .unwrap();
+        let least = seq.peak_bytes();
+        for memory in [None, Some(least * 0.999), Some(least), Some(least * 1.15)] {
+            let want = exhaustive(&runs, memory, None);
+            for formulation in [Formulation::Disjunctive, Formulation::TimeIndexed] {
+                let problem = SyncProblem {
+                    costs: &costs,
+                    placement,
+                    micro_batches: n,
+                    memory,
+                    live_cap: None,
+                    formulation,
+                    split_backward: split,
+                };
+                let o = optimal_schedule(&problem, &[], &MilpOptions::default()).unwrap();
+                let case =
+                    format!("D={d} N={n} {placement:?} split={split} M={memory:?} {formulation:?}");
+                match want {
+                    None => assert_eq!(o.status, SolveStatus::Infeasible, "{case}: {o:?}"),
+                    Some(w) => {
+                        let m = check_proven(&o, &costs);
+                        assert!(close(m, w), "{case}: {m} vs {w}");
+                        let streams = o.schedule.as_ref().unwrap();
+                        assert_eq!(streams.len(), placement.workers(d), "{case}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 7 * 4 * 2);
+}
+
+#[test]
+fn split_live_caps_match_exhaustive_search() {
+    // A live cap counts a micro-batch until its input gradient, not its weight gradient.
+    let (d, n) = (2, 2);
+    let costs = uneven(d, 5, true).with_weight_gradient_share(0.5);
+    let runs = every_consistent_order(
+        &costs,
+        &operations_of_split(Placement::OneDirection, d, n, true),
+    );
+    let want = exhaustive(&runs, None, Some(1)).unwrap();
+    let problem = SyncProblem {
+        costs: &costs,
+        placement: Placement::OneDirection,
+        micro_batches: n,
+        memory: None,
+        live_cap: Some(vec![1; d]),
+        formulation: Formulation::Disjunctive,
+        split_backward: true,
+    };
+    let o = optimal_schedule(&problem, &[], &MilpOptions::default()).unwrap();
+    assert!(close(check_proven(&o, &costs), want));
+}
+
+fn operations_of_split(placement: Placement, d: usize, n: usize, split: bool) -> Vec<Vec<Instr>> {
+    sequential_streams(d, n, placement, split)
 }

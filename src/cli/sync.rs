@@ -51,9 +51,15 @@ pub struct SyncArgs {
     #[arg(long, default_value = "dapple", value_parser = schedule_parser())]
     schedule: String,
     /// --schedule optimal: one-direction, bidirectional (Chimera's and MixPipe's two
-    /// pipelines) or gems (bidirectional, one live micro-batch per worker).
+    /// pipelines), gems (bidirectional, one live micro-batch per worker), interleaved-2 or
+    /// interleaved-4 (Megatron-LM's: stage s on worker s mod (D/v)), or v-shape (ZB-V's and
+    /// DualPipeV's: stages s and D-1-s on one worker).
     #[arg(long)]
     placement: Option<String>,
+    /// --schedule optimal: each backward as its input gradient then its weight gradient,
+    /// ordered freely (the zero-bubble schedules' split; docs/model.md section 7).
+    #[arg(long)]
+    split_backward: bool,
     /// --schedule optimal: most live micro-batches per worker, one number for all or one per
     /// worker (e.g. 4,3,2,1: DAPPLE's D - s).
     #[arg(long, value_delimiter = ',')]
@@ -197,6 +203,7 @@ impl SyncArgs {
         } else if self.schedule == "optimal" {
             SyncMode::Optimal(OptimalRequest {
                 placement: self.placement.clone(),
+                split_backward: self.split_backward,
                 max_live: self.max_live.clone(),
                 time_limit: self.time_limit,
                 formulation: self.formulation.clone(),
@@ -412,7 +419,12 @@ fn print_optimal(r: &OptimalReport) {
         );
         return;
     };
-    let label = format!("optimal ({})", r.placement);
+    let split = if r.split_backward {
+        ", split backward"
+    } else {
+        ""
+    };
+    let label = format!("optimal ({}{split})", r.placement);
     print_table(&label, r.stages, r.micro_batches, simulated);
     let s = &r.solver;
     println!(

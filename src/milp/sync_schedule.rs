@@ -56,9 +56,21 @@
 //! beside HiGHS's dual bound and gap.
 //!
 //! Placements: `OneDirection` runs stage s on worker s for all N micro-batches (GPipe,
-//! DAPPLE, BaPipe); `Bidirectional` adds the up pipeline of Chimera and MixPipe (stage s on
-//! worker D-1-s), micro-batches `0..N/2` down and `N/2..N` up; `Gems` is that placement
-//! under GEMS's rule of one live micro-batch per worker. Recomputation is not modelled.
+//! DAPPLE, BaPipe, ZB-H1, ZB-H2); `Bidirectional` adds the up pipeline of Chimera and
+//! MixPipe (stage s on worker D-1-s), micro-batches `0..N/2` down and `N/2..N` up; `Gems` is
+//! that placement under GEMS's rule of one live micro-batch per worker; `Interleaved2` and
+//! `Interleaved4` put stage s on worker s mod (D/v) (Megatron-LM's interleaved 1F1B), and
+//! `VShape` stages s and D-1-s on one of D/2 workers (ZB-V, DualPipeV). Recomputation is
+//! not modelled.
+//!
+//! **The split backward** (`SyncProblem::split_backward`; docs/model.md section 7). Each
+//! backward becomes two operations, the input gradient (which the stage before waits for)
+//! and the weight gradient (which waits for its own input gradient only), ordered freely
+//! on their worker like any other pair. The symmetry above holds per pass (the k-th input
+//! gradient of a replica is micro-batch k's, and so on), and the memory rows charge an
+//! input gradient the stash it frees and a weight gradient what it kept, as the simulator
+//! does; the live count ends at the input gradient. Whole-backward proposals start the
+//! search with their backwards split back to back.
 
 use crate::Error;
 
@@ -72,7 +84,7 @@ use std::time::Instant;
 
 use crate::milp::solver::{MilpOptions, Model, SolveResult, SolveStatus, Var};
 use crate::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
-use crate::schedule::sync::{Instr, Pipeline, Schedule};
+use crate::schedule::sync::{Instr, Pass, Pipeline, Schedule};
 
 /// The most micro-batches an exact schedule is asked for (`sync --schedule optimal`, a
 /// synchronous experiment's `optimum.max_micro_batches`): the model grows as N^2 D and is
@@ -127,6 +139,9 @@ pub struct SyncProblem<'a> {
     /// Most live micro-batches per worker (one entry per worker).
     pub live_cap: Option<Vec<usize>>,
     pub formulation: Formulation,
+    /// Each backward as its input gradient then its weight gradient, free to be ordered
+    /// apart (docs/model.md section 7, zero-bubble schedules); whole otherwise.
+    pub split_backward: bool,
 }
 
 /// What the MILP found.
@@ -171,16 +186,15 @@ enum Before {
     Var(Var, bool),
 }
 
-fn worker_of(placement: Placement, pipeline: Pipeline, stage: usize, d: usize) -> usize {
-    match placement {
-        Placement::OneDirection => stage,
-        _ => pipeline.worker(stage, d),
-    }
-}
-
-/// One micro-batch at a time, in micro-batch order (memory-minimal on every worker).
-pub fn sequential_streams(d: usize, n: usize, placement: Placement) -> Schedule {
-    let mut s: Schedule = vec![Vec::new(); d];
+/// One micro-batch at a time, in micro-batch order (memory-minimal on every worker); with
+/// `split_backward`, each backward as its input gradient then its weight gradient.
+pub fn sequential_streams(
+    d: usize,
+    n: usize,
+    placement: Placement,
+    split_backward: bool,
+) -> Schedule {
+    let mut s: Schedule = vec![Vec::new(); placement.workers(d)];
     let mut batches: Vec<(Pipeline, usize)> = placement
         .pipelines(n)
         .into_iter()
@@ -189,21 +203,47 @@ pub fn sequential_streams(d: usize, n: usize, placement: Placement) -> Schedule 
     batches.sort_by_key(|&(_, m)| m);
     for (pipeline, micro_batch) in batches {
         for stage in 0..d {
-            s[worker_of(placement, pipeline, stage, d)].push(Instr::Forward {
-                stage,
-                micro_batch,
-                pipeline,
-            });
+            let op = Instr::new(Pass::Forward, stage, micro_batch, pipeline);
+            s[placement.worker(pipeline, stage, d)].push(op);
         }
         for stage in (0..d).rev() {
-            s[worker_of(placement, pipeline, stage, d)].push(Instr::Backward {
-                stage,
-                micro_batch,
-                pipeline,
-            });
+            let worker = &mut s[placement.worker(pipeline, stage, d)];
+            worker.extend(
+                backward_passes(split_backward)
+                    .iter()
+                    .map(|&pass| Instr::new(pass, stage, micro_batch, pipeline)),
+            );
         }
     }
     s
+}
+
+/// `schedule` with each whole backward run as its input gradient then its weight gradient.
+pub fn with_backwards_split(schedule: &Schedule) -> Schedule {
+    schedule
+        .iter()
+        .map(|stream| {
+            stream
+                .iter()
+                .flat_map(|&op| match op.pass() {
+                    Pass::Backward => vec![
+                        op.with_pass(Pass::BackwardInput),
+                        op.with_pass(Pass::BackwardWeight),
+                    ],
+                    _ => vec![op],
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The passes of one backward: whole, or its input then its weight gradient.
+fn backward_passes(split_backward: bool) -> &'static [Pass] {
+    if split_backward {
+        &[Pass::BackwardInput, Pass::BackwardWeight]
+    } else {
+        &[Pass::Backward]
+    }
 }
 
 fn fits(problem: &SyncProblem, caps: &Option<Vec<usize>>, r: &SimReport) -> bool {
@@ -240,7 +280,7 @@ pub fn optimal_schedule(
         start: None,
         seconds: 0.0,
     };
-    let ops = operations(costs, placement, n);
+    let ops = operations(costs, placement, n, problem.split_backward);
     let index: HashMap<Instr, usize> = ops.iter().enumerate().map(|(i, o)| (o.instr, i)).collect();
     let unit = ops.iter().map(|o| o.dur).fold(0.0, f64::max);
     if !(unit > 0.0 && unit.is_finite()) {
@@ -250,7 +290,7 @@ pub fn optimal_schedule(
     }
 
     // The sequential streams: memory-minimal, so the feasibility test and the base memory.
-    let sequential = sequential_streams(d, n, placement);
+    let sequential = sequential_streams(d, n, placement, problem.split_backward);
     let seq = simulate(&sequential, costs, Execution::Serial).map_err(Error::internal)?;
     if !fits(problem, &caps, &seq) {
         out.seconds = started.elapsed().as_secs_f64();
@@ -263,7 +303,7 @@ pub fn optimal_schedule(
         .collect();
     let mut best = best_proposal(
         ("sequential".into(), sequential, seq),
-        proposals,
+        &proposals_for(problem, proposals),
         &ops,
         &index,
         |s| {
@@ -275,8 +315,14 @@ pub fn optimal_schedule(
     let ub = best.2.makespan_seconds / unit;
     let preds = precedences(&ops, &index, placement, n, costs, unit);
     let dur: Vec<f64> = ops.iter().map(|o| o.dur / unit).collect();
-    let windows = Windows::new(&ops, &preds, &dur, d, ub);
+    let windows = Windows::new(&ops, &preds, &dur, placement.workers(d), ub);
     out.lower_bound = windows.lb0 * unit;
+    if windows.lb0 >= ub * (1.0 - 1e-9) {
+        // The windows' bound (critical path, a worker's load) already meets the incumbent.
+        out.lower_bound = best.2.makespan_seconds;
+        out.status = SolveStatus::Optimal;
+        return Ok(with_streams(out, best, started));
+    }
 
     let ctx = Ctx {
         ops: &ops,
@@ -294,7 +340,7 @@ pub fn optimal_schedule(
         base: &base,
         memory: problem.memory,
         caps: &caps,
-        stash: &costs.stash_bytes,
+        costs,
         incumbent: &best.1,
         incumbent_starts: best
             .2
@@ -346,15 +392,45 @@ pub fn optimal_schedule(
             best.0
         )));
     }
-    let makespan = best.2.makespan_seconds;
+    out.status = status;
+    Ok(with_streams(out, best, started))
+}
+
+/// The proposals as the problem runs them: with the split, each whole backward becomes its
+/// two parts back to back (never longer: the stage before gets its gradient when the input
+/// gradient ends).
+fn proposals_for(
+    problem: &SyncProblem,
+    proposals: &[(String, Schedule)],
+) -> Vec<(String, Schedule)> {
+    proposals
+        .iter()
+        .map(|(name, s)| {
+            let s = if problem.split_backward {
+                with_backwards_split(s)
+            } else {
+                s.clone()
+            };
+            (name.clone(), s)
+        })
+        .collect()
+}
+
+/// `out` with the chosen streams (named, simulated), its gap from `out.lower_bound`.
+fn with_streams(
+    mut out: SyncOptimum,
+    (name, streams, report): (String, Schedule, SimReport),
+    started: Instant,
+) -> SyncOptimum {
+    let makespan = report.makespan_seconds;
     out.lower_bound = out.lower_bound.min(makespan);
     out.gap = (makespan - out.lower_bound) / makespan;
-    out.status = status;
+    out.start.get_or_insert(name);
     out.makespan = Some(makespan);
-    out.schedule = Some(best.1);
-    out.report = Some(best.2);
+    out.schedule = Some(streams);
+    out.report = Some(report);
     out.seconds = started.elapsed().as_secs_f64();
-    Ok(out)
+    out
 }
 
 /// The problem's sizes checked (at least one stage and one micro-batch, an even N for the
@@ -371,16 +447,18 @@ fn checked_live_caps(problem: &SyncProblem) -> crate::error::Result<Option<Vec<u
             "the optimal schedule needs at least one stage and one micro-batch (D = {d}, N = {n})"
         )));
     }
-    if placement != Placement::OneDirection && n % 2 != 0 {
+    placement.check_stages(d).map_err(bad)?;
+    let workers = placement.workers(d);
+    if placement.two_pipelines() && n % 2 != 0 {
         return Err(bad(format!(
             "the {} placement needs an even number of micro-batches (half per pipeline), got N = {n}",
             placement.name()
         )));
     }
     if let Some(c) = &problem.live_cap {
-        if c.len() != d || c.contains(&0) {
+        if c.len() != workers || c.contains(&0) {
             return Err(bad(format!(
-                "the live-micro-batch cap needs one positive entry per worker ({d})"
+                "the live-micro-batch cap needs one positive entry per worker ({workers})"
             )));
         }
     }
@@ -390,33 +468,24 @@ fn checked_live_caps(problem: &SyncProblem) -> crate::error::Result<Option<Vec<u
     Ok(problem.live_cap.clone())
 }
 
-/// Every forward and backward of the iteration with its worker and duration, micro-batch
-/// by micro-batch of each pipeline.
-fn operations(costs: &StageCosts, placement: Placement, n: usize) -> Vec<Op> {
+/// Every forward and backward (or input and weight gradient) of the iteration with its
+/// worker and duration, micro-batch by micro-batch of each pipeline.
+fn operations(costs: &StageCosts, placement: Placement, n: usize, split_backward: bool) -> Vec<Op> {
     let d = costs.stages();
     let mut ops: Vec<Op> = Vec::new();
     for (pipeline, range) in placement.pipelines(n) {
         for micro_batch in range {
             for stage in 0..d {
-                let worker = worker_of(placement, pipeline, stage, d);
-                ops.push(Op {
-                    instr: Instr::Forward {
-                        stage,
-                        micro_batch,
-                        pipeline,
-                    },
-                    worker,
-                    dur: costs.forward_seconds[stage],
-                });
-                ops.push(Op {
-                    instr: Instr::Backward {
-                        stage,
-                        micro_batch,
-                        pipeline,
-                    },
-                    worker,
-                    dur: costs.backward_seconds[stage],
-                });
+                let worker = placement.worker(pipeline, stage, d);
+                let passes = std::iter::once(&Pass::Forward).chain(backward_passes(split_backward));
+                ops.extend(passes.map(|&pass| {
+                    let instr = Instr::new(pass, stage, micro_batch, pipeline);
+                    Op {
+                        instr,
+                        worker,
+                        dur: costs.seconds(instr),
+                    }
+                }));
             }
         }
     }
@@ -433,10 +502,10 @@ fn best_proposal(
     index: &HashMap<Instr, usize>,
     simulated: impl Fn(&Schedule) -> Option<SimReport>,
 ) -> (String, Schedule, SimReport) {
-    let d = sequential.1.len();
+    let workers = sequential.1.len();
     let mut best = sequential;
     for (name, s) in proposals {
-        let same_ops = s.len() == d
+        let same_ops = s.len() == workers
             && s.iter().map(Vec::len).sum::<usize>() == ops.len()
             && s.iter().enumerate().all(|(w, st)| {
                 st.iter()
@@ -480,32 +549,22 @@ fn precedences(
         }
     };
     let previous = |i: Instr| -> Option<Instr> {
-        let (p, lo) = placement
+        let (pass, stage, micro_batch, pipeline) = i.parts();
+        let lo = placement
             .pipelines(n)
             .into_iter()
-            .find(|(p, r)| *p == i.pipeline() && r.contains(&i.micro_batch()))
-            .map(|(p, r)| (p, r.start))?;
-        if i.micro_batch() == lo {
-            return None;
-        }
-        let (stage, micro_batch) = (i.stage(), i.micro_batch() - 1);
-        Some(if i.is_forward() {
-            Instr::Forward {
-                stage,
-                micro_batch,
-                pipeline: p,
-            }
-        } else {
-            Instr::Backward {
-                stage,
-                micro_batch,
-                pipeline: p,
-            }
-        })
+            .find(|(p, r)| *p == pipeline && r.contains(&micro_batch))
+            .map(|(_, r)| r.start)?;
+        (micro_batch > lo).then(|| Instr::new(pass, stage, micro_batch - 1, pipeline))
+    };
+    // A gradient comes from the next stage's input gradient where backwards are split.
+    let producer = |dep: Instr| match dep.pass() {
+        Pass::Backward if !index.contains_key(&dep) => dep.with_pass(Pass::BackwardInput),
+        _ => dep,
     };
     let mut preds: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ops.len()];
     for (k, o) in ops.iter().enumerate() {
-        if let Some(i) = o.instr.input(d) {
+        if let Some(i) = o.instr.input(d).map(producer) {
             preds[k].push((index[&i], lag(i, o.instr)));
         }
         if let Some(p) = previous(o.instr) {
@@ -529,7 +588,13 @@ struct Windows {
 }
 
 impl Windows {
-    fn new(ops: &[Op], preds: &[Vec<(usize, f64)>], dur: &[f64], d: usize, ub: f64) -> Windows {
+    fn new(
+        ops: &[Op],
+        preds: &[Vec<(usize, f64)>],
+        dur: &[f64],
+        workers: usize,
+        ub: f64,
+    ) -> Windows {
         // Heads and tails over the precedence DAG (topological order by longest-path
         // relaxation).
         let topo = topological(preds);
@@ -546,7 +611,7 @@ impl Windows {
             }
         }
         let latest: Vec<f64> = (0..ops.len()).map(|k| ub - dur[k] - tail[k]).collect();
-        let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); d];
+        let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); workers];
         for (k, o) in ops.iter().enumerate() {
             by_worker[o.worker].push(k);
         }
@@ -619,7 +684,7 @@ struct Ctx<'a> {
     base: &'a [f64],
     memory: Option<f64>,
     caps: &'a Option<Vec<usize>>,
-    stash: &'a [f64],
+    costs: &'a StageCosts,
     incumbent: &'a Schedule,
     /// The incumbent's simulated starts, by operation index.
     incumbent_starts: Vec<(usize, f64)>,
@@ -646,17 +711,24 @@ fn disjunctive(ctx: &Ctx, options: &MilpOptions) -> crate::error::Result<Solved>
 }
 
 /// Whether `a` runs before `b` in every schedule of the reduced space (`Some(true)`), after
-/// it (`Some(false)`), or either: on one stage of one pipeline, micro-batches of one kind
-/// run in order, and a micro-batch's forward before its backward.
+/// it (`Some(false)`), or either: on one stage of one pipeline, micro-batches of one pass
+/// run in order, and a micro-batch's forward before its backward (its input gradient
+/// before its weight gradient).
 fn forced_order(a: Instr, b: Instr) -> Option<bool> {
     if a.pipeline() != b.pipeline() || a.stage() != b.stage() {
         return None;
     }
+    // Each pass's place in a micro-batch's sequence.
+    let rank = |i: Instr| match i.pass() {
+        Pass::Forward => 0,
+        Pass::Backward | Pass::BackwardInput => 1,
+        Pass::BackwardWeight => 2,
+    };
     let (i, j) = (a.micro_batch(), b.micro_batch());
-    match (a.is_forward(), b.is_forward()) {
-        (true, true) | (false, false) => Some(i < j),
-        (true, false) => (j >= i).then_some(true),
-        (false, true) => (i >= j).then_some(false),
+    match rank(a).cmp(&rank(b)) {
+        std::cmp::Ordering::Equal => Some(i < j),
+        std::cmp::Ordering::Less => (j >= i).then_some(true),
+        std::cmp::Ordering::Greater => (i >= j).then_some(false),
     }
 }
 
@@ -796,17 +868,21 @@ impl<'c, 'a> Disjunctive<'c, 'a> {
         let ops = ctx.ops;
         for (w, ks) in ctx.by_worker.iter().enumerate() {
             for &t in ks.iter().filter(|&&k| ops[k].instr.is_forward()) {
-                let stash = |k: usize| ctx.stash[ops[k].instr.stage()];
                 let mut rows: Vec<(Vec<f64>, f64)> = Vec::new();
                 if let Some(m) = ctx.memory {
                     let scale = m.max(1.0);
                     rows.push((
-                        ks.iter().map(|&k| stash(k) / scale).collect(),
+                        ks.iter()
+                            .map(|&k| stash_change(ctx.costs, ops[k].instr) / scale)
+                            .collect(),
                         (m - ctx.base[w]) / scale,
                     ));
                 }
                 if let Some(cap) = ctx.caps {
-                    rows.push((vec![1.0; ks.len()], cap[w] as f64));
+                    rows.push((
+                        ks.iter().map(|&k| live_change(ops[k].instr)).collect(),
+                        cap[w] as f64,
+                    ));
                 }
                 for (weights, budget) in rows {
                     let (mut terms, mut constant) = (
@@ -817,13 +893,7 @@ impl<'c, 'a> Disjunctive<'c, 'a> {
                         if o == t || weights[i] == 0.0 {
                             continue;
                         }
-                        let sign = if ops[o].instr.is_forward() { 1.0 } else { -1.0 };
-                        add_before(
-                            &mut terms,
-                            &mut constant,
-                            self.before[&(o, t)],
-                            sign * weights[i],
-                        );
+                        add_before(&mut terms, &mut constant, self.before[&(o, t)], weights[i]);
                     }
                     model.le(&terms, budget - constant + 1e-9);
                 }
@@ -882,6 +952,31 @@ impl<'c, 'a> Disjunctive<'c, 'a> {
                 order
             })
             .collect()
+    }
+}
+
+/// What an operation adds to its worker's activations when it starts (a forward) or ends
+/// (the rest), as the simulator counts them: a forward its stage's stash; a whole backward
+/// frees it; an input gradient frees all but what the weight gradient keeps, which that
+/// frees.
+fn stash_change(costs: &StageCosts, op: Instr) -> f64 {
+    let stage = op.stage();
+    let (stash, kept) = (costs.stash_bytes[stage], costs.weight_gradient_stash(stage));
+    match op.pass() {
+        Pass::Forward => stash,
+        Pass::Backward => -stash,
+        Pass::BackwardInput => -(stash - kept),
+        Pass::BackwardWeight => -kept,
+    }
+}
+
+/// What an operation adds to its worker's live micro-batches (a forward's start to its
+/// backward's or input gradient's end).
+fn live_change(op: Instr) -> f64 {
+    match op.pass() {
+        Pass::Forward => 1.0,
+        Pass::Backward | Pass::BackwardInput => -1.0,
+        Pass::BackwardWeight => 0.0,
     }
 }
 
@@ -945,27 +1040,34 @@ fn time_indexed(ctx: &Ctx, g: f64, options: &MilpOptions) -> crate::error::Resul
             if row.len() > 1 {
                 model.le(&row, 1.0);
             }
-            // Live stashes at t: forwards started by t, less backwards ended by t.
+            // Live stashes at t: forwards started by t, less what backwards (input and
+            // weight gradients) ended by t freed.
             let mut budgets: Vec<(Vec<f64>, f64)> = Vec::new();
             if let Some(m) = ctx.memory {
                 let scale = m.max(1.0);
                 budgets.push((
                     ks.iter()
-                        .map(|&k| ctx.stash[ops[k].instr.stage()] / scale)
+                        .map(|&k| stash_change(ctx.costs, ops[k].instr) / scale)
                         .collect(),
                     (m - ctx.base[w]) / scale,
                 ));
             }
             if let Some(cap) = ctx.caps {
-                budgets.push((vec![1.0; ks.len()], cap[w] as f64));
+                budgets.push((
+                    ks.iter().map(|&k| live_change(ops[k].instr)).collect(),
+                    cap[w] as f64,
+                ));
             }
             for (weights, budget) in budgets {
                 let mut row = Vec::new();
                 for (i, &k) in ks.iter().enumerate() {
+                    if weights[i] == 0.0 {
+                        continue;
+                    }
                     if ops[k].instr.is_forward() {
                         started_by(&mut row, k, t, weights[i]);
                     } else {
-                        started_by(&mut row, k, t - p[k], -weights[i]);
+                        started_by(&mut row, k, t - p[k], weights[i]);
                     }
                 }
                 if !row.is_empty() {

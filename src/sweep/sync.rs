@@ -218,6 +218,7 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
         memory: None,
         live_cap: None,
         formulation: Formulation::Auto,
+        split_backward: false,
     };
     let t0 = std::time::Instant::now();
     let mut row = OptimumRow {

@@ -82,6 +82,8 @@ pub enum SyncMode {
 #[derive(Debug, Clone)]
 pub struct OptimalRequest {
     pub placement: Option<String>,
+    /// Each backward as its input and weight gradients, ordered freely.
+    pub split_backward: bool,
     pub max_live: Option<Vec<usize>>,
     pub time_limit: Option<f64>,
     pub formulation: String,
@@ -503,16 +505,23 @@ fn optimal_problem<'a>(
         None => {
             return Err(bad(
                 "--placement",
-                "--schedule optimal needs --placement one-direction, bidirectional or gems",
+                format!(
+                    "--schedule optimal needs --placement: {}",
+                    Placement::names()
+                ),
             ))
         }
         Some(p) => Placement::parse(p).ok_or_else(|| {
             bad(
                 "--placement",
-                format!("one-direction, bidirectional or gems, not {p:?}"),
+                format!("one of {}, not {p:?}", Placement::names()),
             )
         })?,
     };
+    placement
+        .check_stages(d)
+        .map_err(|reason| bad("--stages", reason))?;
+    let workers = placement.workers(d);
     if n > MAX_OPTIMAL {
         return Err(bad(
             "--micro-batches",
@@ -521,7 +530,7 @@ fn optimal_problem<'a>(
             ),
         ));
     }
-    if placement != Placement::OneDirection && n % 2 != 0 {
+    if placement.two_pipelines() && n % 2 != 0 {
         return Err(bad(
             "--micro-batches",
             format!(
@@ -533,12 +542,12 @@ fn optimal_problem<'a>(
     let live_cap = match &o.max_live {
         None => None,
         Some(v) if v.contains(&0) => return Err(bad("--max-live", "every cap must be at least 1")),
-        Some(v) if v.len() == 1 => Some(vec![v[0]; d]),
-        Some(v) if v.len() == d => Some(v.clone()),
+        Some(v) if v.len() == 1 => Some(vec![v[0]; workers]),
+        Some(v) if v.len() == workers => Some(v.clone()),
         Some(v) => {
             return Err(bad(
                 "--max-live",
-                format!("one number, or one per worker ({d}), not {}", v.len()),
+                format!("one number, or one per worker ({workers}), not {}", v.len()),
             ))
         }
     };
@@ -567,6 +576,7 @@ fn optimal_problem<'a>(
         memory: request.memory,
         live_cap,
         formulation,
+        split_backward: o.split_backward,
     };
     Ok((problem, options))
 }
@@ -604,6 +614,7 @@ fn run_optimal(
         instance: stages.instance.name.clone(),
         schedule: "optimal",
         placement: placement.name(),
+        split_backward: problem.split_backward,
         stages: d,
         micro_batches: n,
         partition: stages.starts.clone(),

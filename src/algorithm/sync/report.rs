@@ -132,6 +132,8 @@ pub struct OptimalReport {
     pub instance: String,
     pub schedule: &'static str,
     pub placement: &'static str,
+    /// Whether each backward was split into its input and weight gradients.
+    pub split_backward: bool,
     pub stages: usize,
     pub micro_batches: usize,
     pub partition: Vec<usize>,

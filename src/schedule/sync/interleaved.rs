@@ -15,12 +15,13 @@
 //! the same workers, `(P - 1) v (F + B)`, divided by `v` (the paper's eq. (3)); as a ratio of
 //! the iteration, `(P - 1) / (N v + P - 1)`. The price is `v` times as many transfers.
 //!
-//! The schedule-optimum MILP does not model several stages per worker, so these schedules
-//! have no placement to be compared with; PyTorch's runtime runs them
+//! The schedule-optimum MILP proves the best order on the same placement (`sync --schedule
+//! optimal --placement interleaved-2`, `interleaved-4`), from these streams; PyTorch's
+//! runtime runs them
 //! (`ScheduleInterleaved1F1B`), and the compute-only file of `sync --export-torch` gives it
 //! these streams.
 
-use super::registry::{ScheduleDescriptor, DEFAULTS};
+use super::registry::{Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
 use super::{b, f, shape_error, Instr, Schedule, SyncError};
 
 const PAPER: &str = "Narayanan et al., SC 2021";
@@ -32,6 +33,11 @@ pub static INTERLEAVED_2: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 2,
     generate: |d, n, _, _| interleaved(d, n, 2),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Interleaved2],
+        rank: 0,
+        other_drawing: None,
+    }),
     paper_bubble: |d, n, _| interleaved_bubble_ratio(d, n, 2),
     ..DEFAULTS
 };
@@ -43,6 +49,11 @@ pub static INTERLEAVED_4: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 4,
     generate: |d, n, _, _| interleaved(d, n, 4),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::Interleaved4],
+        rank: 0,
+        other_drawing: None,
+    }),
     paper_bubble: |d, n, _| interleaved_bubble_ratio(d, n, 4),
     ..DEFAULTS
 };

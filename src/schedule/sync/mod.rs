@@ -4,8 +4,9 @@
 //! Generators are pure functions of the pipeline shape: `gpipe`, `dapple` (1F1B with a
 //! flush), `gems`, `chimera`, `mixpipe` (with its eq. (1)-(5) search), `bapipe`
 //! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration), `zero_bubble` (ZB-H1,
-//! ZB-H2, whose backwards are split into input and weight gradients) and `interleaved`
-//! (Megatron-LM's interleaved 1F1B, several stages per worker). The bidirectional ones are
+//! ZB-H2 and ZB-V, whose backwards are split into input and weight gradients),
+//! `interleaved` (Megatron-LM's interleaved 1F1B, several stages per worker) and
+//! `dual_pipe_v` (DeepSeek's DualPipeV, two stages per worker in a V). The bidirectional ones are
 //! built by `list`, a list scheduler run on nominal durations (backward = 2 x forward, the
 //! papers' assumption); the streams it records are then replayed by `sim` with any real
 //! stage times.
@@ -20,6 +21,7 @@ pub mod bapipe;
 pub mod chimera;
 pub mod costs;
 pub mod dapple;
+pub mod dual_pipe_v;
 pub mod file;
 pub mod gems;
 pub mod gpipe;
@@ -282,8 +284,10 @@ pub static SCHEDULES: &[&ScheduleDescriptor] = &[
     &bapipe::FBP_AS,
     &zero_bubble::ZB_H1,
     &zero_bubble::ZB_H2,
+    &zero_bubble::ZB_V,
     &interleaved::INTERLEAVED_2,
     &interleaved::INTERLEAVED_4,
+    &dual_pipe_v::DUAL_PIPE_V,
 ];
 
 #[cfg(test)]
@@ -349,8 +353,10 @@ mod name_tests {
             (bapipe::FBP_AS.kind(), "fbp-as"),
             (zero_bubble::ZB_H1.kind(), "zb-h1"),
             (zero_bubble::ZB_H2.kind(), "zb-h2"),
+            (zero_bubble::ZB_V.kind(), "zb-v"),
             (interleaved::INTERLEAVED_2.kind(), "interleaved-2"),
             (interleaved::INTERLEAVED_4.kind(), "interleaved-4"),
+            (dual_pipe_v::DUAL_PIPE_V.kind(), "dualpipe-v"),
         ];
         assert_eq!(expected.len(), SCHEDULES.len());
         for ((kind, name), s) in expected.into_iter().zip(SCHEDULES) {
@@ -417,8 +423,10 @@ mod name_tests {
         };
         assert_eq!(
             names(Placement::OneDirection, 4, 8),
-            ["dapple", "gpipe", "1f1b-sno", "1f1b-so"]
+            ["dapple", "gpipe", "1f1b-sno", "1f1b-so", "zb-h1", "zb-h2"]
         );
+        assert_eq!(names(Placement::VShape, 4, 8), ["zb-v"]);
+        assert_eq!(names(Placement::Interleaved2, 4, 8), ["interleaved-2"]);
         assert_eq!(
             names(Placement::Bidirectional, 4, 8),
             [

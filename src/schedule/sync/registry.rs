@@ -35,14 +35,24 @@ pub enum Placement {
     Bidirectional,
     /// The bidirectional placement under GEMS's rule: one live micro-batch per worker.
     Gems,
+    /// Megatron-LM's interleaved placement with two stages per worker: stage s on worker
+    /// s mod (D/2).
+    Interleaved2,
+    /// The same with four stages per worker: stage s on worker s mod (D/4).
+    Interleaved4,
+    /// ZB-V's and DualPipeV's V: stages s and D-1-s on worker min(s, D-1-s), D/2 workers.
+    VShape,
 }
 
 impl Placement {
     /// Every placement, in the order of `--placement`'s help.
-    pub const ALL: [Placement; 3] = [
+    pub const ALL: [Placement; 6] = [
         Placement::OneDirection,
         Placement::Bidirectional,
         Placement::Gems,
+        Placement::Interleaved2,
+        Placement::Interleaved4,
+        Placement::VShape,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,12 +60,56 @@ impl Placement {
             Placement::OneDirection => "one-direction",
             Placement::Bidirectional => "bidirectional",
             Placement::Gems => "gems",
+            Placement::Interleaved2 => "interleaved-2",
+            Placement::Interleaved4 => "interleaved-4",
+            Placement::VShape => "v-shape",
         }
     }
 
-    /// Parses `one-direction`, `bidirectional` or `gems`.
+    /// Parses a placement's name (`one-direction`, `bidirectional`, ...).
     pub fn parse(text: &str) -> Option<Placement> {
         Placement::ALL.into_iter().find(|p| p.name() == text)
+    }
+
+    /// Every placement's name, comma-separated (for help and errors).
+    pub fn names() -> String {
+        Placement::ALL.map(Placement::name).join(", ")
+    }
+
+    /// How many stages each worker holds (of each pipeline).
+    fn stages_per_worker(self) -> usize {
+        match self {
+            Placement::OneDirection | Placement::Bidirectional | Placement::Gems => 1,
+            Placement::Interleaved2 | Placement::VShape => 2,
+            Placement::Interleaved4 => 4,
+        }
+    }
+
+    /// Checks that `d` stages fit the placement (whole stages on whole workers).
+    pub fn check_stages(self, d: usize) -> Result<(), String> {
+        let v = self.stages_per_worker();
+        if d == 0 || d % v != 0 {
+            return Err(format!(
+                "the {} placement puts {v} stages on each worker: D = {d} is not a positive multiple of {v}",
+                self.name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The number of workers for `d` stages (after [`Placement::check_stages`]).
+    pub fn workers(self, d: usize) -> usize {
+        d / self.stages_per_worker()
+    }
+
+    /// The worker that runs `stage` of `pipeline` in a `d`-stage scheme.
+    pub fn worker(self, pipeline: Pipeline, stage: usize, d: usize) -> usize {
+        match self {
+            Placement::OneDirection => stage,
+            Placement::Bidirectional | Placement::Gems => pipeline.worker(stage, d),
+            Placement::Interleaved2 | Placement::Interleaved4 => stage % self.workers(d),
+            Placement::VShape => stage.min(d - 1 - stage),
+        }
     }
 
     /// The registered schedules that warm-start this placement's optimum
@@ -93,12 +147,16 @@ impl Placement {
 
     /// The pipelines with their micro-batches (numbered as `schedule::sync` does).
     pub fn pipelines(self, n: usize) -> Vec<(Pipeline, std::ops::Range<usize>)> {
-        match self {
-            Placement::OneDirection => vec![(Pipeline::Down, 0..n)],
-            Placement::Bidirectional | Placement::Gems => {
-                vec![(Pipeline::Down, 0..n / 2), (Pipeline::Up, n / 2..n)]
-            }
+        if self.two_pipelines() {
+            vec![(Pipeline::Down, 0..n / 2), (Pipeline::Up, n / 2..n)]
+        } else {
+            vec![(Pipeline::Down, 0..n)]
         }
+    }
+
+    /// Whether the placement runs two pipelines (half of the micro-batches each).
+    pub fn two_pipelines(self) -> bool {
+        matches!(self, Placement::Bidirectional | Placement::Gems)
     }
 }
 
@@ -148,11 +206,11 @@ pub struct ScheduleDescriptor {
     /// Whether each worker holds two stage replicas (two weight copies).
     pub bidirectional: bool,
     /// Whether its streams split the backward into input and weight gradients (zero-bubble
-    /// schedules): the schedule-optimum MILP does not model the split, so such a schedule
-    /// has no placement to be compared with.
+    /// schedules); the schedule-optimum MILP models the split on request (`sync --schedule
+    /// optimal --split-backward`), which the synchronous sweep does not make.
     pub splits_backward: bool,
-    /// How many stages each worker holds (interleaved schedules: `D / stages_per_worker`
-    /// workers); 1 elsewhere. The schedule-optimum MILP has one stage per worker.
+    /// How many stages each worker holds (interleaved and V-shaped schedules: `D /
+    /// stages_per_worker` workers); 1 elsewhere.
     pub stages_per_worker: usize,
     /// How the simulator runs the streams.
     pub execution: Execution,
@@ -341,9 +399,11 @@ impl ScheduleKind {
         (self.schedule.paper_bubble)(d, n, self.params)
     }
 
-    /// The placement whose optimum the schedule is compared with, `None` for schedules the
-    /// MILP does not model (BaPipe's streamed and forward-backward-parallel executions, the
-    /// split backward, several stages per worker).
+    /// The placement whose whole-backward optimum the synchronous sweep compares the
+    /// schedule with, `None` where the sweep makes none: BaPipe's streamed and
+    /// forward-backward-parallel executions, which the MILP does not model, and the split
+    /// backward and several stages per worker, whose optimum `sync --schedule optimal`
+    /// proves one case at a time (`--split-backward`, the interleaved and V placements).
     pub fn placement(self) -> Option<Placement> {
         if self.execution() != Execution::Serial
             || self.schedule.splits_backward

@@ -40,6 +40,12 @@ pub enum Execution {
     /// backward time (the split that gives one forward and one backward per F + B in the
     /// steady state); communication streamed as in `StreamedCommunication`.
     ForwardBackwardParallel,
+    /// DualPipe's overlapped chunks (DeepSeek-V3 technical report, 2024): as `Serial`, but
+    /// a forward that its worker's stream follows directly with a whole backward (of any
+    /// stage) forms a pair that starts only when both of their inputs are there, since the
+    /// runtime receives both before computing either; the pair takes the two operations'
+    /// time one after the other (the model has no communication for it to hide).
+    OverlappedPairs,
 }
 
 /// What one stage costs: times in seconds, sizes in bytes.
@@ -388,26 +394,41 @@ pub fn simulate(
     loop {
         let mut progress = false;
         for (lane, (w, stream)) in lanes.iter().enumerate() {
-            while let Some(&op) = stream.get(next[lane]) {
-                let ready = match op.input(d).map(producer) {
-                    None => 0.0,
-                    Some(dep) => match end.get(&dep) {
-                        None => break,
-                        Some(&t) => {
-                            let remote = worker_of.get(&dep) != Some(w);
-                            let cut = if op.is_forward() {
-                                dep.stage()
-                            } else {
-                                op.stage()
-                            };
-                            let transfer = match execution {
-                                Execution::Serial if remote => costs.transfer_seconds[cut],
-                                _ => 0.0,
-                            };
-                            t + transfer
-                        }
-                    },
+            // When `op`'s input is there on worker `w` (None: not yet produced).
+            let input_ready = |op: Instr, end: &HashMap<Instr, f64>| -> Option<f64> {
+                let Some(dep) = op.input(d).map(producer) else {
+                    return Some(0.0);
                 };
+                let t = *end.get(&dep)?;
+                let remote = worker_of.get(&dep) != Some(w);
+                let cut = if op.is_forward() {
+                    dep.stage()
+                } else {
+                    op.stage()
+                };
+                let transfer = match execution {
+                    Execution::Serial | Execution::OverlappedPairs if remote => {
+                        costs.transfer_seconds[cut]
+                    }
+                    _ => 0.0,
+                };
+                Some(t + transfer)
+            };
+            while let Some(&op) = stream.get(next[lane]) {
+                let Some(mut ready) = input_ready(op, &end) else {
+                    break;
+                };
+                let partner = stream.get(next[lane] + 1).filter(|then| {
+                    execution == Execution::OverlappedPairs
+                        && op.pass() == Pass::Forward
+                        && then.pass() == Pass::Backward
+                });
+                if let Some(&then) = partner {
+                    let Some(t) = input_ready(then, &end) else {
+                        break;
+                    };
+                    ready = ready.max(t);
+                }
                 let start = ready.max(free[lane]);
                 free[lane] = start + duration(op);
                 end.insert(op, free[lane]);

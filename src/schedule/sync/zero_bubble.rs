@@ -24,6 +24,20 @@
 //! These are the streams PyTorch's `ScheduleInterleavedZeroBubble` draws for one stage per
 //! rank (ZB-H1), and the same rule with both parameters doubled (ZB-H2).
 //!
+//! - **ZB-V** (section 6): `D = 2P` stages on `P` workers in a V, worker `r` holding stage
+//!   `r` and stage `D - 1 - r`, so that the first and the last stage share worker 0. Worker
+//!   `r` warms up with `2(P - r) - 1` forwards of its first stage, then `r` pairs of
+//!   forwards (second stage, first stage), then `P - r` forwards of its second stage each
+//!   followed by its input and weight gradients; in the steady phase it runs, per
+//!   micro-batch, its first stage's forward (while any is left), input and weight gradient,
+//!   then the same three of its second stage; it cools down with `r` pairs of input
+//!   gradients (first stage, second stage), `P - r` of the first stage each with its oldest
+//!   waiting weight gradient, then the weight gradients still waiting. Those are the streams
+//!   of PyTorch's `ScheduleZBVZeroBubble`, drawn for `max(N, 2P - 1)` micro-batches and the
+//!   operations of micro-batches beyond `N` dropped. At equal forward, input-gradient and
+//!   weight-gradient times the paper's bubble is zero and its peak memory 1F1B's: at most
+//!   `2P` stage stashes on a worker, each of half a worker's share of the model.
+//!
 //! **What the bubbles count.** The paper's bubble is the idle time of the first worker from
 //! the start to its last operation. Within one iteration every later worker starts `s`
 //! forwards late, so the iteration's makespan is at least `N (T_F + T_B + T_W) + (D - 1)
@@ -35,10 +49,27 @@
 //! gradient takes at most the input gradient's time (tests/sync_zero_bubble.rs); with a
 //! longer weight gradient the delayed ones no longer fit the gaps and the forms undercount.
 
-use super::registry::{KGamma, ScheduleDescriptor, DEFAULTS};
-use super::{f, input_gradient, weight_gradient, Schedule};
+use super::registry::{KGamma, Placement, ScheduleDescriptor, WarmStart, DEFAULTS};
+use super::{f, input_gradient, shape_error, weight_gradient, Instr, Schedule, SyncError};
 
 const PAPER: &str = "Qi et al., ICLR 2024";
+
+pub static ZB_V: ScheduleDescriptor = ScheduleDescriptor {
+    name: "zb-v",
+    label: "ZB-V",
+    help: "ZB-V: D stages on D / 2 workers in a V (worker r holds stages r and D - 1 - r), split backwards, 1F1B's memory, no bubble at equal times",
+    paper: PAPER,
+    splits_backward: true,
+    stages_per_worker: 2,
+    generate: |d, n, _, _| zb_v(d, n),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::VShape],
+        rank: 0,
+        other_drawing: None,
+    }),
+    paper_bubble: |d, _, _| (d >= 2 && d % 2 == 0).then_some(0.0),
+    ..DEFAULTS
+};
 
 pub static ZB_H1: ScheduleDescriptor = ScheduleDescriptor {
     name: "zb-h1",
@@ -47,6 +78,11 @@ pub static ZB_H1: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     splits_backward: true,
     generate: |d, n, _, _| Ok(zero_bubble(d, n, |s| d - 1 - s, |s| s)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::OneDirection],
+        rank: 4,
+        other_drawing: None,
+    }),
     paper_bubble: |d, n, _| Some(zb_h1_bubble_ratio(d, n)),
     ..DEFAULTS
 };
@@ -58,6 +94,11 @@ pub static ZB_H2: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     splits_backward: true,
     generate: |d, n, _, _| Ok(zero_bubble(d, n, |s| 2 * (d - 1 - s), |s| 2 * s)),
+    warm_start: Some(WarmStart {
+        placements: &[Placement::OneDirection],
+        rank: 5,
+        other_drawing: None,
+    }),
     paper_bubble: zb_h2_bubble_ratio,
     ..DEFAULTS
 };
@@ -110,6 +151,71 @@ pub fn zero_bubble(
             out
         })
         .collect()
+}
+
+/// Checks that `d` stages fold into a V on `d / 2` workers (`schedule` names the schedule).
+pub(crate) fn v_workers(schedule: &'static str, d: usize) -> Result<usize, SyncError> {
+    if d < 2 || d % 2 != 0 {
+        return Err(shape_error(
+            schedule,
+            format!("D = {d} stages: a V needs an even number of stages, two per worker"),
+        ));
+    }
+    Ok(d / 2)
+}
+
+/// ZB-V's streams for `d` stages (even) on `d / 2` workers and `n` micro-batches (module
+/// docs).
+pub fn zb_v(d: usize, n: usize) -> Result<Schedule, SyncError> {
+    let p = v_workers("ZB-V", d)?;
+    let drawn = n.max(2 * p - 1);
+    Ok((0..p)
+        .map(|r| {
+            let (first, second) = (r, d - 1 - r);
+            let mut ops = Vec::with_capacity(6 * drawn);
+            let (mut f0, mut f1, mut b0, mut b1) = (0, 0, 0, 0);
+            let forward = |ops: &mut Vec<Instr>, stage: usize, next: &mut usize| {
+                ops.push(f(stage, *next));
+                *next += 1;
+            };
+            for _ in 0..2 * (p - r) - 1 {
+                forward(&mut ops, first, &mut f0);
+            }
+            for _ in 0..r {
+                forward(&mut ops, second, &mut f1);
+                forward(&mut ops, first, &mut f0);
+            }
+            let whole = |ops: &mut Vec<Instr>, stage: usize, next: &mut usize| {
+                ops.extend([input_gradient(stage, *next), weight_gradient(stage, *next)]);
+                *next += 1;
+            };
+            for _ in 0..p - r {
+                forward(&mut ops, second, &mut f1);
+                whole(&mut ops, second, &mut b1);
+            }
+            while f1 < f0 || f0 < drawn {
+                if f0 < drawn {
+                    forward(&mut ops, first, &mut f0);
+                }
+                whole(&mut ops, first, &mut b0);
+                forward(&mut ops, second, &mut f1);
+                whole(&mut ops, second, &mut b1);
+            }
+            let (mut w0, w1) = (b0, b1);
+            for _ in 0..r {
+                ops.extend([input_gradient(first, b0), input_gradient(second, b1)]);
+                (b0, b1) = (b0 + 1, b1 + 1);
+            }
+            for _ in 0..p - r {
+                ops.extend([input_gradient(first, b0), weight_gradient(first, w0)]);
+                (b0, w0) = (b0 + 1, w0 + 1);
+            }
+            ops.extend((w1..b1).map(|m| weight_gradient(second, m)));
+            ops.extend((w0..b0).map(|m| weight_gradient(first, m)));
+            ops.retain(|op| op.micro_batch() < n);
+            ops
+        })
+        .collect())
 }
 
 #[cfg(test)]
