@@ -367,8 +367,9 @@ fn every_registered_closed_form_matches_the_simulator() {
                     }
                 }
             }
-            // Megatron-LM's (P - 1)(F + B): 1F1B's bubble on P workers divided by v.
-            "interleaved-2" | "interleaved-4" => {
+            // Megatron-LM's (P - 1)(F + B): 1F1B's bubble on P workers divided by v; the
+            // breadth-first schedule's is the same (Lamy-Poirier, MLSys 2023).
+            "interleaved-2" | "interleaved-4" | "breadth-first-2" | "breadth-first-4" => {
                 let v = s.stages_per_worker;
                 for p in 1..=6 {
                     for n in (p..=4 * p).step_by(p) {

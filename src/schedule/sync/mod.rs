@@ -5,8 +5,9 @@
 //! flush), `gems`, `chimera`, `mixpipe` (with its eq. (1)-(5) search), `bapipe`
 //! (1F1B-SNO, 1F1B-SO, 1F1B-AS, FBP-AS and its exploration), `zero_bubble` (ZB-H1,
 //! ZB-H2 and ZB-V, whose backwards are split into input and weight gradients),
-//! `interleaved` (Megatron-LM's interleaved 1F1B, several stages per worker) and
-//! `dual_pipe_v` (DeepSeek's DualPipeV, two stages per worker in a V). The bidirectional ones are
+//! `interleaved` (Megatron-LM's interleaved 1F1B, several stages per worker),
+//! `breadth_first` (the same placement run breadth first) and `dual_pipe_v` (DeepSeek's
+//! DualPipeV, two stages per worker in a V). The bidirectional ones are
 //! built by `list`, a list scheduler run on nominal durations (backward = 2 x forward, the
 //! papers' assumption); the streams it records are then replayed by `sim` with any real
 //! stage times.
@@ -18,6 +19,7 @@
 //! pipeline carries `0..N/2`, the up pipeline `N/2..N`.
 
 pub mod bapipe;
+pub mod breadth_first;
 pub mod chimera;
 pub mod costs;
 pub mod dapple;
@@ -287,6 +289,8 @@ pub static SCHEDULES: &[&ScheduleDescriptor] = &[
     &zero_bubble::ZB_V,
     &interleaved::INTERLEAVED_2,
     &interleaved::INTERLEAVED_4,
+    &breadth_first::BREADTH_FIRST_2,
+    &breadth_first::BREADTH_FIRST_4,
     &dual_pipe_v::DUAL_PIPE_V,
 ];
 
@@ -356,6 +360,8 @@ mod name_tests {
             (zero_bubble::ZB_V.kind(), "zb-v"),
             (interleaved::INTERLEAVED_2.kind(), "interleaved-2"),
             (interleaved::INTERLEAVED_4.kind(), "interleaved-4"),
+            (breadth_first::BREADTH_FIRST_2.kind(), "breadth-first-2"),
+            (breadth_first::BREADTH_FIRST_4.kind(), "breadth-first-4"),
             (dual_pipe_v::DUAL_PIPE_V.kind(), "dualpipe-v"),
         ];
         assert_eq!(expected.len(), SCHEDULES.len());
@@ -426,7 +432,10 @@ mod name_tests {
             ["dapple", "gpipe", "1f1b-sno", "1f1b-so", "zb-h1", "zb-h2"]
         );
         assert_eq!(names(Placement::VShape, 4, 8), ["zb-v"]);
-        assert_eq!(names(Placement::Interleaved2, 4, 8), ["interleaved-2"]);
+        assert_eq!(
+            names(Placement::Interleaved2, 4, 8),
+            ["interleaved-2", "breadth-first-2"]
+        );
         assert_eq!(
             names(Placement::Bidirectional, 4, 8),
             [
