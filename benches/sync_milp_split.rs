@@ -31,14 +31,21 @@ fn main() {
         Some(i) => Formulation::parse(&args[i + 1]).expect("auto, disjunctive or time-indexed"),
         None => Formulation::Auto,
     };
-    let d = if args.iter().any(|a| a == "--quick") {
+    // Under `cargo test` (no `--bench`): a smoke run of the quick cases with 2 s each.
+    let smoke = !args.iter().any(|a| a == "--bench");
+    let d = if smoke || args.iter().any(|a| a == "--quick") {
         4
     } else {
         value("--only").unwrap_or(8)
     };
     let n = 2 * d;
+    let limit = if smoke {
+        2
+    } else {
+        value("--limit").unwrap_or(60)
+    };
     let options = MilpOptions {
-        time_limit: Some(Duration::from_secs(value("--limit").unwrap_or(60) as u64)),
+        time_limit: Some(Duration::from_secs(limit as u64)),
         ..MilpOptions::default()
     };
     let mut costs = StageCosts::uniform(d, 1.0, 2.0, 0.0).with_weight_gradient_share(0.5);

@@ -6,28 +6,11 @@
 
 use pipeopt::schedule::sync::dapple::DAPPLE;
 use pipeopt::schedule::sync::dual_pipe_v::{paper_bubble_seconds, DUAL_PIPE_V};
-use pipeopt::schedule::sync::sim::{simulate, Execution, SimReport, StageCosts};
+use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
 use pipeopt::schedule::sync::zero_bubble::ZB_V;
 
 use crate::sync_closed_forms::zero_bubble_run;
-
-/// Each worker's idle time between its first operation's start and its last one's end.
-fn idle_within_span(r: &SimReport) -> Vec<f64> {
-    r.timeline
-        .intervals
-        .iter()
-        .zip(&r.work_seconds)
-        .map(|(iv, work)| {
-            let first = iv.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
-            let last = iv.iter().map(|x| x.1).fold(0.0, f64::max);
-            last - first - work
-        })
-        .collect()
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
-}
+use crate::sync_zero_bubble::{close, idle_within_span};
 
 #[test]
 fn zb_v_leaves_no_gap_with_one_f_one_b_memory() {

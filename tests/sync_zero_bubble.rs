@@ -10,7 +10,7 @@ use pipeopt::schedule::sync::zero_bubble::{paper_bubble_seconds, ZB_H1, ZB_H2};
 use crate::sync_closed_forms::zero_bubble_run;
 
 /// Each worker's idle time between its first operation's start and its last one's end.
-fn idle_within_span(r: &SimReport) -> Vec<f64> {
+pub fn idle_within_span(r: &SimReport) -> Vec<f64> {
     r.timeline
         .intervals
         .iter()
@@ -23,7 +23,7 @@ fn idle_within_span(r: &SimReport) -> Vec<f64> {
         .collect()
 }
 
-fn close(a: f64, b: f64) -> bool {
+pub fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
