@@ -57,7 +57,7 @@ const PAPER: &str = "Qi et al., ICLR 2024";
 pub static ZB_V: ScheduleDescriptor = ScheduleDescriptor {
     name: "zb-v",
     label: "ZB-V",
-    help: "ZB-V: D stages on D / 2 workers in a V (worker r holds stages r and D - 1 - r), split backwards, 1F1B's memory, no bubble at equal times",
+    help: "ZB-V: D stages on D/2 workers in a V (worker r holds stages r and D-1-r), split backwards, 1F1B's memory, no bubble at equal times",
     paper: PAPER,
     splits_backward: true,
     stages_per_worker: 2,
