@@ -11,21 +11,16 @@
 //! choose the cases (defaults: the four networks of the memory grid, P = 3, 6, M = 6 and
 //! 16 GiB, 12 GB/s). Without `--bench` (as `cargo test` runs it): one case at 1 s.
 
-use std::path::Path;
+#[path = "support/cases.rs"]
+mod cases;
+
 use std::time::{Duration, Instant};
 
 use pipeopt::milp::global_bound::{global_lower_bound, BoundOptions};
 use pipeopt::model::{Instance, Platform};
 use pipeopt::units::{parse_bandwidth, parse_bytes, parse_seconds};
 
-fn list(var: &str, default: &str) -> Vec<String> {
-    std::env::var(var)
-        .unwrap_or_else(|_| default.to_string())
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
+use cases::{list, repository_root};
 
 fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
@@ -45,13 +40,7 @@ fn main() {
         .collect();
     let memories = pick("OP_BOUND_MEMORY", "6GiB,16GiB", "6GiB");
     let bandwidths = pick("OP_BOUND_BANDWIDTH", "12GB/s", "12GB/s");
-    // The repository's instances: from the current directory when it has them (a binary
-    // carried to another machine), from the source tree otherwise.
-    let root = if Path::new("instances").is_dir() {
-        Path::new(".")
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-    };
+    let root = repository_root();
     println!("global lower bound on op chains, limit {limit:?} each");
     println!("| network | P | M | beta | bound | complete | probes | seconds |");
     println!("|---|---|---|---|---|---|---|---|");

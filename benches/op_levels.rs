@@ -10,7 +10,9 @@
 //! `LEVELS_BANDWIDTH=12GB/s` choose the cases (defaults: the four networks of the memory grid,
 //! P = 2, 4, 8, M = 6 and 16 GiB, 12 GB/s).
 
-use std::path::Path;
+#[path = "support/cases.rs"]
+mod cases;
+
 use std::time::Duration;
 
 use pipeopt::algorithm::{Outcome, Planner, Problem};
@@ -20,16 +22,9 @@ use pipeopt::model::coarsen::{coarsen, lasts_by_names};
 use pipeopt::model::{Instance, Placement, Platform};
 use pipeopt::units::{parse_bandwidth, parse_bytes, parse_seconds};
 
-fn list(var: &str, default: &str) -> Vec<String> {
-    std::env::var(var)
-        .unwrap_or_else(|_| default.to_string())
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// `best`'s plan on `problem` within `limit`: period and where it came from.
+use cases::{list, repository_root};
+
 fn best(
     problem: &Problem,
     limit: Duration,
@@ -75,13 +70,7 @@ fn main() {
         list("LEVELS_MEMORY", "6GiB,16GiB")
     };
     let bandwidths = list("LEVELS_BANDWIDTH", "12GB/s");
-    // The repository's instances: from the current directory when it has them (a binary
-    // carried to another machine), from the source tree otherwise.
-    let root = if Path::new("instances").is_dir() {
-        Path::new(".")
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-    };
+    let root = repository_root();
     println!("best on op chains against the lifted block plan, limit {limit:?} each");
     println!("| network | P | M | beta | block plan lifted | op-level best | op / block | op plan from |");
     println!("|---|---|---|---|---|---|---|---|");

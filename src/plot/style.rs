@@ -33,7 +33,7 @@ pub const BLACK: usize = usize::MAX;
 
 /// The line colours of every figure, cycling (index [`BLACK`] is black).
 pub fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
+    const C: [RGBColor; 10] = [
         RGBColor(200, 30, 30),
         RGBColor(30, 90, 200),
         RGBColor(30, 150, 60),
@@ -42,6 +42,8 @@ pub fn colour(i: usize) -> RGBColor {
         RGBColor(20, 160, 170),
         RGBColor(120, 120, 120),
         RGBColor(170, 120, 40),
+        RGBColor(210, 60, 140),
+        RGBColor(100, 130, 20),
     ];
     if i == BLACK {
         RGBColor(0, 0, 0)

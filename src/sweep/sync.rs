@@ -46,14 +46,14 @@ use super::table::{write_tables, TableFiles};
 use serde::{Deserialize, Serialize};
 
 use crate::error::InputError;
-use crate::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
+use crate::milp::sync_schedule::{optimal_schedule, Formulation, SyncProblem};
 use crate::milp::{MilpOptions, SolveStatus};
 use crate::model::Instance;
 use crate::nets::analytic::analytic_rebuild;
 use crate::partition::bapipe::balanced_partition;
 use crate::schedule::sync::hybrid::with_recompute;
 use crate::schedule::sync::sim::{simulate, SimReport, StageCosts};
-use crate::schedule::sync::{registry, Schedule, ScheduleKind};
+use crate::schedule::sync::{registry, OptimumTarget, Schedule, ScheduleKind};
 
 #[path = "sync_config.rs"]
 mod experiment;
@@ -98,8 +98,9 @@ pub struct SyncRow {
     /// Per worker, the most micro-batches live at once.
     pub peak_live: Vec<usize>,
     /// The placement whose exact optimum this run is compared with (one-direction for
-    /// GPipe, DAPPLE and BaPipe's; bidirectional for GEMS, Chimera and MixPipe); null when
-    /// the experiment computes none for this configuration.
+    /// GPipe, DAPPLE and BaPipe's; bidirectional for GEMS, Chimera and MixPipe;
+    /// one-direction+split, the backward split into input and weight gradients, for ZB-H1
+    /// and ZB-H2); null when the experiment computes none for this configuration.
     pub optimum_placement: Option<String>,
     /// The MILP's status on this configuration: optimal, limit_with_incumbent, ...
     pub optimum_status: Option<String>,
@@ -122,7 +123,8 @@ pub struct OptimumRow {
     pub micro_batch_size: usize,
     pub micro_batches: usize,
     pub recompute: bool,
-    /// one-direction or bidirectional.
+    /// one-direction, bidirectional, or one of them with `+split` (the backward split into
+    /// input and weight gradients).
     pub placement: String,
     /// optimal, limit_with_incumbent, no_solution_within_limit, or "error: ...".
     pub status: String,
@@ -199,7 +201,7 @@ struct OptimumJob {
     b: usize,
     n: usize,
     recompute: bool,
-    placement: Placement,
+    target: OptimumTarget,
     /// The generated schedules of that placement at (D, N): HiGHS's starts.
     proposals: Vec<(String, Schedule)>,
 }
@@ -213,12 +215,12 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
     };
     let problem = SyncProblem {
         costs,
-        placement: job.placement,
+        placement: job.target.placement,
         micro_batches: job.n,
         memory: None,
         live_cap: None,
         formulation: Formulation::Auto,
-        split_backward: false,
+        split_backward: job.target.split_backward,
     };
     let t0 = std::time::Instant::now();
     let mut row = OptimumRow {
@@ -227,7 +229,7 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
         micro_batch_size: job.b,
         micro_batches: job.n,
         recompute: job.recompute,
-        placement: job.placement.name().to_string(),
+        placement: job.target.name(),
         status: String::new(),
         best_seconds: None,
         lower_bound_seconds: None,
@@ -614,24 +616,39 @@ fn optimum_rows(
     settings: &OptimumSettings,
     rows: &mut [SyncRow],
 ) -> Vec<OptimumRow> {
-    let mut by_placement: BTreeMap<&'static str, OptimumJob> = BTreeMap::new();
+    let mut by_placement: BTreeMap<String, OptimumJob> = BTreeMap::new();
     for (name, kind, schedule) in generated {
-        let (Some(placement), Some(schedule)) = (kind.placement(), schedule) else {
+        let (Some(target), Some(schedule)) = (kind.optimum_target(), schedule) else {
             continue;
         };
         by_placement
-            .entry(placement.name())
+            .entry(target.name())
             .or_insert_with(|| OptimumJob {
                 instance: inst.name.clone(),
                 d: job.stages,
                 b: job.micro_batch_size,
                 n: job.micro_batches,
                 recompute: job.recompute,
-                placement,
+                target,
                 proposals: Vec::new(),
             })
             .proposals
             .push((name.clone(), schedule.clone()));
+    }
+    // The split backward's optimum also starts from the whole-backward schedules of its
+    // placement (the MILP splits them): it is at most theirs.
+    let whole: BTreeMap<String, Vec<(String, Schedule)>> = by_placement
+        .iter()
+        .filter(|(_, o)| !o.target.split_backward)
+        .map(|(k, o)| (k.clone(), o.proposals.clone()))
+        .collect();
+    for o in by_placement.values_mut() {
+        if let Some(more) = whole
+            .get(&o.target.whole().name())
+            .filter(|_| o.target.split_backward)
+        {
+            o.proposals.extend(more.iter().cloned());
+        }
     }
     let mut optimum = Vec::new();
     for o in by_placement.values() {
@@ -655,10 +672,10 @@ fn optimum_rows(
             .iter()
             .find(|(g, _, _)| *g == r.schedule)
             .map(|g| g.1);
-        let Some(placement) = kind.and_then(ScheduleKind::placement) else {
+        let Some(target) = kind.and_then(ScheduleKind::optimum_target) else {
             continue;
         };
-        let Some(o) = optimum.iter().find(|o| o.placement == placement.name()) else {
+        let Some(o) = optimum.iter().find(|o| o.placement == target.name()) else {
             continue;
         };
         r.optimum_placement = Some(o.placement.clone());

@@ -45,18 +45,25 @@ fn half(d: usize) -> usize {
 
 /// The schedules the bubble and memory figures draw: label and schedule name at D.
 #[allow(clippy::type_complexity)]
-fn series() -> Vec<(&'static str, fn(usize) -> String)> {
+/// The schedules drawn, each with its label, its line colour and its name at D stages.
+fn series() -> Vec<(&'static str, usize, fn(usize) -> String)> {
     vec![
-        ("GPipe", |_| "gpipe".into()),
-        ("DAPPLE", |_| "dapple".into()),
-        ("GEMS", |_| "gems".into()),
-        ("Chimera", |_| "chimera".into()),
-        ("MixPipe K=D/2, Γ=0", |d| {
+        ("GPipe", 0, |_| "gpipe".into()),
+        ("DAPPLE", 1, |_| "dapple".into()),
+        ("GEMS", 2, |_| "gems".into()),
+        ("Chimera", 3, |_| "chimera".into()),
+        ("MixPipe K=D/2, Γ=0", 4, |d| {
             format!("mixpipe(K={},Gamma=0)", half(d))
         }),
-        ("MixPipe K=2, Γ=0", |_| "mixpipe(K=2,Gamma=0)".into()),
+        (MIXPIPE_K2, 5, |_| "mixpipe(K=2,Gamma=0)".into()),
+        // Colours 6 and 7 are the one-direction optima's.
+        ("ZB-H1", 8, |_| "zb-h1".into()),
+        ("ZB-H2", 9, |_| "zb-h2".into()),
     ]
 }
+
+/// MixPipe at K = 2, drawn only where it is not K = D/2.
+const MIXPIPE_K2: &str = "MixPipe K=2, Γ=0";
 
 fn instances(rows: &[SyncRow]) -> Vec<String> {
     let mut v: Vec<String> = rows.iter().map(|r| r.instance.clone()).collect();
@@ -85,7 +92,7 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
             })
             .collect();
         let mut lines = Vec::new();
-        for (i, (lab, name_of)) in series().into_iter().enumerate() {
+        for (lab, i, name_of) in series() {
             let mut pts: Vec<(f64, f64)> = chosen
                 .iter()
                 .filter(|r| r.schedule == name_of(r.stages))
@@ -105,6 +112,11 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
         for (placement, colour, label) in [
             ("bidirectional", BLACK_LINE, "Optimum, bidirectional"),
             ("one-direction", 6, "Optimum, one direction"),
+            (
+                "one-direction+split",
+                7,
+                "Optimum, one direction, split backward",
+            ),
         ] {
             let mut pts: Vec<(f64, f64, bool)> = optimum
                 .iter()
@@ -240,7 +252,7 @@ fn bubble_panels(rows: &[SyncRow], insts: &[String]) -> Vec<Panel> {
             pts
         };
         let mut lines = Vec::new();
-        for (i, (lab, name_of)) in series().into_iter().enumerate() {
+        for (lab, i, name_of) in series() {
             let pts = at(&|d| Some(name_of(d)));
             if pts.is_empty() {
                 continue;
@@ -286,9 +298,9 @@ fn memory_panels(
         for &n in &mf.micro_batches {
             let mut lines = Vec::new();
             let mut b = None;
-            for (i, (lab, name_of)) in series().into_iter().enumerate() {
+            for (lab, i, name_of) in series() {
                 let name = name_of(d);
-                if i == 5 && half(d) == 2 {
+                if lab == MIXPIPE_K2 && half(d) == 2 {
                     continue;
                 }
                 let Some(r) = rows.iter().find(|r| {

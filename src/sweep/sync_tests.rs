@@ -58,3 +58,59 @@ fn closed_forms_at_n_equals_d() {
     assert!((m - 4.0 / 16.0).abs() < 1e-12);
     assert_eq!(CHIMERA.kind().paper_bubble_ratio(4, 8), None);
 }
+
+/// A zero-bubble schedule is measured against the optimum with the backward split, the
+/// others against the whole-backward one; the split optimum starts from both kinds of
+/// schedules, so it is never above the whole one, and no schedule beats its optimum.
+#[test]
+fn zero_bubble_runs_are_measured_against_the_split_optimum() {
+    let job = SyncJob {
+        key: "k".into(),
+        instance_path: concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json").into(),
+        stages: 3,
+        micro_batch_size: 1,
+        micro_batches: 3,
+        recompute: false,
+        bandwidth: None,
+        approaches: vec!["dapple".into(), "zb-h1".into(), "zb-h2".into()],
+        uses: vec![Use {
+            study: "s".into(),
+            samples: 3,
+            mini_batch: None,
+        }],
+        optimum: Some(OptimumSettings {
+            time_limit_seconds: 20.0,
+            max_micro_batches: 16,
+        }),
+    };
+    let record = run_configuration(&job).unwrap();
+    let optimum = |name: &str| {
+        let o = record
+            .optimum
+            .iter()
+            .find(|o| o.placement == name)
+            .unwrap_or_else(|| panic!("no {name} optimum in {:?}", record.optimum));
+        assert_eq!(o.status, "optimal", "{o:?}");
+        o.optimum_seconds.unwrap()
+    };
+    let (whole, split) = (optimum("one-direction"), optimum("one-direction+split"));
+    assert!(
+        split <= whole * (1.0 + 1e-9),
+        "split {split} above whole {whole}"
+    );
+    for r in &record.rows {
+        let expected = if r.schedule.starts_with("zb-") {
+            "one-direction+split"
+        } else {
+            "one-direction"
+        };
+        assert_eq!(
+            r.optimum_placement.as_deref(),
+            Some(expected),
+            "{}",
+            r.schedule
+        );
+        assert!(r.ratio_to_optimum.unwrap() >= 1.0 - 1e-9, "{}", r.schedule);
+    }
+    assert_eq!(record.rows.len(), 3);
+}

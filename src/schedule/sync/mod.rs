@@ -38,7 +38,7 @@ pub mod zero_bubble;
 
 use serde::{Deserialize, Serialize};
 
-pub use registry::{KGamma, Placement, ScheduleDescriptor, ScheduleKind};
+pub use registry::{KGamma, OptimumTarget, Placement, ScheduleDescriptor, ScheduleKind};
 
 /// Direction of a pipeline: `Down` runs stage 0 on worker 0; `Up` (bidirectional schemes)
 /// runs stage 0 on worker D-1.
@@ -389,7 +389,10 @@ mod name_tests {
         assert!(registry::approach("1f1b").is_none());
         assert_eq!(
             registry::approach_names(),
-            ["gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so"]
+            [
+                "gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so", "zb-h1",
+                "zb-h2"
+            ]
         );
         assert!(mixpipe::MIXPIPE.configure(4, 4, Some(3), 0).is_err());
         let names: std::collections::HashSet<_> = SCHEDULES

@@ -399,21 +399,54 @@ impl ScheduleKind {
         (self.schedule.paper_bubble)(d, n, self.params)
     }
 
-    /// The placement whose whole-backward optimum the synchronous sweep compares the
-    /// schedule with, `None` where the sweep makes none: BaPipe's streamed and
-    /// forward-backward-parallel executions, which the MILP does not model, and the split
-    /// backward and several stages per worker, whose optimum `sync --schedule optimal`
-    /// proves one case at a time (`--split-backward`, the interleaved and V placements).
-    pub fn placement(self) -> Option<Placement> {
-        if self.execution() != Execution::Serial
-            || self.schedule.splits_backward
-            || self.schedule.stages_per_worker > 1
-        {
-            None
-        } else if self.bidirectional() {
-            Some(Placement::Bidirectional)
+    /// The optimum the synchronous sweep compares the schedule with: its placement's, with
+    /// the backward split where the schedule splits it (zero-bubble schedules); `None`
+    /// where the sweep makes none: BaPipe's streamed and forward-backward-parallel
+    /// executions and DualPipeV's overlapped pairs, which the MILP does not model, and
+    /// several stages per worker (the sweep cuts the chain into one stage per worker),
+    /// whose optimum `sync --schedule optimal` proves one case at a time (the interleaved
+    /// and V placements).
+    pub fn optimum_target(self) -> Option<OptimumTarget> {
+        if self.execution() != Execution::Serial || self.schedule.stages_per_worker > 1 {
+            return None;
+        }
+        let placement = if self.bidirectional() {
+            Placement::Bidirectional
         } else {
-            Some(Placement::OneDirection)
+            Placement::OneDirection
+        };
+        Some(OptimumTarget {
+            placement,
+            split_backward: self.schedule.splits_backward,
+        })
+    }
+}
+
+/// The exact optimum a schedule is measured against ([`ScheduleKind::optimum_target`]):
+/// every operation order on a placement, with each backward whole or split into its input
+/// and weight gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptimumTarget {
+    pub placement: Placement,
+    pub split_backward: bool,
+}
+
+impl OptimumTarget {
+    /// The name in tables: the placement's, with `+split` for the split backward.
+    pub fn name(self) -> String {
+        if self.split_backward {
+            format!("{}+split", self.placement.name())
+        } else {
+            self.placement.name().to_string()
+        }
+    }
+
+    /// The same placement with whole backwards: its schedules are starts for this one too
+    /// (split, they are orders of the split problem).
+    pub fn whole(self) -> OptimumTarget {
+        OptimumTarget {
+            split_backward: false,
+            ..self
         }
     }
 }

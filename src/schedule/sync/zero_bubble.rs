@@ -78,6 +78,7 @@ pub static ZB_H1: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     splits_backward: true,
     generate: |d, n, _, _| Ok(zero_bubble(d, n, |s| d - 1 - s, |s| s)),
+    approach: Some(|_, _| vec![ZB_H1.kind()]),
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 4,
@@ -94,6 +95,7 @@ pub static ZB_H2: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     splits_backward: true,
     generate: |d, n, _, _| Ok(zero_bubble(d, n, |s| 2 * (d - 1 - s), |s| 2 * s)),
+    approach: Some(|_, _| vec![ZB_H2.kind()]),
     warm_start: Some(WarmStart {
         placements: &[Placement::OneDirection],
         rank: 5,
