@@ -8,6 +8,9 @@
 //! Prints one line per case: status, simulated makespan, dual bound, gap, seconds, binaries,
 //! nodes, and the best known schedule's makespan for comparison.
 
+#[path = "support/optimum_row.rs"]
+mod optimum_row;
+
 use std::time::Duration;
 
 use pipeopt::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
@@ -15,6 +18,8 @@ use pipeopt::milp::MilpOptions;
 use pipeopt::schedule::sync::chimera::chimera_drawn_for;
 use pipeopt::schedule::sync::sim::{simulate, Execution, StageCosts};
 use pipeopt::schedule::sync::{dapple, Schedule};
+
+use optimum_row::solve_columns;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -89,17 +94,9 @@ fn main() {
                 };
                 let o = optimal_schedule(&problem, proposals, &options).unwrap();
                 println!(
-                    "{:<34} {:>9} {:>9.3} {:>9.3} {:>6.2}% {:>7.1} {:>6} {:>8}  {known:.3}",
+                    "{:<34} {}  {known:.3}",
                     format!("D=N={d} B={b}F {name}"),
-                    format!("{:?}", o.status)
-                        .replace("LimitWithIncumbent", "limit")
-                        .to_lowercase(),
-                    o.makespan.unwrap_or(f64::NAN),
-                    o.lower_bound,
-                    100.0 * o.gap,
-                    o.seconds,
-                    o.binaries,
-                    o.nodes,
+                    solve_columns(&o)
                 );
             }
         }

@@ -12,12 +12,17 @@
 //! simulated makespan, dual bound, gap, seconds, binaries, nodes, the registered
 //! schedule's makespan and the formulation solved.
 
+#[path = "support/optimum_row.rs"]
+mod optimum_row;
+
 use std::time::Duration;
 
 use pipeopt::milp::sync_schedule::{optimal_schedule, Formulation, Placement, SyncProblem};
 use pipeopt::milp::MilpOptions;
 use pipeopt::schedule::sync::sim::{simulate, StageCosts};
 use pipeopt::schedule::sync::{chimera, interleaved, zero_bubble, ScheduleDescriptor};
+
+use optimum_row::solve_columns;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -83,17 +88,9 @@ fn main() {
                 "no memory limit".into()
             };
             println!(
-                "{:<44} {:>9} {:>9.3} {:>9.3} {:>6.2}% {:>7.1} {:>6} {:>8}  {:.3}  {}",
+                "{:<44} {}  {:.3}  {}",
                 format!("D={d} N={n} {} {limit}", placement.name()),
-                format!("{:?}", o.status)
-                    .replace("LimitWithIncumbent", "limit")
-                    .to_lowercase(),
-                o.makespan.unwrap_or(f64::NAN),
-                o.lower_bound,
-                100.0 * o.gap,
-                o.seconds,
-                o.binaries,
-                o.nodes,
+                solve_columns(&o),
                 registered.makespan_seconds,
                 o.formulation
                     .map_or("-".into(), |f| format!("{f:?}").to_lowercase()),

@@ -642,11 +642,11 @@ fn optimum_rows(
         .filter(|(_, o)| !o.target.split_backward)
         .map(|(k, o)| (k.clone(), o.proposals.clone()))
         .collect();
-    for o in by_placement.values_mut() {
-        if let Some(more) = whole
-            .get(&o.target.whole().name())
-            .filter(|_| o.target.split_backward)
-        {
+    for o in by_placement
+        .values_mut()
+        .filter(|o| o.target.split_backward)
+    {
+        if let Some(more) = whole.get(&o.target.whole().name()) {
             o.proposals.extend(more.iter().cloned());
         }
     }

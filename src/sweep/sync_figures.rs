@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, RawMemoryFigure, SyncExperiment, SyncRow};
 use crate::plot::style::{FigureWriter, Layout, Legend, Line, Panel, BLACK};
-use crate::schedule::sync::registry;
+use crate::schedule::sync::{registry, OptimumTarget, Placement};
 
 const GIB: f64 = 1073741824.0;
 
@@ -109,11 +109,26 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
                 });
             }
         }
+        let target = |placement, split_backward| {
+            OptimumTarget {
+                placement,
+                split_backward,
+            }
+            .name()
+        };
         for (placement, colour, label) in [
-            ("bidirectional", BLACK_LINE, "Optimum, bidirectional"),
-            ("one-direction", 6, "Optimum, one direction"),
             (
-                "one-direction+split",
+                target(Placement::Bidirectional, false),
+                BLACK_LINE,
+                "Optimum, bidirectional",
+            ),
+            (
+                target(Placement::OneDirection, false),
+                6,
+                "Optimum, one direction",
+            ),
+            (
+                target(Placement::OneDirection, true),
                 7,
                 "Optimum, one direction, split backward",
             ),
