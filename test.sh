@@ -35,6 +35,10 @@ tested() { # tested LABEL COMMAND...: a test step, with the count of tests it pa
   times+=("$(printf '%6d' $((SECONDS - t0))) s  $label: $passed tests passed")
 }
 
+# The one ignored test that needs python3 with torch rather than time (every exported
+# schedule run by PyTorch's pipeline runtime, experiments/torch_pipelining.py).
+PYTORCH_RUNTIME_TEST=sync_cli::pytorchs_runtime_runs_every_exported_schedule
+
 step "set-up (system packages, toolchain)" source .ci/setup.sh
 step "cargo fmt --check" cargo fmt --all -- --check
 # Everything below builds the `release` profile, the one `./pipeopt.sh` builds: HiGHS and
@@ -45,7 +49,9 @@ tested "cargo test --release" cargo test --release --all-targets --quiet
 # The slow tier: the tests marked #[ignore = "slow tier ..."] (the general MILP at tight
 # memory and on longer chains, the global bound on more chains, the allocation bound on a
 # second chain), run once here.
-tested "cargo test --release, slow tier (--ignored)" cargo test --release --tests --quiet -- --ignored
+# PyTorch's own pipeline runtime (python3 with torch) is the torch tier's, below.
+tested "cargo test --release, slow tier (--ignored)" cargo test --release --tests --quiet -- --ignored \
+  --skip "$PYTORCH_RUNTIME_TEST"
 # The libtorch networks, profiler and executor (feature torch): built, linted and tested on
 # the CPU with small inputs. Set PIPEOPT_SKIP_TORCH=1 to skip it (e.g. offline machines without the wheel).
 if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
@@ -53,4 +59,15 @@ if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
   step "feature torch: clippy" cargo clippy --release --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
   tested "feature torch: executor tests (CPU)" cargo test --release --features torch --test exec --test profile --quiet
   tested "feature torch: libtorch ops (CPU)" cargo test --release --features torch --lib --quiet exec::
+  # The wheel above is unpacked for libtorch only. PyTorch's runtime needs a python3 that
+  # imports torch (pip install torch==2.11.0 with its CUDA libraries: about 4.6 GB, 2 minutes
+  # here, so not installed by this script); PIPEOPT_PYTHON names one other than python3.
+  export PIPEOPT_PYTHON=${PIPEOPT_PYTHON:-python3}
+  if "$PIPEOPT_PYTHON" -c 'import torch' 2>/dev/null; then
+    tested "feature torch: PyTorch's pipeline runtime ($PIPEOPT_PYTHON)" \
+      cargo test --release --test main --quiet -- --ignored --exact "$PYTORCH_RUNTIME_TEST"
+  else
+    echo "== skipped: $PYTORCH_RUNTIME_TEST ($PIPEOPT_PYTHON cannot import torch)" >&2
+    times+=("     0 s  skipped: PyTorch's pipeline runtime ($PIPEOPT_PYTHON cannot import torch)")
+  fi
 fi

@@ -1042,9 +1042,10 @@ fn schedules_go_out_and_come_back_in_pytorchs_format() {
 /// gloo): PyTorch's validation and lowering, the order each rank computes, gradients equal
 /// to single-process training (experiments/torch_pipelining.py).
 #[test]
-#[ignore = "needs python3 with torch 2.11 (pip install torch); about 4 minutes"]
+#[ignore = "needs python3 with torch 2.11 (pip install torch; PIPEOPT_PYTHON names another interpreter); about 4 minutes"]
 fn pytorchs_runtime_runs_every_exported_schedule() {
-    let out = std::process::Command::new("python3")
+    let python = std::env::var("PIPEOPT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(python)
         .args(["experiments/torch_pipelining.py", "--out", "-", "--pipeopt"])
         .arg(crate::support::exe())
         .output()
