@@ -356,7 +356,8 @@ options = {{ time_limit = "30s", ilp_search = "monolithic" }}
 #[test]
 fn error_rows_are_retried_on_resume_and_counted() {
     let dir = tempfile::tempdir().unwrap();
-    // A job timeout no job can meet: every row is an error.
+    // A job timeout of 1 ms: (almost) every row is an error. A job that spawns, runs and
+    // exits within it is a row like any other, so the counts are what each run reports.
     let file = sweep_file(dir.path(), "retry", "job_timeout = \"1ms\"", TWO_1F1B);
     let out = pipeopt()
         .arg("sweep")
@@ -366,7 +367,8 @@ fn error_rows_are_retried_on_resume_and_counted() {
         .unwrap();
     assert!(out.status.success());
     let s = summary(&out);
-    assert_eq!(s["errors"], 16, "{s}");
+    let errors = s["errors"].as_u64().unwrap();
+    assert!(errors >= 8, "the 1-ms timeout should fail most jobs: {s}");
     // Counted again by a run that has nothing new to do.
     let again = summary(
         &pipeopt()
@@ -376,8 +378,11 @@ fn error_rows_are_retried_on_resume_and_counted() {
             .output()
             .unwrap(),
     );
-    assert_eq!(again["errors"], 16, "{again}");
-    assert_eq!(again["ran"], 16, "{again}");
+    // Every error, and only they, ran again (under the same timeout: most fail again).
+    assert_eq!(again["ran"], errors, "{again}");
+    assert_eq!(again["already_done"], 16 - errors, "{again}");
+    let errors = again["errors"].as_u64().unwrap();
+    assert!(errors >= 1, "{again}");
     // With a sane timeout the errors run again and are replaced.
     let file = sweep_file(dir.path(), "retry", "job_timeout = \"10min\"", TWO_1F1B);
     let fixed = summary(
@@ -388,8 +393,8 @@ fn error_rows_are_retried_on_resume_and_counted() {
             .output()
             .unwrap(),
     );
-    assert_eq!(fixed["ran"], 16, "{fixed}");
-    assert_eq!(fixed["retried"], 16, "{fixed}");
+    assert_eq!(fixed["ran"], errors, "{fixed}");
+    assert_eq!(fixed["retried"], errors, "{fixed}");
     assert_eq!(fixed["errors"], 0, "{fixed}");
     let rows =
         pipeopt::sweep::table::read_rows(Path::new(fixed["parquet"].as_str().unwrap())).unwrap();

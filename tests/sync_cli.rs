@@ -72,6 +72,32 @@ fn refused(out: &std::process::Output, what: &str) {
     assert!(out.stdout.is_empty(), "nothing on stdout on error");
 }
 
+/// A bandwidth so small that a transfer would outlast every duration pipeopt counts (here
+/// subnormal: every transfer infinite) is refused naming `--bandwidth`, at once: it once
+/// made the simulator's peak count loop forever on infinite instants.
+#[test]
+fn a_bandwidth_too_small_to_count_is_refused() {
+    let toy = format!("{}/instances/toy-chain.json", env!("CARGO_MANIFEST_DIR"));
+    for bandwidth in ["1e-310", "1e-300"] {
+        let out = pipeopt()
+            .args([
+                "sync",
+                "--instance",
+                toy.as_str(),
+                "--stages",
+                "2",
+                "--micro-batches",
+                "4",
+            ])
+            .args(["--schedule", "gpipe", "--memory", "16GiB", "--json"])
+            .args(["--bandwidth", bandwidth])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        refused(&out, "--bandwidth");
+    }
+}
+
 /// Every name and alias of the schedule registry is a value of `--schedule` (names listed
 /// in `sync --help`), runs as the schedule it names and prints one JSON object.
 #[test]

@@ -26,7 +26,7 @@ use crate::schedule::sync::bapipe::{explore, micro_batch_counts, Accelerator};
 use crate::schedule::sync::costs::{interpolated, micro_batch_size};
 use crate::schedule::sync::hybrid::{self, HybridInput};
 use crate::schedule::sync::mixpipe::{self, BatchPoint, SearchInput, MIXPIPE};
-use crate::schedule::sync::sim::{simulate, Execution, StageCosts};
+use crate::schedule::sync::sim::{simulate, Execution, PartitionError, StageCosts};
 use crate::schedule::sync::torch_csv;
 use crate::schedule::sync::{registry, Placement};
 use crate::{Error, InputError};
@@ -204,8 +204,8 @@ impl SyncRequest {
             (None, None) => return Err(bad("--stages", "give --stages or --partition")),
         };
         let bandwidth = self.bandwidth.unwrap_or(f64::INFINITY);
-        let costs = StageCosts::from_instance(&instance, &starts, bandwidth)
-            .map_err(|e| bad("--partition", e.to_string()))?;
+        let costs =
+            StageCosts::from_instance(&instance, &starts, bandwidth).map_err(costs_error)?;
         let mut points = vec![(micro_batch_size(&instance), costs.clone())];
         for path in &self.profiles {
             let other = Instance::load(path)?;
@@ -220,8 +220,10 @@ impl SyncRequest {
                     ),
                 ));
             }
-            let c = StageCosts::from_instance(&other, &starts, bandwidth)
-                .map_err(|e| bad("--profile", e.to_string()))?;
+            let c = StageCosts::from_instance(&other, &starts, bandwidth).map_err(|e| match e {
+                PartitionError::Bandwidth(_) => costs_error(e),
+                PartitionError::Invalid(_) => bad("--profile", e.to_string()),
+            })?;
             points.push((micro_batch_size(&other), c));
         }
         Ok(Stages {
@@ -231,6 +233,14 @@ impl SyncRequest {
             costs,
             points,
         })
+    }
+}
+
+/// A stage-cost error, charged to the flag it comes from.
+fn costs_error(e: PartitionError) -> Error {
+    match e {
+        PartitionError::Bandwidth(why) => bad("--bandwidth", why),
+        PartitionError::Invalid(_) => bad("--partition", e.to_string()),
     }
 }
 

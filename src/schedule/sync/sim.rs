@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::{Instr, Pass, Pipeline, Schedule};
 use crate::model::{ChainSums, Instance};
+use crate::units::MAX_SECONDS;
 
 /// How a worker runs its stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,8 +142,8 @@ impl StageCosts {
         check_starts(starts, l)?;
         // A transfer at 0 bytes/s never ends (nor does the simulation that waits for it).
         if bandwidth_bytes_per_second.is_nan() || bandwidth_bytes_per_second <= 0.0 {
-            return Err(PartitionError::Invalid(format!(
-                "the bandwidth must be positive, got {bandwidth_bytes_per_second}"
+            return Err(PartitionError::Bandwidth(format!(
+                "must be positive, got {bandwidth_bytes_per_second}"
             )));
         }
         let sums = ChainSums::new(instance);
@@ -165,8 +166,17 @@ impl StageCosts {
             c.stash_bytes.push(sums.stash(first, last));
             c.input_bytes.push(instance.a(first - 1));
             c.output_bytes.push(instance.a(last));
-            c.transfer_seconds
-                .push(instance.a(last) / bandwidth_bytes_per_second);
+            let transfer = instance.a(last) / bandwidth_bytes_per_second;
+            // The last entry is unused: no transfer follows the last stage.
+            if i + 1 < starts.len() && transfer > MAX_SECONDS {
+                return Err(PartitionError::Bandwidth(format!(
+                    "at {bandwidth_bytes_per_second} bytes/s the {} bytes after layer {last} \
+                     take {transfer:e} s, more than the longest duration pipeopt counts \
+                     ({MAX_SECONDS:e} s)",
+                    instance.a(last)
+                )));
+            }
+            c.transfer_seconds.push(transfer);
             let weighted = (first..=last).filter(|&l| instance.layer(l).weights > 0.0);
             let (w_seconds, w_stash) = weighted.fold((0.0, 0.0), |(t, m), l| {
                 (t + instance.layer(l).bwd / 2.0, m + instance.stash(l))
@@ -184,6 +194,10 @@ impl StageCosts {
 pub enum PartitionError {
     #[error("partition: {0}")]
     Invalid(String),
+    /// A bandwidth at which a transfer never ends, or takes longer than any duration
+    /// pipeopt counts ([`MAX_SECONDS`]): sums of such times overflow to infinity.
+    #[error("bandwidth: {0}")]
+    Bandwidth(String),
 }
 
 fn check_starts(starts: &[usize], layers: usize) -> Result<(), PartitionError> {
@@ -557,7 +571,8 @@ fn activation_peak(t: &Timeline, costs: &StageCosts, worker: usize) -> (f64, usi
     let (mut peak_bytes, mut peak_live) = (0.0f64, 0i64);
     while i < events.len() {
         let t0 = events[i].0;
-        let mut j = i;
+        // At least event i, whatever its instant (an infinite one compares as NaN).
+        let mut j = i + 1;
         while j < events.len() && events[j].0 - t0 <= eps {
             j += 1;
         }
@@ -646,6 +661,28 @@ mod tests {
                 assert_eq!(peak_live(&t.unwrap(), 0), n);
             }
         }
+    }
+
+    #[test]
+    fn peaks_are_counted_when_an_instant_is_infinite() {
+        // A transfer that never ends puts later instants at infinity, where two instants
+        // differ by NaN: the peak count must still end, with every event counted once.
+        let d = 2;
+        let t = simulate_times(&gpipe(d, 3), d, &[1.0; 2], &[1.0; 2], &[f64::INFINITY, 0.0]);
+        let t = t.unwrap();
+        assert!(t.makespan.is_infinite());
+        assert_eq!(peak_live(&t, 1), 3);
+    }
+
+    #[test]
+    fn a_bandwidth_whose_transfers_outlast_every_duration_is_refused() {
+        let inst = crate::nets::random::random_chain(1, 4);
+        let e = StageCosts::from_instance(&inst, &[0, 2], 1e-310).unwrap_err();
+        assert!(matches!(e, PartitionError::Bandwidth(_)), "{e}");
+        assert!(e.to_string().contains("longest duration"), "{e}");
+        // The same bandwidth is fine where no transfer follows (one stage).
+        assert!(StageCosts::from_instance(&inst, &[0], 1e-310).is_ok());
+        assert!(StageCosts::from_instance(&inst, &[0, 2], 1e6).is_ok());
     }
 
     #[test]
