@@ -204,8 +204,8 @@ impl SyncRequest {
             (None, None) => return Err(bad("--stages", "give --stages or --partition")),
         };
         let bandwidth = self.bandwidth.unwrap_or(f64::INFINITY);
-        let costs =
-            StageCosts::from_instance(&instance, &starts, bandwidth).map_err(costs_error)?;
+        let costs = StageCosts::from_instance(&instance, &starts, bandwidth)
+            .map_err(|e| costs_error(e, "--partition"))?;
         let mut points = vec![(micro_batch_size(&instance), costs.clone())];
         for path in &self.profiles {
             let other = Instance::load(path)?;
@@ -220,10 +220,8 @@ impl SyncRequest {
                     ),
                 ));
             }
-            let c = StageCosts::from_instance(&other, &starts, bandwidth).map_err(|e| match e {
-                PartitionError::Bandwidth(_) => costs_error(e),
-                PartitionError::Invalid(_) => bad("--profile", e.to_string()),
-            })?;
+            let c = StageCosts::from_instance(&other, &starts, bandwidth)
+                .map_err(|e| costs_error(e, "--profile"))?;
             points.push((micro_batch_size(&other), c));
         }
         Ok(Stages {
@@ -236,11 +234,12 @@ impl SyncRequest {
     }
 }
 
-/// A stage-cost error, charged to the flag it comes from.
-fn costs_error(e: PartitionError) -> Error {
+/// A stage-cost error, charged to `--bandwidth` or to `flag`, where the stages or their
+/// costs came from.
+fn costs_error(e: PartitionError, flag: &str) -> Error {
     match e {
         PartitionError::Bandwidth(why) => bad("--bandwidth", why),
-        PartitionError::Invalid(_) => bad("--partition", e.to_string()),
+        PartitionError::Invalid(_) => bad(flag, e.to_string()),
     }
 }
 
