@@ -456,7 +456,7 @@ fn one_writer_writes_both_kinds_of_table() {
     let mut runs = TableFiles::in_dir(dir.path(), "runs");
     runs.compact_json = true;
     assert_eq!(check(&sync_rows, &runs).len(), 3);
-    let best = best_rows(&sync_rows, &[8.0], &["gpipe".to_string()]);
+    let best = best_rows(&sync_rows, &[], &[8.0], &["gpipe".to_string()]);
     assert_eq!(
         check(&best, &TableFiles::in_dir(dir.path(), "best")).len(),
         3

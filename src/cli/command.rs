@@ -73,7 +73,11 @@ pub enum Command {
     /// each configuration (instance, D, B, N, recomputation) is also solved once per
     /// placement by the exact schedule MILP (`sync --schedule optimal`, no memory limit):
     /// optimum.csv, and in runs.csv every run's optimum_seconds (the proven optimum, or the
-    /// MILP's lower bound when its status is not optimal) and ratio_to_optimum.
+    /// MILP's lower bound when its status is not optimal) and ratio_to_optimum. With
+    /// under_budgets = true, also under each memory budget of the file (configurations
+    /// without recomputation): optimum.csv's memory_budget column, the fastest schedule of
+    /// the placement that fits each budget over that optimum (fastest_ratio_to_optimum),
+    /// best.csv's ratio_to_optimum_under_budget and figure optimum-under-budget.svg.
     SyncSweep(super::sync_sweep::SyncSweepArgs),
     /// Plan an instance on a platform with one algorithm, judge the plan, report it.
     Plan(super::plan::PlanArgs),

@@ -135,6 +135,38 @@ pub fn emit(text: &str, code: std::process::ExitCode) -> anyhow::Result<std::pro
     }
 }
 
+/// The end of `plan` and `schedule`: the plan written to `out` (or an older file there
+/// removed when there is no plan), the report printed (JSON, or for people with where the
+/// plan went), and the exit code of its status: 1 for a failed algorithm, whatever becomes
+/// of stdout.
+pub fn finish_plan_command(
+    report: &PlanReport,
+    plan: Option<&pipeopt::model::Plan>,
+    out: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    match (out, plan) {
+        (Some(path), Some(plan)) => plan.save(path)?,
+        (Some(path), None) => remove_stale(path)?,
+        _ => {}
+    }
+    let text = if json {
+        format!("{}\n", serde_json::to_string(report)?)
+    } else {
+        let mut text = Human(report).to_string();
+        if let (Some(path), Some(_)) = (out, plan) {
+            text += &format!("plan written to {}\n", path.display());
+        }
+        text
+    };
+    let code = if report.status == pipeopt::model::Status::Error {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    };
+    emit(&text, code)
+}
+
 /// With no plan to write (infeasible, error), an older file at `--out` would pass for this
 /// run's result: remove it.
 pub fn remove_stale(path: &std::path::Path) -> Result<(), InputError> {

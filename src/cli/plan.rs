@@ -260,25 +260,5 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         watch.done = true;
         watch
     });
-    match (&args.out, &plan) {
-        (Some(path), Some(plan)) => plan.save(path)?,
-        (Some(path), None) => remove_stale(path)?,
-        _ => {}
-    }
-    let text = if args.json {
-        format!("{}\n", serde_json::to_string(&report)?)
-    } else {
-        let mut text = Human(&report).to_string();
-        if let (Some(path), Some(_)) = (&args.out, &plan) {
-            text += &format!("plan written to {}\n", path.display());
-        }
-        text
-    };
-    let code = if report.status == Status::Error {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    };
-    // A failed algorithm exits 1 whatever becomes of stdout.
-    super::emit(&text, code)
+    super::finish_plan_command(&report, plan.as_ref(), args.out.as_deref(), args.json)
 }

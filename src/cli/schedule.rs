@@ -8,10 +8,8 @@ use clap::Args;
 use pipeopt::algorithm::{self, Problem};
 use pipeopt::milp::fixed_allocation::FixedAllocationPlanner;
 use pipeopt::milp::MilpOptions;
-use pipeopt::model::{Plan, Status};
+use pipeopt::model::Plan;
 use pipeopt::units::parse_seconds;
-
-use super::{remove_stale, Human};
 
 #[derive(Args)]
 pub struct ScheduleArgs {
@@ -43,24 +41,5 @@ pub fn run(args: ScheduleArgs) -> anyhow::Result<ExitCode> {
             platform: &plan.platform,
         },
     )?;
-    match &new {
-        Some(new) => new.save(&args.out)?,
-        None => remove_stale(&args.out)?,
-    }
-    let text = if args.json {
-        format!("{}\n", serde_json::to_string(&report)?)
-    } else {
-        let mut text = Human(&report).to_string();
-        if new.is_some() {
-            text += &format!("plan written to {}\n", args.out.display());
-        }
-        text
-    };
-    let code = if report.status == Status::Error {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    };
-    // A failed algorithm exits 1 whatever becomes of stdout.
-    super::emit(&text, code)
+    super::finish_plan_command(&report, new.as_ref(), Some(&args.out), args.json)
 }

@@ -164,6 +164,16 @@ impl StashCharges {
 }
 
 impl Scope {
+    /// The whole problem of an allocation, every merge of `mergeable` open to the MILP
+    /// (every stage structure of its runs, where a merge is `true`): no focus, nothing
+    /// left out, the stashes themselves charged.
+    pub fn every_stage_structure(mergeable: Vec<bool>) -> Scope {
+        Scope {
+            mergeable,
+            ..Scope::default()
+        }
+    }
+
     fn merges(&self, s: usize) -> bool {
         self.mergeable.get(s).copied().unwrap_or(false)
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::style::{font, LABEL, SMALL, TITLE};
+use super::style::{draw_gantt_row, font, LABEL, SMALL, TITLE};
 use crate::error::InputError;
 use crate::model::{OpKind, Plan, Resource};
 
@@ -152,17 +152,7 @@ pub fn write_svg(plan: &Plan, periods: usize, path: &Path) -> Result<(), crate::
             .map_err(draw)?;
         for (i, name) in rows.iter().enumerate() {
             let y = top + row_h * i as i32;
-            root.draw(&Text::new(
-                name.clone(),
-                (8, y + row_h / 2),
-                TextStyle::from(font(LABEL)).pos(Pos::new(HPos::Left, VPos::Center)),
-            ))
-            .map_err(draw)?;
-            root.draw(&Rectangle::new(
-                [(left, y), (left + width, y + row_h)],
-                RGBColor(235, 235, 235).stroke_width(1),
-            ))
-            .map_err(draw)?;
+            draw_gantt_row(&root, name.clone(), y, (left, width, row_h)).map_err(draw)?;
         }
         for k in 0..=((span / period).round() as i32) {
             let xx = x(k as f64 * period);

@@ -28,6 +28,26 @@ pub fn font(size: u32) -> FontDesc<'static> {
     (FAMILY, size).into_font()
 }
 
+/// One row of a Gantt drawing before its boxes: its label at the left and a light frame
+/// from `left` over `width` pixels, `row_h` high from `y` (`plot::gantt`, `plot::sync_gantt`).
+pub fn draw_gantt_row<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    label: String,
+    y: i32,
+    (left, width, row_h): (i32, i32, i32),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    root.draw(&Text::new(
+        label,
+        (8, y + row_h / 2),
+        TextStyle::from(font(LABEL)).pos(Pos::new(HPos::Left, VPos::Center)),
+    ))?;
+    root.draw(&Rectangle::new(
+        [(left, y), (left + width, y + row_h)],
+        RGBColor(235, 235, 235).stroke_width(1),
+    ))
+}
+
 /// `Line::colour` for black (an optimum, a reference).
 pub const BLACK: usize = usize::MAX;
 

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 
-use super::style::{font, LABEL, SMALL, TITLE};
+use super::style::{draw_gantt_row, font, LABEL, SMALL, TITLE};
 use crate::error::InputError;
 use crate::schedule::sync::{Instr, Pass, Pipeline, ScheduleKind};
 
@@ -121,17 +121,8 @@ pub fn write_svg(file: &Path, path: &Path) -> Result<(), crate::Error> {
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
-            root.draw(&Text::new(
-                format!("worker {w} (stage {stages})"),
-                (8, y + row_h / 2),
-                TextStyle::from(font(LABEL)).pos(Pos::new(HPos::Left, VPos::Center)),
-            ))
-            .map_err(draw)?;
-            root.draw(&Rectangle::new(
-                [(left, y), (left + width, y + row_h)],
-                RGBColor(235, 235, 235).stroke_width(1),
-            ))
-            .map_err(draw)?;
+            let label = format!("worker {w} (stage {stages})");
+            draw_gantt_row(&root, label, y, (left, width, row_h)).map_err(draw)?;
             for &(start, end, op) in ops {
                 let colour = Palette99::pick(op.micro_batch() % 99);
                 // Forwards light, backwards dark, weight gradients in between.

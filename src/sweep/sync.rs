@@ -126,10 +126,15 @@ pub struct OptimumRow {
     /// one-direction, bidirectional, or one of them with `+split` (the backward split into
     /// input and weight gradients).
     pub placement: String,
+    /// The memory budget per worker the orders are held to (bytes; the simulator's peak at
+    /// most this); null: no limit.
+    pub memory_budget: Option<f64>,
     /// optimal, limit_with_incumbent, no_solution_within_limit, or "error: ...".
     pub status: String,
     /// The simulated makespan of the MILP's best streams.
     pub best_seconds: Option<f64>,
+    /// The largest per-worker peak of those streams (bytes).
+    pub peak_memory_max: Option<f64>,
     /// HiGHS's proven lower bound.
     pub lower_bound_seconds: Option<f64>,
     /// (best - bound) / best.
@@ -143,6 +148,11 @@ pub struct OptimumRow {
     pub start: Option<String>,
     pub formulation: Option<String>,
     pub solve_seconds: f64,
+    /// The fastest schedule of the sweep measured against this placement that fits the
+    /// budget (any, without one), its iteration time, and that time over optimum_seconds.
+    pub fastest_schedule: Option<String>,
+    pub fastest_schedule_seconds: Option<f64>,
+    pub fastest_ratio_to_optimum: Option<f64>,
 }
 
 /// The best fitting run of one approach on one case point and budget.
@@ -168,6 +178,14 @@ pub struct BestRow {
     /// The chosen run's iteration time over its configuration's optimum (see SyncRow).
     pub ratio_to_optimum: Option<f64>,
     pub optimum_status: Option<String>,
+    /// The optimum of the chosen run's configuration and placement under this memory
+    /// budget (`[optimum] under_budgets`): proven, else HiGHS's lower bound; null where not
+    /// computed (recomputation, whose rematerialized stash the MILP does not count) or when
+    /// nothing of the approach fits.
+    pub optimum_under_budget_seconds: Option<f64>,
+    pub optimum_under_budget_status: Option<String>,
+    /// The chosen run's iteration time over that optimum (>= 1).
+    pub ratio_to_optimum_under_budget: Option<f64>,
 }
 
 /// What a synchronous sweep did: the common summary with its own part.
@@ -202,6 +220,8 @@ struct OptimumJob {
     n: usize,
     recompute: bool,
     target: OptimumTarget,
+    /// The budget per worker the orders are held to; none: no limit.
+    memory: Option<f64>,
     /// The generated schedules of that placement at (D, N): HiGHS's starts.
     proposals: Vec<(String, Schedule)>,
 }
@@ -217,7 +237,7 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
         costs,
         placement: job.target.placement,
         micro_batches: job.n,
-        memory: None,
+        memory: job.memory,
         live_cap: None,
         formulation: Formulation::Auto,
         split_backward: job.target.split_backward,
@@ -230,8 +250,10 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
         micro_batches: job.n,
         recompute: job.recompute,
         placement: job.target.name(),
+        memory_budget: job.memory,
         status: String::new(),
         best_seconds: None,
+        peak_memory_max: None,
         lower_bound_seconds: None,
         gap: None,
         optimum_seconds: None,
@@ -239,6 +261,9 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
         start: None,
         formulation: None,
         solve_seconds: 0.0,
+        fastest_schedule: None,
+        fastest_schedule_seconds: None,
+        fastest_ratio_to_optimum: None,
     };
     match optimal_schedule(&problem, &job.proposals, &options) {
         Err(e) => row.status = format!("error: {e}"),
@@ -255,9 +280,12 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
             } else {
                 row.lower_bound_seconds.filter(|x| *x > 0.0)
             };
-            if let (Some(r), Some(opt)) = (&o.report, row.optimum_seconds) {
-                let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
-                row.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
+            if let Some(r) = &o.report {
+                row.peak_memory_max = r.memory.iter().map(|m| m.peak_bytes).reduce(f64::max);
+                if let Some(opt) = row.optimum_seconds {
+                    let busy = (1.0 - r.bubble_ratio) * r.makespan_seconds;
+                    row.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
+                }
             }
             row.start = o.start;
             row.formulation = o.formulation.map(|f| {
@@ -298,6 +326,10 @@ pub struct SyncJob {
     pub approaches: Vec<String>,
     pub uses: Vec<Use>,
     pub optimum: Option<OptimumSettings>,
+    /// The budgets the optimum is also solved under (`[optimum] under_budgets`, the
+    /// experiment's `memory`); empty otherwise, and with recomputation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optimum_budgets: Vec<f64>,
 }
 
 /// What one configuration gave: its simulations (rows without their optimum columns when
@@ -422,7 +454,11 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
         .map(|config| {
             let (path, d, b, n, recompute) = config.clone();
             let uses = uses.remove(&config).unwrap_or_default();
-            let id = serde_json::json!([
+            let optimum_budgets = match exp.optimum {
+                Some(o) if o.under_budgets && !recompute => exp.memory.clone(),
+                _ => Vec::new(),
+            };
+            let mut id = serde_json::json!([
                 hashes[&path],
                 d,
                 b,
@@ -433,6 +469,11 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
                 uses,
                 exp.optimum
             ]);
+            if !optimum_budgets.is_empty() {
+                id.as_array_mut()
+                    .expect("an array")
+                    .push(serde_json::json!(optimum_budgets));
+            }
             let key = super::engine::key_of(&id);
             SyncJob {
                 key,
@@ -445,6 +486,7 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
                 approaches: exp.schedules.clone(),
                 uses,
                 optimum: exp.optimum,
+                optimum_budgets,
             }
         })
         .collect())
@@ -630,6 +672,7 @@ fn optimum_rows(
                 n: job.micro_batches,
                 recompute: job.recompute,
                 target,
+                memory: None,
                 proposals: Vec::new(),
             })
             .proposals
@@ -652,21 +695,16 @@ fn optimum_rows(
     }
     let mut optimum = Vec::new();
     for o in by_placement.values() {
-        let row = solve_optimum(o, costs, settings);
-        eprintln!(
-            "optimum: {} D={} N={} B={}{} {}: {} in {:.1} s",
-            row.instance,
-            row.stages,
-            row.micro_batches,
-            row.micro_batch_size,
-            if row.recompute { " recompute" } else { "" },
-            row.placement,
-            row.status,
-            row.solve_seconds
-        );
-        optimum.push(row);
+        let free = solve_optimum(o, costs, settings);
+        log_optimum(&free);
+        for &budget in &job.optimum_budgets {
+            let row = optimum_under_budget(o, &free, budget, costs, settings);
+            log_optimum(&row);
+            optimum.push(row);
+        }
+        optimum.push(free);
     }
-    for r in rows {
+    for r in rows.iter_mut() {
         // The row's schedule was generated above, under its name.
         let kind = generated
             .iter()
@@ -675,7 +713,10 @@ fn optimum_rows(
         let Some(target) = kind.and_then(ScheduleKind::optimum_target) else {
             continue;
         };
-        let Some(o) = optimum.iter().find(|o| o.placement == target.name()) else {
+        let Some(o) = optimum
+            .iter()
+            .find(|o| o.placement == target.name() && o.memory_budget.is_none())
+        else {
             continue;
         };
         r.optimum_placement = Some(o.placement.clone());
@@ -687,7 +728,88 @@ fn optimum_rows(
             r.optimum_bubble_ratio = Some((1.0 - busy / opt).max(0.0));
         }
     }
+    for o in &mut optimum {
+        let fastest = rows
+            .iter()
+            .filter(|r| r.optimum_placement.as_ref() == Some(&o.placement))
+            .filter(|r| o.memory_budget.is_none_or(|m| r.peak_memory_max <= m))
+            .min_by(|a, b| a.makespan_seconds.total_cmp(&b.makespan_seconds));
+        if let Some(r) = fastest {
+            o.fastest_schedule = Some(r.schedule.clone());
+            o.fastest_schedule_seconds = Some(r.makespan_seconds);
+            o.fastest_ratio_to_optimum = o.optimum_seconds.map(|t| r.makespan_seconds / t);
+        }
+    }
     optimum
+}
+
+/// The optimum of `job`'s placement under `budget`. Where the optimum without a limit
+/// (`free`) is proven and its streams fit the budget, it is this one too (a limit only
+/// removes orders); otherwise the MILP solves it with the budget, from the placement's
+/// schedules (those that fit start it).
+fn optimum_under_budget(
+    job: &OptimumJob,
+    free: &OptimumRow,
+    budget: f64,
+    costs: &StageCosts,
+    settings: &OptimumSettings,
+) -> OptimumRow {
+    let fits = free.peak_memory_max.is_some_and(|p| p <= budget);
+    if free.status == "optimal" && fits {
+        return OptimumRow {
+            memory_budget: Some(budget),
+            start: Some("the optimum without a limit, which fits".into()),
+            solve_seconds: 0.0,
+            ..free.clone()
+        };
+    }
+    let limited = OptimumJob {
+        memory: Some(budget),
+        proposals: job.proposals.clone(),
+        instance: job.instance.clone(),
+        ..*job
+    };
+    let mut row = solve_optimum(&limited, costs, settings);
+    // A limit only removes orders: what bounds the free optimum bounds this one too, and
+    // streams that meet that bound are optimal.
+    let free_bound = if free.status == "optimal" {
+        free.best_seconds
+    } else {
+        free.lower_bound_seconds
+    };
+    let open = !matches!(row.status.as_str(), "optimal" | "infeasible")
+        && !row.status.starts_with("error");
+    if let (Some(fb), true) = (free_bound, open) {
+        let bound = row.lower_bound_seconds.map_or(fb, |b| b.max(fb));
+        row.lower_bound_seconds = Some(bound);
+        if let Some(best) = row.best_seconds {
+            row.gap = Some(((best - bound) / best).max(0.0));
+            if best <= bound * (1.0 + 1e-9) {
+                row.status = "optimal".into();
+                row.optimum_seconds = Some(best);
+            } else {
+                row.optimum_seconds = Some(bound);
+            }
+        }
+    }
+    row
+}
+
+fn log_optimum(row: &OptimumRow) {
+    let budget = row.memory_budget.map_or(String::new(), |m| {
+        format!(" under {:.1} GiB", m / 1024f64.powi(3))
+    });
+    eprintln!(
+        "optimum: {} D={} N={} B={}{} {}{budget}: {} in {:.1} s",
+        row.instance,
+        row.stages,
+        row.micro_batches,
+        row.micro_batch_size,
+        if row.recompute { " recompute" } else { "" },
+        row.placement,
+        row.status,
+        row.solve_seconds
+    );
 }
 
 /// The rows of every record, in the tables' order.
@@ -742,6 +864,10 @@ fn sorted_optimum(records: &[SyncRecord]) -> Vec<OptimumRow> {
                 b.recompute,
                 &b.placement,
             ))
+            .then(match (a.memory_budget, b.memory_budget) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (x, y) => x.is_some().cmp(&y.is_some()),
+            })
     });
     out
 }
@@ -753,7 +879,12 @@ fn approach_kinds(approach: &str, d: usize, n: usize) -> Vec<ScheduleKind> {
 
 /// Per (instance, study, D, S, budget, approach): the fitting run with the highest
 /// throughput (ties: the smaller peak), and MixPipe's speedup over it.
-pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Vec<BestRow> {
+pub fn best_rows(
+    rows: &[SyncRow],
+    optimum: &[OptimumRow],
+    budgets: &[f64],
+    approaches: &[String],
+) -> Vec<BestRow> {
     let mut points: BTreeMap<(String, String, usize, usize), Option<usize>> = BTreeMap::new();
     for r in rows {
         points.insert(
@@ -783,6 +914,7 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
             let mix = best_of("mixpipe").map(|r| r.samples_per_second_per_gpu);
             for approach in approaches {
                 let b = best_of(approach);
+                let limited = b.and_then(|r| optimum_under(optimum, r, budget));
                 out.push(BestRow {
                     instance: inst.clone(),
                     study: study.clone(),
@@ -804,11 +936,36 @@ pub fn best_rows(rows: &[SyncRow], budgets: &[f64], approaches: &[String]) -> Ve
                     },
                     ratio_to_optimum: b.and_then(|r| r.ratio_to_optimum),
                     optimum_status: b.and_then(|r| r.optimum_status.clone()),
+                    optimum_under_budget_seconds: limited.and_then(|o| o.optimum_seconds),
+                    optimum_under_budget_status: limited.map(|o| o.status.clone()),
+                    ratio_to_optimum_under_budget: match (b, limited) {
+                        (Some(r), Some(o)) => o.optimum_seconds.map(|t| r.makespan_seconds / t),
+                        _ => None,
+                    },
                 })
             }
         }
     }
     out
+}
+
+/// The optimum under `budget` of the configuration and placement that `run` is measured
+/// against, where the sweep solved one.
+fn optimum_under<'a>(
+    optimum: &'a [OptimumRow],
+    run: &SyncRow,
+    budget: f64,
+) -> Option<&'a OptimumRow> {
+    let placement = run.optimum_placement.as_ref()?;
+    optimum.iter().find(|o| {
+        &o.placement == placement
+            && o.memory_budget == Some(budget)
+            && o.instance == run.instance
+            && o.stages == run.stages
+            && o.micro_batch_size == run.micro_batch_size
+            && o.micro_batches == run.micro_batches
+            && o.recompute == run.recompute
+    })
 }
 
 /// Runs (the rest of) the experiment on the sweep engine, one job per configuration
@@ -881,7 +1038,7 @@ pub fn run(
     let rows = sorted_rows(&done.records);
     let optimum = sorted_optimum(&done.records);
     let skipped = done.records.iter().map(|r| r.skipped).sum();
-    let best = best_rows(&rows, &exp.memory, &exp.schedules);
+    let best = best_rows(&rows, &optimum, &exp.memory, &exp.schedules);
     std::fs::create_dir_all(out_dir).map_err(|e| crate::Error::io(out_dir, e))?;
     let mut runs_files = TableFiles::in_dir(out_dir, "runs");
     runs_files.compact_json = true; // the largest table

@@ -42,6 +42,10 @@ struct RawOptimum {
     /// Only configurations with at most this many micro-batches (the MILP grows as N^2 D).
     #[serde(default = "default_optimum_micro_batches")]
     max_micro_batches: usize,
+    /// Also the optimum under each memory budget of the experiment (`memory`), against
+    /// which `best` measures the fastest run that fits the budget.
+    #[serde(default)]
+    under_budgets: bool,
 }
 
 fn default_optimum_micro_batches() -> usize {
@@ -55,6 +59,10 @@ pub struct OptimumSettings {
     pub time_limit_seconds: f64,
     /// Configurations with more micro-batches get no optimum.
     pub max_micro_batches: usize,
+    /// Also the optimum under each memory budget (the simulator's peak per worker at most
+    /// the budget), besides the one without a limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub under_budgets: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -202,6 +210,7 @@ impl SyncExperiment {
                 Some(OptimumSettings {
                     time_limit_seconds: t,
                     max_micro_batches: o.max_micro_batches,
+                    under_budgets: o.under_budgets,
                 })
             }
         };

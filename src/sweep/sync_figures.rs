@@ -10,6 +10,10 @@
 //!   of each placement drawn in black and grey (`milp::sync_schedule`, no memory limit): the
 //!   smallest bubble ratio any order of the operations reaches there, or the MILP's bound
 //!   on it where the time limit left it unproven (the legend names those D).
+//! - `optimum-under-budget.svg` (when the experiment computes the optimum under its memory
+//!   budgets, `[optimum] under_budgets`): per instance and budget, the fastest schedule of
+//!   each placement that fits the budget over the optimum under it, against N, one line per
+//!   placement and D (an upper bound on the ratio where the optimum is only bounded).
 //! - `memory.svg` (its Figure 7): per instance and micro-batch count of `memory_figure`,
 //!   each worker's peak memory (GiB) against its index, one line per schedule; the memory
 //!   budgets dashed.
@@ -138,6 +142,7 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
                 .filter(|o| {
                     &o.instance == inst
                         && o.placement == placement
+                        && o.memory_budget.is_none()
                         && !o.recompute
                         && o.micro_batches == o.stages
                         && chosen.iter().any(|r| {
@@ -181,6 +186,71 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
     panels
 }
 
+/// The panels of `optimum-under-budget.svg`: per instance and memory budget, each
+/// placement's fastest fitting schedule over its optimum under the budget, against N (no
+/// recomputation), one line per placement and D.
+fn under_budget_panels(optimum: &[OptimumRow], insts: &[String]) -> Vec<Panel> {
+    let mut budgets: Vec<f64> = optimum.iter().filter_map(|o| o.memory_budget).collect();
+    budgets.sort_by(f64::total_cmp);
+    budgets.dedup();
+    let mut panels = Vec::new();
+    for inst in insts {
+        for &budget in &budgets {
+            let here: Vec<&OptimumRow> = optimum
+                .iter()
+                .filter(|o| &o.instance == inst && o.memory_budget == Some(budget) && !o.recompute)
+                .collect();
+            let mut keys: Vec<(String, usize)> = here
+                .iter()
+                .map(|o| (o.placement.clone(), o.stages))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let mut lines = Vec::new();
+            for (i, (placement, d)) in keys.iter().enumerate() {
+                let mut pts: Vec<(f64, f64, bool)> = here
+                    .iter()
+                    .filter(|o| &o.placement == placement && o.stages == *d)
+                    .filter_map(|o| {
+                        let ratio = o.fastest_ratio_to_optimum?;
+                        Some((o.micro_batches as f64, ratio, o.status == "optimal"))
+                    })
+                    .collect();
+                if pts.is_empty() {
+                    continue;
+                }
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let unproven: Vec<String> = pts
+                    .iter()
+                    .filter(|p| !p.2)
+                    .map(|p| format!("{}", p.0))
+                    .collect();
+                let bound = if unproven.is_empty() {
+                    String::new()
+                } else {
+                    format!(", bound at N = {}", unproven.join(", "))
+                };
+                lines.push(Line {
+                    label: format!("{placement}, D = {d}{bound}"),
+                    colour: i,
+                    dashed: false,
+                    points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                });
+            }
+            if lines.is_empty() {
+                continue;
+            }
+            panels.push(Panel {
+                title: format!("{inst}: {:.0} GiB per GPU", budget / GIB),
+                x: "micro-batches N".into(),
+                y: "fastest fitting schedule / optimum under the budget".into(),
+                lines,
+            });
+        }
+    }
+    panels
+}
+
 /// Writes the figures into `dir`; returns the files written.
 pub fn write_figures(
     exp: &SyncExperiment,
@@ -197,6 +267,18 @@ pub fn write_figures(
             "Bubble ratio at N = D: each schedule (simulated) against the exact optimum of its placement (MILP)",
             &optimum_panels(rows, optimum, &insts),
             &LAYOUT,
+        )?;
+    }
+    let budget_panels = under_budget_panels(optimum, &insts);
+    if !budget_panels.is_empty() {
+        out.write(
+            "optimum-under-budget.svg",
+            "The fastest schedule that fits each memory budget, over the optimum under that budget (MILP)",
+            &budget_panels,
+            &Layout {
+                y_from_zero: false,
+                ..LAYOUT
+            },
         )?;
     }
     out.write(

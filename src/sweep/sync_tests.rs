@@ -39,9 +39,14 @@ fn errors_name_the_field() {
         ok.optimum,
         Some(OptimumSettings {
             time_limit_seconds: 2.0,
-            max_micro_batches: 16
+            max_micro_batches: 16,
+            under_budgets: false,
         })
     );
+    let under = with_optimum("time_limit = \"2s\"\nunder_budgets = true").unwrap();
+    assert!(under.optimum.unwrap().under_budgets);
+    let e = with_optimum("time_limit = \"2s\"\nunder_budgets = 1").unwrap_err();
+    assert_eq!(e.source, "x.toml");
     let e = with_optimum("time_limit = \"2s\"\nmax_micro_batches = 0").unwrap_err();
     assert_eq!(e.field, "optimum.max_micro_batches");
     let e = with_optimum("time_limit = \"soon\"").unwrap_err();
@@ -81,7 +86,9 @@ fn zero_bubble_runs_are_measured_against_the_split_optimum() {
         optimum: Some(OptimumSettings {
             time_limit_seconds: 20.0,
             max_micro_batches: 16,
+            under_budgets: false,
         }),
+        optimum_budgets: Vec::new(),
     };
     let record = run_configuration(&job).unwrap();
     let optimum = |name: &str| {
@@ -113,4 +120,101 @@ fn zero_bubble_runs_are_measured_against_the_split_optimum() {
         assert!(r.ratio_to_optimum.unwrap() >= 1.0 - 1e-9, "{}", r.schedule);
     }
     assert_eq!(record.rows.len(), 3);
+}
+
+/// Under a memory budget, the optimum is never below the one without a limit, never above
+/// a schedule of its placement that fits the budget, and its streams fit; below the least
+/// peak of any order it is proven infeasible. `best` measures its chosen run against it.
+#[test]
+fn the_optimum_under_a_budget_lies_between_the_free_optimum_and_every_fitting_run() {
+    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
+    let job = |budgets: Vec<f64>| SyncJob {
+        key: "k".into(),
+        instance_path: toy.into(),
+        stages: 3,
+        micro_batch_size: 1,
+        micro_batches: 6,
+        recompute: false,
+        bandwidth: None,
+        approaches: vec!["gpipe".into(), "dapple".into()],
+        uses: vec![Use {
+            study: "s".into(),
+            samples: 6,
+            mini_batch: None,
+        }],
+        optimum: Some(OptimumSettings {
+            time_limit_seconds: 20.0,
+            max_micro_batches: 16,
+            under_budgets: true,
+        }),
+        optimum_budgets: budgets,
+    };
+    let free_record = run_configuration(&job(Vec::new())).unwrap();
+    assert_eq!(free_record.optimum.len(), 1);
+    let free = &free_record.optimum[0];
+    assert_eq!(free.status, "optimal", "{free:?}");
+    let (free_time, free_peak) = (free.optimum_seconds.unwrap(), free.peak_memory_max.unwrap());
+    let least = free_record
+        .rows
+        .iter()
+        .map(|r| r.peak_memory_max)
+        .fold(f64::INFINITY, f64::min);
+    // The free optimum's own peak; DAPPLE's (below it here); 0.9 of DAPPLE's, where no
+    // schedule of the registry fits and the optimum is longer; one byte.
+    let binding = 0.9 * least;
+    let budgets = vec![free_peak, least, binding, 1.0];
+    let record = run_configuration(&job(budgets.clone())).unwrap();
+    assert_eq!(record.optimum.len(), 1 + budgets.len());
+    let under = |budget: f64| {
+        record
+            .optimum
+            .iter()
+            .find(|o| o.memory_budget == Some(budget))
+            .unwrap()
+    };
+    assert_eq!(under(1.0).status, "infeasible", "{:?}", under(1.0));
+    assert!(under(1.0).optimum_seconds.is_none());
+    for &budget in &budgets[..3] {
+        let o = under(budget);
+        assert_eq!(o.status, "optimal", "{o:?}");
+        let t = o.optimum_seconds.unwrap();
+        assert!(t >= free_time * (1.0 - 1e-9), "{t} below {free_time}");
+        assert!(o.peak_memory_max.unwrap() <= budget * (1.0 + 1e-9), "{o:?}");
+        for r in record.rows.iter().filter(|r| r.peak_memory_max <= budget) {
+            assert!(
+                r.makespan_seconds >= t * (1.0 - 1e-9),
+                "{} beats {t}",
+                r.schedule
+            );
+        }
+        let best = best_rows(&record.rows, &record.optimum, &[budget], &["dapple".into()]);
+        match best[0].ratio_to_optimum_under_budget {
+            Some(ratio) => assert!(ratio >= 1.0 - 1e-9, "{:?}", best[0]),
+            None => assert!(best[0].schedule.is_none(), "{:?}", best[0]),
+        }
+    }
+    // Each optimum names the fastest run of its placement within its budget, never faster.
+    for o in &record.optimum {
+        let fitting = |r: &&SyncRow| o.memory_budget.is_none_or(|m| r.peak_memory_max <= m);
+        let fastest = record
+            .rows
+            .iter()
+            .filter(fitting)
+            .map(|r| r.makespan_seconds);
+        assert_eq!(
+            o.fastest_schedule_seconds,
+            fastest.reduce(f64::min),
+            "{o:?}"
+        );
+        if let Some(ratio) = o.fastest_ratio_to_optimum {
+            assert!(ratio >= 1.0 - 1e-9, "{o:?}");
+        }
+    }
+    // The free optimum fits its own peak: taken as it is, without a solve.
+    assert_eq!(under(free_peak).optimum_seconds, Some(free_time));
+    assert_eq!(under(free_peak).solve_seconds, 0.0);
+    // At 0.9 of DAPPLE's peak the limit binds: no registered schedule fits, and the
+    // optimum is longer than without a limit.
+    assert!(record.rows.iter().all(|r| r.peak_memory_max > binding));
+    assert!(under(binding).optimum_seconds.unwrap() > free_time * 1.01);
 }

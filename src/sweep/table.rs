@@ -513,16 +513,9 @@ pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsR
         col("speedup").mean().alias("mean_speedup"),
         col("solve_seconds").mean().alias("mean_solve_seconds"),
     ]);
+    let order: Vec<&str> = by.iter().map(String::as_str).chain(["algorithm"]).collect();
     let Some(reference) = ratio_to else {
-        return base
-            .sort(
-                by.iter()
-                    .map(String::as_str)
-                    .chain(["algorithm"])
-                    .collect::<Vec<_>>(),
-                Default::default(),
-            )
-            .collect();
+        return base.sort(order, Default::default()).collect();
     };
     let keys = [
         "instance",
@@ -563,13 +556,7 @@ pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsR
             len().alias("compared"),
         ]);
     base.join(ratios, group.clone(), group, JoinArgs::new(JoinType::Left))
-        .sort(
-            by.iter()
-                .map(String::as_str)
-                .chain(["algorithm"])
-                .collect::<Vec<_>>(),
-            Default::default(),
-        )
+        .sort(order, Default::default())
         .collect()
 }
 

@@ -140,13 +140,7 @@ impl Portfolio<'_> {
         self.proofs += 1;
         let (instance, platform) = (self.problem.instance, self.problem.platform);
         let (finest, mergeable) = assignment_structures(instance, a);
-        let scope = Scope {
-            focus: None,
-            mergeable,
-            left_out: Vec::new(),
-            tail: None,
-            stash_charges: None,
-        };
+        let scope = Scope::every_stage_structure(mergeable);
         let Some(milp) = PatternMilp::new(instance, platform, &finest, question.target, &scope)
         else {
             // Static memory alone does not fit: no plan at any period.

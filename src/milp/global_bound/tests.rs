@@ -84,13 +84,7 @@ fn a_focused_check_is_never_infeasible_where_the_whole_assignment_has_a_pattern(
         &platform,
         &finest,
         period,
-        &Scope {
-            focus: None,
-            mergeable,
-            left_out: Vec::new(),
-            tail: None,
-            stash_charges: None,
-        },
+        &Scope::every_stage_structure(mergeable),
     )
     .unwrap();
     let options = MilpOptions {
@@ -287,13 +281,7 @@ fn has_plan(inst: &Instance, platform: &Platform, assignment: &[usize], period: 
     }
     use crate::milp::pattern_milp::{PatternMilp, Scope};
     let (finest, mergeable) = assignment_structures(inst, assignment);
-    let scope = Scope {
-        focus: None,
-        mergeable,
-        left_out: Vec::new(),
-        tail: None,
-        stash_charges: None,
-    };
+    let scope = Scope::every_stage_structure(mergeable);
     let Some(milp) = PatternMilp::new(inst, platform, &finest, period, &scope) else {
         return false;
     };
