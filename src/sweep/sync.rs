@@ -31,8 +31,10 @@
 //! experiment's folder, `<output>/<name>/` (the header every experiment file shares,
 //! `sweep::config::ExperimentHeader`; `results/<name>/` by default): `runs` (one row per
 //! simulation), `best` (per case, D, S, memory budget and approach, the fitting run with
-//! the highest throughput, with MixPipe's speedup over it) and, with `[optimum]`, `optimum`,
-//! each as Parquet, CSV and JSON, and the figures of `sweep::sync_figures`, which `pipeopt
+//! the highest throughput, with MixPipe's speedup over it) and, with `[optimum]`, `optimum`
+//! (per configuration and placement, without a memory limit and, with `under_budgets`,
+//! under each budget: the fastest schedule of the placement that fits against it), each
+//! as Parquet, CSV and JSON, and the figures of `sweep::sync_figures`, which `pipeopt
 //! sync-sweep` draws from the rows [`run`] returns. Shards follow `sweep::shard`: a shard
 //! writes its journal and identity, and the run without one takes them in and writes the
 //! tables (the best runs compare configurations, so a table needs them all).
