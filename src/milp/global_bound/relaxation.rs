@@ -217,38 +217,13 @@ impl Relaxation {
     /// unused); zeros at an infinite period (docs/bounds.md, "Waits forced by the period").
     pub fn waits(&self, crossing: &[bool], period: f64) -> Vec<f64> {
         let n = self.layers;
-        let mut waits = vec![0.0; n];
-        if !period.is_finite() {
-            return waits;
-        }
-        let tol = self.slack * period;
-        let half_duplex = self.link_factor > 1.5;
-        // span: the least time from F_l's start to B_l's end, from the last layer up.
-        let mut span_next = 0.0;
-        let mut down = 0.0;
-        for l in (0..n).rev() {
-            let (f, b) = (self.fwd[l], self.bwd[l]);
-            let to_backward = if l + 1 == n {
-                f
-            } else if crossing[l] {
-                let d = self.comm[l];
-                down += d;
-                // From the forward transfer's start to the backward transfer's start.
-                let mut gap = d + span_next;
-                if half_duplex {
-                    gap = clear_of(gap, d, d, period, tol);
-                }
-                f + gap + d
-            } else {
-                f + span_next
-            };
-            // F_l and B_l are parts of their stage's forward and backward: they share the
-            // processor.
-            let span = clear_of(to_backward, f, b, period, tol) + b;
-            waits[l] = (span - self.suffix(l) - 2.0 * down).max(0.0);
-            span_next = span;
-        }
-        waits
+        let mut chain = ChainWindows {
+            down: vec![0.0; n + 1],
+            waits: vec![0.0; n],
+            span: vec![0.0; n + 1],
+        };
+        chain.fill_above(self, crossing, period, n);
+        chain.waits
     }
 
     /// Whether a processor holding `h` can meet the memory and load facts at `period`, its windows
@@ -270,39 +245,44 @@ impl Relaxation {
     /// period), or `None` when it cannot meet facts 1-4 ([`Relaxation::holding_fits`]).
     pub(super) fn holding_need(&self, h: &Holding, period: f64, windows: Windows) -> Option<f64> {
         let n = self.layers;
-        let extra = match windows {
-            Windows::Waited => 0.0,
-            Windows::Plain { extra } => extra,
-        };
-        let cap_time = period * (1.0 + self.slack);
-        let cap_mem = self.memory * (1.0 + self.slack);
         let mut crossing = vec![false; n];
         for &c in &h.cuts {
             crossing[c] = true;
         }
-        // down[l]: one direction's transfers of the crossing cuts c >= l.
-        let mut down = vec![0.0; n + 1];
-        for c in (0..n).rev() {
-            let t = if c + 1 < n && crossing[c] {
-                self.comm[c]
-            } else {
-                0.0
-            };
-            down[c] = down[c + 1] + t;
+        let mut chain = ChainWindows::new(self, &crossing, period, windows);
+        if let Windows::Plain { extra } = windows {
+            let (first, last) = h.runs[0];
+            for d in &mut chain.down[first..=last] {
+                *d += extra;
+            }
         }
-        let (first, last) = h.runs[0];
-        for d in &mut down[first..=last] {
-            *d += extra;
-        }
+        self.holding_need_on(h, period, &chain)
+    }
+
+    /// [`Relaxation::holding_need`] with the chain's transfers and waits given: those of
+    /// every cut of `h.cuts` crossing and no other from the cut before `h`'s first layer on
+    /// (cuts above it change nothing of `h`'s windows), so that one [`ChainWindows`] serves
+    /// every processor of an assignment.
+    pub(super) fn holding_need_on(
+        &self,
+        h: &Holding,
+        period: f64,
+        chain: &ChainWindows,
+    ) -> Option<f64> {
+        let n = self.layers;
+        let cap_time = period * (1.0 + self.slack);
+        let cap_mem = self.memory * (1.0 + self.slack);
+        let crossing = |c: usize| h.cuts.binary_search(&c).is_ok();
+        let (down, waits) = (&chain.down, &chain.waits);
         let mut fixed = 0.0;
         let mut load = 0.0;
         for &(f, l) in &h.runs {
             fixed += 3.0 * self.weights[f..=l].iter().sum::<f64>();
             load += self.u[f..=l].iter().sum::<f64>();
-            if f > 0 && crossing[f - 1] {
+            if f > 0 && crossing(f - 1) {
                 fixed += 2.0 * self.out[f - 1];
             }
-            if l + 1 < n && crossing[l] {
+            if l + 1 < n && crossing(l) {
                 fixed += 2.0 * self.out[l];
             }
         }
@@ -315,58 +295,161 @@ impl Relaxation {
         // the tensor it shares with the layer before then kept twice, over its own window):
         // the smaller of the two. A stage keeps the whole stash of its first layer and the
         // marginals of the others over its own window, which contains theirs.
-        let first: Vec<bool> = {
-            let mut v = vec![false; n];
-            h.runs.iter().for_each(|&(f, _)| v[f] = true);
-            v
-        };
-        let layers: Vec<usize> = h
-            .runs
-            .iter()
-            .flat_map(|&(f, l)| f..=l)
-            .filter(|&j| self.own[j] > 0.0)
-            .collect();
+        struct Item {
+            j: usize,
+            starts_run: bool,
+            /// `SB(x) + down(x)` of the windows from the layer (`x = j`) and from the one
+            /// before it (`x = j - 1`), as two terms.
+            from_self: (f64, f64),
+            from_before: (f64, f64),
+            /// Its charge at every instant (the copies always held).
+            always: f64,
+        }
+        let window = |j: usize| self.suffix(j) + 2.0 * down[j] + waits[j];
         // Layer j's least charge, with `held(x)` the batches held by a window from layer x.
-        let charge = |j: usize, held: &dyn Fn(usize) -> f64| {
+        let charge = |j: usize, starts_run: bool, held: &dyn Fn(usize) -> f64| {
             let whole = self.own[j] * held(j);
-            if first[j] {
+            if starts_run {
                 whole
             } else {
                 whole.min(self.stash[j] * held(j - 1))
             }
         };
-        let waits = match windows {
-            Windows::Waited => self.waits(&crossing, period),
-            Windows::Plain { .. } => vec![0.0; n],
-        };
-        let window = |j: usize| self.suffix(j) + 2.0 * down[j] + waits[j];
+        let items: Vec<Item> = h
+            .runs
+            .iter()
+            .flat_map(|&(f, l)| (f..=l).map(move |j| (j, j == f)))
+            .filter(|&(j, _)| self.own[j] > 0.0)
+            .map(|(j, starts_run)| Item {
+                j,
+                starts_run,
+                from_self: (self.suffix_b[j], down[j]),
+                from_before: if starts_run {
+                    (0.0, 0.0)
+                } else {
+                    (self.suffix_b[j - 1], down[j - 1])
+                },
+                always: charge(j, starts_run, &|x| {
+                    floor_copies(window(x), period, self.slack)
+                }),
+            })
+            .collect();
         let mut average = 0.0;
         if period.is_finite() {
-            average = layers
+            average = items
                 .iter()
-                .map(|&j| charge(j, &|x| window(x) / period))
+                .map(|it| charge(it.j, it.starts_run, &|x| window(x) / period))
                 .sum();
             if fixed + average > cap_mem {
                 return None;
             }
         }
-        for &i in &layers {
+        for i in &items {
+            let at = self.suffix_f[i.j] + down[i.j] + waits[i.j];
+            let copies = |(b, d): (f64, f64)| ceil_copies(at + b + d, period, self.slack);
             let mut need = fixed;
-            for &j in &layers {
-                need += if j <= i {
-                    charge(j, &|x| {
-                        let d = self.suffix_f[i] + down[i] + waits[i] + self.suffix_b[x] + down[x];
-                        ceil_copies(d, period, self.slack)
-                    })
+            for it in &items {
+                need += if it.j <= i.j {
+                    let whole = self.own[it.j] * copies(it.from_self);
+                    if it.starts_run {
+                        whole
+                    } else {
+                        whole.min(self.stash[it.j] * copies(it.from_before))
+                    }
                 } else {
-                    charge(j, &|x| floor_copies(window(x), period, self.slack))
+                    it.always
                 };
-            }
-            if need > cap_mem {
-                return None;
+                if need > cap_mem {
+                    // Every charge is at least zero: the whole sum exceeds it too.
+                    return None;
+                }
             }
         }
         Some(fixed + average)
+    }
+}
+
+/// The transfers and waits along the chain for one set of crossing cuts at one period:
+/// `down[l]`, one direction's transfers of the crossing cuts `c >= l`, and `waits[l]`
+/// ([`Relaxation::waits`], zeros for [`Windows::Plain`]). Layer `l`'s quantities depend on
+/// the cuts from `l` on only, so a cut that starts crossing changes those above it alone
+/// ([`ChainWindows::cross`]).
+#[derive(Debug, Clone)]
+pub(super) struct ChainWindows {
+    pub(super) down: Vec<f64>,
+    pub(super) waits: Vec<f64>,
+    /// `span[l]`: the least time from layer `l`'s forward start to its backward's end, with
+    /// the waits (0 past the last layer).
+    span: Vec<f64>,
+}
+
+impl ChainWindows {
+    pub(super) fn new(
+        relax: &Relaxation,
+        crossing: &[bool],
+        period: f64,
+        windows: Windows,
+    ) -> ChainWindows {
+        let n = relax.layers;
+        let mut chain = ChainWindows {
+            down: vec![0.0; n + 1],
+            waits: vec![0.0; n],
+            span: vec![0.0; n + 1],
+        };
+        match windows {
+            Windows::Waited => chain.fill_above(relax, crossing, period, n),
+            Windows::Plain { .. } => chain.fill_above(relax, crossing, f64::INFINITY, n),
+        }
+        chain
+    }
+
+    /// The same chain with cut `c` crossing too (`crossing[c]` now true): layers `0..=c`
+    /// computed again, waited at `period`.
+    pub(super) fn cross(&mut self, relax: &Relaxation, crossing: &[bool], period: f64, c: usize) {
+        debug_assert!(crossing[c]);
+        self.fill_above(relax, crossing, period, c + 1);
+    }
+
+    /// Layers `0..end`, from layer `end - 1` up, with those from `end` on as they are: the
+    /// recurrence of [`Relaxation::waits`] (docs/bounds.md, "Waits forced by the period").
+    fn fill_above(&mut self, relax: &Relaxation, crossing: &[bool], period: f64, end: usize) {
+        let n = relax.layers;
+        let tol = relax.slack * period;
+        let half_duplex = relax.link_factor > 1.5;
+        let waited = period.is_finite();
+        for l in (0..end).rev() {
+            let (f, b) = (relax.fwd[l], relax.bwd[l]);
+            let span_next = self.span[l + 1];
+            let mut down = self.down[l + 1];
+            let to_backward = if l + 1 == n {
+                f
+            } else if crossing[l] {
+                let d = relax.comm[l];
+                down += d;
+                // From the forward transfer's start to the backward transfer's start.
+                let mut gap = d + span_next;
+                if half_duplex && waited {
+                    gap = clear_of(gap, d, d, period, tol);
+                }
+                f + gap + d
+            } else {
+                f + span_next
+            };
+            // F_l and B_l are parts of their stage's forward and backward: they share the
+            // processor.
+            let span = if waited {
+                clear_of(to_backward, f, b, period, tol) + b
+            } else {
+                to_backward + b
+            };
+            self.down[l] = down;
+            self.span[l] = span;
+            self.waits[l] = if waited {
+                (span - relax.suffix(l) - 2.0 * down).max(0.0)
+            } else {
+                0.0
+            };
+        }
     }
 }
 
@@ -452,7 +535,7 @@ pub(super) fn ceil_copies(d: f64, period: f64, slack: f64) -> f64 {
     if period.is_infinite() {
         return if d > 0.0 { 1.0 } else { 0.0 };
     }
-    (d / period - slack).ceil().max(0.0)
+    ceil_of(d / period - slack).max(0.0)
 }
 
 /// `floor(w / T)` batches always held by a window of at least `w`, rounded down past
@@ -461,7 +544,7 @@ pub(super) fn floor_copies(w: f64, period: f64, slack: f64) -> f64 {
     if period.is_infinite() {
         return 0.0;
     }
-    (w / period - slack).floor().max(0.0)
+    floor_of(w / period - slack).max(0.0)
 }
 
 /// Layers of one processor and the cuts assumed to cross: the premise of a row that the
@@ -540,7 +623,7 @@ pub(super) fn clear_of(x: f64, before: f64, after: f64, period: f64, tol: f64) -
     if !period.is_finite() || hi < lo {
         return x;
     }
-    let k = (x / period).floor();
+    let k = floor_of(x / period);
     let r = x - k * period;
     if r < lo {
         k * period + lo
@@ -548,6 +631,30 @@ pub(super) fn clear_of(x: f64, before: f64, after: f64, period: f64, tol: f64) -
         x
     } else {
         (k + 1.0) * period + lo
+    }
+}
+
+/// `y.floor()`, without a call into libm for the non-negative values below 2^52 that the
+/// waits meet at every node of the search (a truncation is the floor there).
+pub(super) fn floor_of(y: f64) -> f64 {
+    if y.is_sign_positive() && y < 4.5e15 {
+        (y as u64) as f64
+    } else {
+        y.floor()
+    }
+}
+
+/// `y.ceil()`, likewise ([`floor_of`]).
+pub(super) fn ceil_of(y: f64) -> f64 {
+    if y.is_sign_positive() && y < 4.5e15 {
+        let t = (y as u64) as f64;
+        if t < y {
+            t + 1.0
+        } else {
+            t
+        }
+    } else {
+        y.ceil()
     }
 }
 

@@ -48,7 +48,7 @@ use std::time::Instant;
 use super::anneal::canonical;
 use super::infinite::Answer;
 use super::premises::{held_apart, Premise};
-use super::relaxation::{relaxation_fits, Holding, Relaxation, Windows};
+use super::relaxation::{relaxation_fits, ChainWindows, Holding, Relaxation, Windows};
 
 /// What a caller's check says of an assignment that passes the relaxation: premises that
 /// exclude it (none: accepted).
@@ -97,6 +97,8 @@ pub fn decide_from(
         loads: vec![0.0; procs],
         links: vec![0.0; procs * procs],
         needs: vec![0.0; procs],
+        chain: ChainWindows::new(relax, &vec![false; n], period, Windows::Waited),
+        crossing: vec![false; n],
         premises,
         leaf,
         error: None,
@@ -269,6 +271,10 @@ struct Search<'a, 'b> {
     links: Vec<f64>,
     /// Each processor's average need ([`Relaxation::holding_need`]) on its layers so far.
     needs: Vec<f64>,
+    /// The transfers and waits of the cuts crossing so far (`crossing`), shared by every
+    /// processor's check and computed again only when a cut crosses.
+    chain: ChainWindows,
+    crossing: Vec<bool>,
     premises: &'a mut Vec<Premise>,
     leaf: &'a mut Leaf<'b>,
     /// The first error of `leaf`: the search stops.
@@ -348,6 +354,12 @@ impl Search<'_, '_> {
             self.assignment.push(p);
             self.path.push(i);
             let saved = self.needs.clone();
+            let saved_chain = link.map(|_| {
+                self.crossing[k - 1] = true;
+                let mut chain = self.chain.clone();
+                chain.cross(relax, &self.crossing, self.period, k - 1);
+                std::mem::replace(&mut self.chain, chain)
+            });
             let fits = self.memory_fits(p, link.is_some())
                 && !self
                     .premises
@@ -371,6 +383,10 @@ impl Search<'_, '_> {
             self.assignment.pop();
             self.path.pop();
             self.needs = saved;
+            if let Some(chain) = saved_chain {
+                self.crossing[k - 1] = false;
+                self.chain = chain;
+            }
             if self.out_of_time {
                 return false;
             }
@@ -420,7 +436,7 @@ impl Search<'_, '_> {
             let Some(h) = Holding::of(&self.assignment, q) else {
                 continue;
             };
-            match relax.holding_need(&h, self.period, Windows::Waited) {
+            match relax.holding_need_on(&h, self.period, &self.chain) {
                 Some(need) => self.needs[q] = need,
                 None => return false,
             }

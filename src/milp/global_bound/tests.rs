@@ -8,8 +8,8 @@ use super::exact::{decide_period, Decision, Verdict};
 use super::premises::{obeys, Premise};
 use super::probe::{Learnt, LoopsAfterSearch, Probe};
 use super::relaxation::{
-    ceil_copies, clear_of, floor_copies, layer_stashes, relaxation_fits, Holding, Relaxation,
-    Unproven, Windows,
+    ceil_copies, ceil_of, clear_of, floor_copies, floor_of, layer_stashes, relaxation_fits,
+    ChainWindows, Holding, Relaxation, Unproven, Windows,
 };
 use super::scheduled::{focused_check, focused_milp, in_chain_order, Focus};
 use super::{FUTILE_MILP_LOOPS, MAX_SCHEDULED_LAYERS};
@@ -876,4 +876,90 @@ fn one_processor_holds_one_batch_of_everything() {
     assert!(relaxation_fits(&relax, &[0, 0, 0], 18.0));
     let tight = Relaxation::new(&inst, &Platform::new(1, 63.0, 1.0));
     assert!(!relaxation_fits(&tight, &[0, 0, 0], f64::INFINITY));
+}
+
+/// The search's incremental chain windows equal those computed in full: cuts made to cross
+/// one by one up the chain and in any order, on chains with and without zero durations,
+/// at periods from near the load to infinite; and the checks on them answer as the full one.
+#[test]
+fn chain_windows_crossed_one_cut_at_a_time_equal_the_full_ones() {
+    use crate::nets::random::{random_chain, random_chain_with_zeros};
+    for seed in 0..40u64 {
+        let inst = if seed % 2 == 0 {
+            random_chain(seed, 9)
+        } else {
+            random_chain_with_zeros(seed, 9)
+        };
+        let relax = Relaxation::new(&inst, &Platform::new(3, 1e12, 1e9));
+        let n = inst.len();
+        let total = relax.sequential_period();
+        for period in [total / 7.0, total / 3.0, total * 0.9, f64::INFINITY] {
+            let mut crossing = vec![false; n];
+            let mut chain = ChainWindows::new(&relax, &crossing, period, Windows::Waited);
+            // Cuts in a scrambled order, as the search meets them going up and down.
+            let mut cuts: Vec<usize> = (0..n - 1).collect();
+            cuts.sort_by_key(|&c| (c as u64 * 7 + seed) % 11);
+            for c in cuts {
+                crossing[c] = true;
+                chain.cross(&relax, &crossing, period, c);
+                let full = ChainWindows::new(&relax, &crossing, period, Windows::Waited);
+                assert_eq!(chain.down, full.down, "seed {seed} period {period} cut {c}");
+                assert_eq!(
+                    chain.waits, full.waits,
+                    "seed {seed} period {period} cut {c}"
+                );
+                assert_eq!(full.waits, relax.waits(&crossing, period));
+                // A processor holding every other layer, its cuts those crossing.
+                let assignment: Vec<usize> = (0..n).map(|l| l % 2).collect();
+                if let Some(h) = Holding::of(&assignment, 0) {
+                    let h = Holding {
+                        cuts: h.cuts.into_iter().filter(|&c| crossing[c]).collect(),
+                        ..h
+                    };
+                    assert_eq!(
+                        relax.holding_need_on(&h, period, &chain),
+                        relax.holding_need(&h, period, Windows::Waited)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The floor and ceiling the waits and copies use are `f64::floor` and `f64::ceil` exactly,
+/// at integers, just beside them, at the edge of the fast path and beyond, negative, zero,
+/// infinite and NaN.
+#[test]
+fn fast_floor_and_ceiling_are_the_exact_ones() {
+    let mut ys = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        -0.5,
+        4.5e15,
+        4.5e15 - 1.0,
+        4.4999999999999995e15,
+        2f64.powi(53),
+        1e300,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MIN_POSITIVE,
+    ];
+    for k in 0..2000u32 {
+        let y = k as f64 / 7.0;
+        let (up, down) = (
+            |x: f64| f64::from_bits(x.to_bits() + 1),
+            |x: f64| f64::from_bits(x.to_bits() - 1),
+        );
+        ys.extend([y, up(y), up(k as f64), up(k as f64 + 0.5)]);
+        if k > 0 {
+            ys.extend([down(y), down(k as f64)]);
+        }
+    }
+    for y in ys {
+        assert_eq!(floor_of(y).to_bits(), y.floor().to_bits(), "floor {y}");
+        assert_eq!(ceil_of(y).to_bits(), y.ceil().to_bits(), "ceil {y}");
+    }
+    assert!(floor_of(f64::NAN).is_nan() && ceil_of(f64::NAN).is_nan());
 }
