@@ -159,15 +159,11 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
             if pts.is_empty() {
                 continue;
             }
-            let unproven: Vec<String> = pts
-                .iter()
-                .filter(|p| !p.2)
-                .map(|p| format!("{}", p.0))
-                .collect();
+            let unproven = unproven_at(&pts);
             let label = if unproven.is_empty() {
                 format!("{label} (MILP)")
             } else {
-                format!("{label} (bound at D = {})", unproven.join(", "))
+                format!("{label} (bound at D = {unproven})")
             };
             lines.push(Line {
                 label,
@@ -184,6 +180,17 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
         });
     }
     panels
+}
+
+/// The x of the points `(x, y, proven)` whose optimum is only bounded, comma-separated
+/// (empty when every one is proven), for a line's label.
+fn unproven_at(pts: &[(f64, f64, bool)]) -> String {
+    let xs: Vec<String> = pts
+        .iter()
+        .filter(|p| !p.2)
+        .map(|p| format!("{}", p.0))
+        .collect();
+    xs.join(", ")
 }
 
 /// The panels of `optimum-under-budget.svg`: per instance and memory budget, each
@@ -220,15 +227,11 @@ fn under_budget_panels(optimum: &[OptimumRow], insts: &[String]) -> Vec<Panel> {
                     continue;
                 }
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let unproven: Vec<String> = pts
-                    .iter()
-                    .filter(|p| !p.2)
-                    .map(|p| format!("{}", p.0))
-                    .collect();
+                let unproven = unproven_at(&pts);
                 let bound = if unproven.is_empty() {
                     String::new()
                 } else {
-                    format!(", bound at N = {}", unproven.join(", "))
+                    format!(", bound at N = {unproven}")
                 };
                 lines.push(Line {
                     label: format!("{placement}, D = {d}{bound}"),
