@@ -224,6 +224,8 @@ struct OptimumJob {
     target: OptimumTarget,
     /// The budget per worker the orders are held to; none: no limit.
     memory: Option<f64>,
+    /// A lower bound known before the solve (under a budget, the optimum without one).
+    known_bound: Option<f64>,
     /// The generated schedules of that placement at (D, N): HiGHS's starts.
     proposals: Vec<(String, Schedule)>,
 }
@@ -270,14 +272,31 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
     match optimal_schedule(&problem, &job.proposals, &options) {
         Err(e) => row.status = format!("error: {e}"),
         Ok(o) => {
-            row.status = serde_json::to_value(o.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let mut status = o.status;
             row.best_seconds = o.makespan;
             row.lower_bound_seconds = Some(o.lower_bound).filter(|x| x.is_finite());
             row.gap = Some(o.gap).filter(|x| x.is_finite());
-            row.optimum_seconds = if o.status == SolveStatus::Optimal {
+            // The known bound holds too where HiGHS left the question open; streams that
+            // meet it are optimal.
+            let open = matches!(
+                status,
+                SolveStatus::LimitWithIncumbent | SolveStatus::NoSolutionWithinLimit
+            );
+            if let (Some(known), true) = (job.known_bound, open) {
+                let bound = row.lower_bound_seconds.map_or(known, |b| b.max(known));
+                row.lower_bound_seconds = Some(bound);
+                if let Some(best) = o.makespan {
+                    row.gap = Some(((best - bound) / best).max(0.0));
+                    if best <= bound * (1.0 + 1e-9) {
+                        status = SolveStatus::Optimal;
+                    }
+                }
+            }
+            row.status = serde_json::to_value(status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            row.optimum_seconds = if status == SolveStatus::Optimal {
                 o.makespan
             } else {
                 row.lower_bound_seconds.filter(|x| *x > 0.0)
@@ -675,6 +694,7 @@ fn optimum_rows(
                 recompute: job.recompute,
                 target,
                 memory: None,
+                known_bound: None,
                 proposals: Vec::new(),
             })
             .proposals
@@ -748,7 +768,7 @@ fn optimum_rows(
 /// The optimum of `job`'s placement under `budget`. Where the optimum without a limit
 /// (`free`) is proven and its streams fit the budget, it is this one too (a limit only
 /// removes orders); otherwise the MILP solves it with the budget, from the placement's
-/// schedules (those that fit start it).
+/// schedules (those that fit start it), the free optimum's bound its bound too.
 fn optimum_under_budget(
     job: &OptimumJob,
     free: &OptimumRow,
@@ -765,36 +785,20 @@ fn optimum_under_budget(
             ..free.clone()
         };
     }
-    let limited = OptimumJob {
-        memory: Some(budget),
-        proposals: job.proposals.clone(),
-        instance: job.instance.clone(),
-        ..*job
-    };
-    let mut row = solve_optimum(&limited, costs, settings);
-    // A limit only removes orders: what bounds the free optimum bounds this one too, and
-    // streams that meet that bound are optimal.
-    let free_bound = if free.status == "optimal" {
+    // A limit only removes orders: what bounds the optimum without one bounds this one.
+    let known_bound = if free.status == "optimal" {
         free.best_seconds
     } else {
         free.lower_bound_seconds
     };
-    let open = !matches!(row.status.as_str(), "optimal" | "infeasible")
-        && !row.status.starts_with("error");
-    if let (Some(fb), true) = (free_bound, open) {
-        let bound = row.lower_bound_seconds.map_or(fb, |b| b.max(fb));
-        row.lower_bound_seconds = Some(bound);
-        if let Some(best) = row.best_seconds {
-            row.gap = Some(((best - bound) / best).max(0.0));
-            if best <= bound * (1.0 + 1e-9) {
-                row.status = "optimal".into();
-                row.optimum_seconds = Some(best);
-            } else {
-                row.optimum_seconds = Some(bound);
-            }
-        }
-    }
-    row
+    let limited = OptimumJob {
+        memory: Some(budget),
+        known_bound,
+        proposals: job.proposals.clone(),
+        instance: job.instance.clone(),
+        ..*job
+    };
+    solve_optimum(&limited, costs, settings)
 }
 
 fn log_optimum(row: &OptimumRow) {

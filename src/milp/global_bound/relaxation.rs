@@ -216,14 +216,7 @@ impl Relaxation {
     /// other (`crossing[c]`: between layers `c` and `c + 1`, 0-based; one entry per layer, the last
     /// unused); zeros at an infinite period (docs/bounds.md, "Waits forced by the period").
     pub fn waits(&self, crossing: &[bool], period: f64) -> Vec<f64> {
-        let n = self.layers;
-        let mut chain = ChainWindows {
-            down: vec![0.0; n + 1],
-            waits: vec![0.0; n],
-            span: vec![0.0; n + 1],
-        };
-        chain.fill_above(self, crossing, period, n);
-        chain.waits
+        ChainWindows::new(self, crossing, period, Windows::Waited).waits
     }
 
     /// Whether a processor holding `h` can meet the memory and load facts at `period`, its windows
@@ -299,20 +292,22 @@ impl Relaxation {
             j: usize,
             starts_run: bool,
             /// `SB(x) + down(x)` of the windows from the layer (`x = j`) and from the one
-            /// before it (`x = j - 1`), as two terms.
+            /// before it (`x = j - 1`; unused where the layer starts a run), as two terms.
             from_self: (f64, f64),
             from_before: (f64, f64),
             /// Its charge at every instant (the copies always held).
             always: f64,
         }
         let window = |j: usize| self.suffix(j) + 2.0 * down[j] + waits[j];
-        // Layer j's least charge, with `held(x)` the batches held by a window from layer x.
-        let charge = |j: usize, starts_run: bool, held: &dyn Fn(usize) -> f64| {
-            let whole = self.own[j] * held(j);
+        // Layer j's least charge, with `held` the batches held by a window from layer j and
+        // `before` those held by one from layer j - 1 (asked only where j does not start a
+        // run).
+        let charge = |j: usize, starts_run: bool, held: f64, before: &dyn Fn() -> f64| {
+            let whole = self.own[j] * held;
             if starts_run {
                 whole
             } else {
-                whole.min(self.stash[j] * held(j - 1))
+                whole.min(self.stash[j] * before())
             }
         };
         let items: Vec<Item> = h
@@ -329,16 +324,24 @@ impl Relaxation {
                 } else {
                     (self.suffix_b[j - 1], down[j - 1])
                 },
-                always: charge(j, starts_run, &|x| {
-                    floor_copies(window(x), period, self.slack)
-                }),
+                always: charge(
+                    j,
+                    starts_run,
+                    floor_copies(window(j), period, self.slack),
+                    &|| floor_copies(window(j - 1), period, self.slack),
+                ),
             })
             .collect();
         let mut average = 0.0;
         if period.is_finite() {
             average = items
                 .iter()
-                .map(|it| charge(it.j, it.starts_run, &|x| window(x) / period))
+                .map(|it| {
+                    let j = it.j;
+                    charge(j, it.starts_run, window(j) / period, &|| {
+                        window(j - 1) / period
+                    })
+                })
                 .sum();
             if fixed + average > cap_mem {
                 return None;
@@ -350,12 +353,9 @@ impl Relaxation {
             let mut need = fixed;
             for it in &items {
                 need += if it.j <= i.j {
-                    let whole = self.own[it.j] * copies(it.from_self);
-                    if it.starts_run {
-                        whole
-                    } else {
-                        whole.min(self.stash[it.j] * copies(it.from_before))
-                    }
+                    charge(it.j, it.starts_run, copies(it.from_self), &|| {
+                        copies(it.from_before)
+                    })
                 } else {
                     it.always
                 };
