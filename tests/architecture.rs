@@ -344,33 +344,21 @@ fn modules_depend_on_each_other_without_cycles() {
     );
 }
 
-/// An offline optimizer builds no network client, TLS stack or object store: polars'
-/// readers come from polars-io without its cloud features (Cargo.toml). tokio stays: polars'
-/// core depends on it unconditionally, without any network feature used here.
-#[test]
-fn the_build_has_no_network_stack() {
+/// `cargo tree --locked ARGS` on this package, offline first (CI's registry is warm); on
+/// a fresh machine, whose registry holds only the crates a build compiled, it must fetch
+/// the index entries of the others.
+fn cargo_tree(args: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // Offline first (CI's registry is warm); on a fresh machine, whose registry holds only
-    // the crates a build compiled, `cargo tree` must fetch the index entries of the others.
     let tree_of = |offline: bool| {
         let mut cmd = std::process::Command::new(&cargo);
-        cmd.arg("tree");
+        cmd.args(["tree", "--locked"]);
         if offline {
             cmd.arg("--offline");
         }
-        cmd.args([
-            "--locked",
-            "--all-features",
-            "--edges",
-            "normal,build",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree runs")
+        cmd.args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo tree runs")
     };
     let offline = tree_of(true);
     let out = if offline.status.success() {
@@ -380,10 +368,26 @@ fn the_build_has_no_network_stack() {
     };
     assert!(
         out.status.success(),
-        "cargo tree failed: {}",
+        "cargo tree {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tree = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An offline optimizer builds no network client, TLS stack or object store: polars'
+/// readers come from polars-io without its cloud features (Cargo.toml). tokio stays: polars'
+/// core depends on it unconditionally, without any network feature used here.
+#[test]
+fn the_build_has_no_network_stack() {
+    let tree = cargo_tree(&[
+        "--all-features",
+        "--edges",
+        "normal,build",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ]);
     let forbidden = [
         "reqwest",
         "hyper",
@@ -399,4 +403,90 @@ fn the_build_has_no_network_stack() {
         .filter(|name| forbidden.contains(name))
         .collect();
     assert!(found.is_empty(), "network crates in the build: {found:?}");
+}
+
+/// The packages of `cargo tree --prefix depth --format '{p} [{f}]' ARGS` (target
+/// dependencies only), each with its features and the packages it depends on.
+fn features_and_edges(
+    args: &[&str],
+) -> std::collections::BTreeMap<String, (String, std::collections::BTreeSet<String>)> {
+    let mut all = vec!["--prefix", "depth", "--format", "{p} [{f}]"];
+    all.extend_from_slice(args);
+    let tree = cargo_tree(&all);
+    let mut packages = std::collections::BTreeMap::new();
+    // The package at each depth of the line being read, for its parent.
+    let mut path: Vec<String> = Vec::new();
+    for line in tree.lines().filter(|l| !l.trim().is_empty()) {
+        let depth_end = line.find(|c: char| !c.is_ascii_digit()).unwrap_or(0);
+        let Ok(depth) = line[..depth_end].parse::<usize>() else {
+            continue;
+        };
+        let rest = &line[depth_end..];
+        let (Some(open), Some(close)) = (rest.find(" ["), rest.rfind(']')) else {
+            continue;
+        };
+        // `name vX.Y.Z`, without a path or `(*)`.
+        let name: String = rest[..open].split(" (").next().unwrap().trim().to_string();
+        let features = rest[open + 2..close].to_string();
+        path.truncate(depth);
+        if let Some(parent) = path.last() {
+            let entry: &mut (String, std::collections::BTreeSet<String>) = packages
+                .get_mut(parent)
+                .expect("a parent is listed before its children");
+            entry.1.insert(name.clone());
+        }
+        packages
+            .entry(name.clone())
+            .or_insert_with(|| (features, std::collections::BTreeSet::new()));
+        path.push(name);
+    }
+    packages
+}
+
+/// A package compiled with other features is compiled again, and so is every package above
+/// it: without the feature pins of Cargo.toml, the tests' dev-dependencies made `cargo test`
+/// build polars and pipeopt a second time after `./pipeopt.sh` built them (minutes on two
+/// cores, hundreds of MB in `target/`). Every package of the release binary has the same
+/// features in the tests' build, and every package polars builds on has them in the libtorch
+/// tier's (`tch` and its dependencies), which rebuilds only pipeopt.
+#[test]
+fn the_tests_and_the_libtorch_tier_reuse_the_release_builds_polars() {
+    let release = features_and_edges(&["--edges", "normal"]);
+    let tests = features_and_edges(&["--edges", "normal,dev"]);
+    let torch = features_and_edges(&["--edges", "normal", "--features", "torch"]);
+    let differing = |other: &std::collections::BTreeMap<_, (String, _)>,
+                     names: &mut dyn Iterator<Item = &String>| {
+        names
+            .filter_map(|name| {
+                let mine = &release[name].0;
+                let theirs = &other.get(name)?.0;
+                (mine != theirs).then(|| format!("{name}: [{mine}] against [{theirs}]"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let for_tests = differing(&tests, &mut release.keys());
+    assert!(
+        for_tests.is_empty(),
+        "features that the tests' build adds (pin them in Cargo.toml): {for_tests:?}"
+    );
+    // polars and every package it builds on, in the release build.
+    let mut polars: std::collections::BTreeSet<String> = release
+        .keys()
+        .filter(|name| name.starts_with("polars "))
+        .cloned()
+        .collect();
+    assert!(!polars.is_empty(), "polars is in the release build");
+    let mut frontier: Vec<String> = polars.iter().cloned().collect();
+    while let Some(name) = frontier.pop() {
+        for dependency in &release[&name].1 {
+            if polars.insert(dependency.clone()) {
+                frontier.push(dependency.clone());
+            }
+        }
+    }
+    let for_torch = differing(&torch, &mut polars.iter());
+    assert!(
+        for_torch.is_empty(),
+        "features that the libtorch tier adds under polars (pin them in Cargo.toml): {for_torch:?}"
+    );
 }
