@@ -113,7 +113,8 @@ pub struct SyncArgs {
     /// names the approach: mixpipe searches K, Gamma and K maximizing).
     #[arg(long)]
     hybrid: bool,
-    /// --hybrid: GPUs P of the cluster (P = W x D); --stages caps D.
+    /// --hybrid: GPUs P of the cluster (P = W x D); --stages caps the stages the chain is
+    /// cut into (D, or v D for a schedule with v stages per GPU such as interleaved-2).
     #[arg(long)]
     gpus: Option<usize>,
     /// --hybrid: bandwidth of the gradient all-reduce, e.g. 150GB/s (MixPipe places every

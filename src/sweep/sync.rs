@@ -6,9 +6,12 @@
 //! 8-10).
 //!
 //! The grid (an experiment file, see `experiments/bidirectional.toml`): for each case (an
-//! instance, a study name, stage counts D and samples per pipeline per iteration S), every
-//! micro-batch size B of the list that divides S gives N = S / B micro-batches; every
-//! schedule that accepts (D, N) is simulated with and without activation recomputation.
+//! instance, a study name, pipeline depths D in GPUs and samples per pipeline per
+//! iteration S), every micro-batch size B of the list that divides S gives N = S / B
+//! micro-batches; every schedule that accepts (D, N) is simulated with and without
+//! activation recomputation. A schedule that puts v stages on each GPU (interleaved 1F1B,
+//! breadth-first, ZB-V, DualPipeV) runs on the same D GPUs with the chain cut into v D
+//! stages (`experiments/interleaved.toml`), so that every approach at a D uses D GPUs.
 //! "mixpipe" stands for the whole space of its eq. (5) (K = 2, 4, ..., D; Gamma = 0 ..
 //! (D - K)/2) plus "K maximizing" when N > D.
 //!
@@ -68,6 +71,10 @@ pub struct SyncRow {
     pub study: String,
     /// Pipeline depth D (GPUs per pipeline).
     pub stages: usize,
+    /// The stages the chain is cut into: D, or v D for a schedule with v stages per GPU
+    /// (interleaved, V-shaped); 0 in rows of journals written before the column.
+    #[serde(default)]
+    pub model_stages: usize,
     /// Samples per pipeline per iteration, S = N x B.
     pub samples: usize,
     /// W x S when the case gives the cluster's GPUs P (W = P / D pipelines).
@@ -75,7 +82,9 @@ pub struct SyncRow {
     pub micro_batch_size: usize,
     pub micro_batches: usize,
     pub recompute: bool,
-    /// gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno, 1f1b-so.
+    /// An approach of the schedule registry: gpipe, dapple, gems, chimera, mixpipe,
+    /// 1f1b-sno, 1f1b-so, zb-h1, zb-h2, and those with several stages per GPU (zb-v,
+    /// interleaved-2, interleaved-4, breadth-first-2, breadth-first-4, dualpipe-v).
     pub approach: String,
     /// The schedule with its parameters, e.g. mixpipe(K=4,Gamma=1), mixpipe-kmax.
     pub schedule: String,
@@ -121,7 +130,11 @@ pub struct SyncRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OptimumRow {
     pub instance: String,
+    /// D, GPUs per pipeline.
     pub stages: usize,
+    /// The stages of the placement (see [`SyncRow::model_stages`]).
+    #[serde(default)]
+    pub model_stages: usize,
     pub micro_batch_size: usize,
     pub micro_batches: usize,
     pub recompute: bool,
@@ -218,6 +231,7 @@ pub struct SyncDetails {
 struct OptimumJob {
     instance: String,
     d: usize,
+    model_stages: usize,
     b: usize,
     n: usize,
     recompute: bool,
@@ -250,6 +264,7 @@ fn solve_optimum(job: &OptimumJob, costs: &StageCosts, settings: &OptimumSetting
     let mut row = OptimumRow {
         instance: job.instance.clone(),
         stages: job.d,
+        model_stages: job.model_stages,
         micro_batch_size: job.b,
         micro_batches: job.n,
         recompute: job.recompute,
@@ -338,7 +353,12 @@ pub struct Use {
 pub struct SyncJob {
     pub key: String,
     pub instance_path: PathBuf,
+    /// D, GPUs per pipeline.
     pub stages: usize,
+    /// The stages each GPU holds (its approaches': 1, or v for interleaved and V-shaped
+    /// schedules): the chain is cut into `stages x stages_per_worker` stages.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub stages_per_worker: usize,
     pub micro_batch_size: usize,
     pub micro_batches: usize,
     pub recompute: bool,
@@ -351,6 +371,21 @@ pub struct SyncJob {
     /// experiment's `memory`); empty otherwise, and with recomputation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub optimum_budgets: Vec<f64>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(v: &usize) -> bool {
+    *v == 1
+}
+
+impl SyncJob {
+    /// The stages the chain is cut into.
+    pub fn model_stages(&self) -> usize {
+        self.stages * self.stages_per_worker
+    }
 }
 
 /// What one configuration gave: its simulations (rows without their optimum columns when
@@ -429,8 +464,15 @@ impl JobKind for Synchronous {
 /// The configurations of the grid, in a stable order, with keys that change with anything
 /// that changes their records (the instance's content, the settings).
 pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
-    let mut order: Vec<(PathBuf, usize, usize, usize, bool)> = Vec::new();
-    let mut uses: HashMap<(PathBuf, usize, usize, usize, bool), Vec<Use>> = HashMap::new();
+    // A configuration per stages per worker of the approaches (one, and v for interleaved
+    // and V-shaped schedules): the chain is cut into v D stages for those.
+    let per_worker = |s: &String| registry::approach(s).map_or(1, |a| a.stages_per_worker);
+    let mut stages_per_worker: Vec<usize> = exp.schedules.iter().map(per_worker).collect();
+    stages_per_worker.sort_unstable();
+    stages_per_worker.dedup();
+    type Config = (PathBuf, usize, usize, usize, bool, usize);
+    let mut order: Vec<Config> = Vec::new();
+    let mut uses: HashMap<Config, Vec<Use>> = HashMap::new();
     let mut hashes: HashMap<PathBuf, String> = HashMap::new();
     for case in &exp.cases {
         let inst = Instance::load(&case.instance)?;
@@ -451,8 +493,12 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
                 if case.n_equals_d && n != d {
                     continue;
                 }
-                for &recompute in &exp.recompute {
-                    let config = (case.instance.clone(), d, b, n, recompute);
+                for (&recompute, &v) in exp
+                    .recompute
+                    .iter()
+                    .flat_map(|r| stages_per_worker.iter().map(move |v| (r, v)))
+                {
+                    let config = (case.instance.clone(), d, b, n, recompute, v);
                     let entry = uses.entry(config.clone()).or_insert_with(|| {
                         order.push(config);
                         Vec::new()
@@ -473,7 +519,7 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
     Ok(order
         .into_iter()
         .map(|config| {
-            let (path, d, b, n, recompute) = config.clone();
+            let (path, d, b, n, recompute, v) = config.clone();
             let uses = uses.remove(&config).unwrap_or_default();
             let optimum_budgets = match exp.optimum {
                 Some(o) if o.under_budgets && !recompute => exp.memory.clone(),
@@ -495,16 +541,27 @@ pub fn jobs(exp: &SyncExperiment) -> Result<Vec<SyncJob>, InputError> {
                     .expect("an array")
                     .push(serde_json::json!(optimum_budgets));
             }
+            if v > 1 {
+                id.as_array_mut()
+                    .expect("an array")
+                    .push(serde_json::json!({ "stages_per_worker": v }));
+            }
             let key = super::engine::key_of(&id);
             SyncJob {
                 key,
                 instance_path: path,
                 stages: d,
+                stages_per_worker: v,
                 micro_batch_size: b,
                 micro_batches: n,
                 recompute,
                 bandwidth,
-                approaches: exp.schedules.clone(),
+                approaches: exp
+                    .schedules
+                    .iter()
+                    .filter(|s| per_worker(s) == v)
+                    .cloned()
+                    .collect(),
                 uses,
                 optimum: exp.optimum,
                 optimum_budgets,
@@ -519,11 +576,27 @@ type Generated = (String, ScheduleKind, Option<Schedule>);
 
 /// Simulates every schedule of one configuration, then solves its optimum per placement.
 fn run_configuration(job: &SyncJob) -> Result<SyncRecord, InputError> {
-    let (d, n) = (job.stages, job.micro_batches);
+    let (d, n) = (job.model_stages(), job.micro_batches);
     let inst = Instance::load(&job.instance_path)?;
-    let (costs, transient, from) = configuration_costs(job, &inst)?;
     let mut rows = Vec::new();
     let mut skipped = 0;
+    if d > inst.len() {
+        // v D stages of a chain shorter than that: no schedule of these approaches.
+        let kinds: usize = job
+            .approaches
+            .iter()
+            .map(|a| approach_kinds(a, d, n).len())
+            .sum();
+        return Ok(SyncRecord {
+            key: job.key.clone(),
+            rows,
+            optimum: Vec::new(),
+            skipped: kinds * job.uses.len(),
+            error: None,
+            wall_seconds: 0.0,
+        });
+    }
+    let (costs, transient, from) = configuration_costs(job, &inst)?;
     // The generated schedules of this (D, N), by name, in the order first met.
     let mut generated: Vec<Generated> = Vec::new();
     for approach in &job.approaches {
@@ -574,7 +647,7 @@ fn configuration_costs(
     job: &SyncJob,
     inst: &Instance,
 ) -> Result<(StageCosts, Vec<f64>, &'static str), InputError> {
-    let (d, b) = (job.stages, job.micro_batch_size);
+    let (d, b) = (job.model_stages(), job.micro_batch_size);
     let path = &job.instance_path;
     let bandwidth = job.bandwidth.unwrap_or(f64::INFINITY);
     let own_batch = inst
@@ -620,8 +693,13 @@ impl Run<'_> {
         r: &SimReport,
         transient: &[f64],
     ) -> Vec<SyncRow> {
-        let (d, b, n) = (job.stages, job.micro_batch_size, job.micro_batches);
-        let peaks: Vec<f64> = (0..d)
+        let (d, m, b, n) = (
+            job.stages,
+            job.model_stages(),
+            job.micro_batch_size,
+            job.micro_batches,
+        );
+        let peaks: Vec<f64> = (0..schedule.len())
             .map(|w| {
                 let extra = schedule[w]
                     .iter()
@@ -630,7 +708,7 @@ impl Run<'_> {
                 r.memory[w].peak_bytes + extra
             })
             .collect();
-        let (k, gamma) = (self.kind.schedule.k_gamma_columns)(d, self.kind.params);
+        let (k, gamma) = (self.kind.schedule.k_gamma_columns)(m, self.kind.params);
         job.uses
             .iter()
             .map(|u| {
@@ -639,6 +717,7 @@ impl Run<'_> {
                     instance: inst.name.clone(),
                     study: u.study.clone(),
                     stages: d,
+                    model_stages: m,
                     samples: u.samples,
                     mini_batch: u.mini_batch,
                     micro_batch_size: b,
@@ -651,7 +730,7 @@ impl Run<'_> {
                     costs_from: self.costs_from.to_string(),
                     makespan_seconds: r.makespan_seconds,
                     bubble_ratio: r.bubble_ratio,
-                    paper_bubble_ratio: self.kind.paper_bubble_ratio(d, n),
+                    paper_bubble_ratio: self.kind.paper_bubble_ratio(m, n),
                     samples_per_second: sps,
                     samples_per_second_per_gpu: sps / d as f64,
                     peak_memory_max: peaks.iter().cloned().fold(0.0, f64::max),
@@ -689,6 +768,7 @@ fn optimum_rows(
             .or_insert_with(|| OptimumJob {
                 instance: inst.name.clone(),
                 d: job.stages,
+                model_stages: job.model_stages(),
                 b: job.micro_batch_size,
                 n: job.micro_batches,
                 recompute: job.recompute,
@@ -805,8 +885,13 @@ fn log_optimum(row: &OptimumRow) {
     let budget = row.memory_budget.map_or(String::new(), |m| {
         format!(" under {:.1} GiB", m / 1024f64.powi(3))
     });
+    let cut = if row.model_stages > row.stages {
+        format!(" ({} stages)", row.model_stages)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "optimum: {} D={} N={} B={}{} {}{budget}: {} in {:.1} s",
+        "optimum: {} D={}{cut} N={} B={}{} {}{budget}: {} in {:.1} s",
         row.instance,
         row.stages,
         row.micro_batches,

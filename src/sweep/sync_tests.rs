@@ -73,6 +73,7 @@ fn zero_bubble_runs_are_measured_against_the_split_optimum() {
         key: "k".into(),
         instance_path: concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json").into(),
         stages: 3,
+        stages_per_worker: 1,
         micro_batch_size: 1,
         micro_batches: 3,
         recompute: false,
@@ -132,6 +133,7 @@ fn the_optimum_under_a_budget_lies_between_the_free_optimum_and_every_fitting_ru
         key: "k".into(),
         instance_path: toy.into(),
         stages: 3,
+        stages_per_worker: 1,
         micro_batch_size: 1,
         micro_batches: 6,
         recompute: false,
@@ -217,4 +219,93 @@ fn the_optimum_under_a_budget_lies_between_the_free_optimum_and_every_fitting_ru
     // optimum is longer than without a limit.
     assert!(record.rows.iter().all(|r| r.peak_memory_max > binding));
     assert!(under(binding).optimum_seconds.unwrap() > free_time * 1.01);
+}
+
+/// A schedule with v stages per GPU runs on the sweep's D GPUs with the chain cut into v D
+/// stages: its rows have D workers' peaks, its throughput per GPU is over D, and it is
+/// measured against the optimum of its own placement (interleaved, V-shaped with the
+/// backward split), never beating it. A chain shorter than v D stages gives no run, counted
+/// as refused shapes.
+#[test]
+fn schedules_with_several_stages_per_gpu_run_on_the_same_gpus() {
+    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
+    let job = |gpus: usize| SyncJob {
+        key: "k".into(),
+        instance_path: toy.into(),
+        stages: gpus,
+        stages_per_worker: 2,
+        micro_batch_size: 1,
+        micro_batches: 4,
+        recompute: false,
+        bandwidth: None,
+        approaches: vec!["interleaved-2".into(), "zb-v".into()],
+        uses: vec![Use {
+            study: "s".into(),
+            samples: 4,
+            mini_batch: None,
+        }],
+        optimum: Some(OptimumSettings {
+            time_limit_seconds: 20.0,
+            max_micro_batches: 16,
+            under_budgets: false,
+        }),
+        optimum_budgets: Vec::new(),
+    };
+    let record = run_configuration(&job(2)).unwrap();
+    assert_eq!(record.rows.len(), 2, "{:?}", record.rows);
+    for r in &record.rows {
+        assert_eq!((r.stages, r.model_stages), (2, 4));
+        assert_eq!(r.peak_memory.len(), 2, "{}: one peak per GPU", r.schedule);
+        assert!((r.samples_per_second_per_gpu * 2.0 - r.samples_per_second).abs() < 1e-9);
+        let expected = match r.schedule.as_str() {
+            "interleaved-2" => "interleaved-2",
+            "zb-v" => "v-shape+split",
+            other => panic!("unexpected schedule {other}"),
+        };
+        assert_eq!(r.optimum_placement.as_deref(), Some(expected));
+        assert!(r.ratio_to_optimum.unwrap() >= 1.0 - 1e-9, "{r:?}");
+    }
+    for o in &record.optimum {
+        assert_eq!((o.stages, o.model_stages), (2, 4));
+        assert_eq!(o.status, "optimal", "{o:?}");
+    }
+    // 2 x 13 stages of a 24-layer chain: nothing runs, both approaches refused.
+    let short = run_configuration(&job(13)).unwrap();
+    assert!(short.rows.is_empty() && short.optimum.is_empty());
+    assert_eq!(short.skipped, 2);
+}
+
+/// The grid has a configuration per stages per worker of its approaches, each with only
+/// those approaches and a key of its own.
+#[test]
+fn jobs_group_the_approaches_by_stages_per_gpu() {
+    let text = |schedules: &str| {
+        format!(
+            "name = \"t\"\nmicro_batch_sizes = [1]\nmemory = [\"16GiB\"]\nrecompute = [false]\n\
+             schedules = [{schedules}]\n[[case]]\ninstance = \"{}\"\nstudy = \"s\"\n\
+             stages = [2]\nsamples = [4]\n",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json")
+        )
+    };
+    let parse = |schedules: &str| {
+        let exp = SyncExperiment::parse(&text(schedules), Path::new("t.toml")).unwrap();
+        jobs(&exp).unwrap()
+    };
+    let mixed = parse("\"dapple\", \"interleaved-2\", \"zb-v\", \"interleaved-4\"");
+    let grouped: Vec<(usize, Vec<String>)> = mixed
+        .iter()
+        .map(|j| (j.stages_per_worker, j.approaches.clone()))
+        .collect();
+    assert_eq!(
+        grouped,
+        vec![
+            (1, vec!["dapple".to_string()]),
+            (2, vec!["interleaved-2".to_string(), "zb-v".to_string()]),
+            (4, vec!["interleaved-4".to_string()]),
+        ]
+    );
+    assert_eq!(mixed[1].model_stages(), 4);
+    assert_eq!(mixed[2].model_stages(), 8);
+    let keys: std::collections::HashSet<&String> = mixed.iter().map(|j| &j.key).collect();
+    assert_eq!(keys.len(), 3);
 }

@@ -734,8 +734,8 @@ fn hybrid_input<'a>(
 /// How many (D, micro-batch size) pairs the hybrid search simulates.
 fn hybrid_pairs(input: &HybridInput) -> u64 {
     let (gpus, mini_batch) = (input.gpus, input.mini_batch);
-    (1..=gpus.min(input.max_stages))
-        .filter(|d| gpus % d == 0 && mini_batch % (gpus / d) == 0)
+    input
+        .depths()
         .map(|d| {
             let s = mini_batch / (gpus / d);
             input
@@ -765,9 +765,9 @@ fn run_hybrid(
         }
     }
     progress.start(hybrid_pairs(&input));
-    let costs_at = |d: usize, b: usize| {
+    let costs_at = |m: usize, b: usize| {
         progress.step();
-        let starts = balanced_partition(instance, d).ok()?;
+        let starts = balanced_partition(instance, m).ok()?;
         hybrid::stage_costs_at(instance, at_b.get(&b), &starts, b, bandwidth)
     };
     let rows = hybrid::search(&input, &costs_at).map_err(internal)?;

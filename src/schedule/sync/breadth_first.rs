@@ -24,6 +24,7 @@ pub static BREADTH_FIRST_2: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 2,
     generate: |d, n, _, _| breadth_first(d, n, 2),
+    approach: Some(|_, _| vec![BREADTH_FIRST_2.kind()]),
     paper_bubble: |d, n, _| breadth_first_bubble_ratio(d, n, 2),
     warm_start: Some(WarmStart {
         placements: &[Placement::Interleaved2],
@@ -41,6 +42,7 @@ pub static BREADTH_FIRST_4: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 4,
     generate: |d, n, _, _| breadth_first(d, n, 4),
+    approach: Some(|_, _| vec![BREADTH_FIRST_4.kind()]),
     paper_bubble: |d, n, _| breadth_first_bubble_ratio(d, n, 4),
     warm_start: Some(WarmStart {
         placements: &[Placement::Interleaved4],

@@ -57,6 +57,7 @@ pub static DUAL_PIPE_V: ScheduleDescriptor = ScheduleDescriptor {
     stages_per_worker: 2,
     execution: Execution::OverlappedPairs,
     generate: |d, n, _, _| dual_pipe_v(d, n),
+    approach: Some(|_, _| vec![DUAL_PIPE_V.kind()]),
     // Its pairs wait for both inputs (`Execution::OverlappedPairs`), which the optimum's
     // serial workers do not, and it mixes whole and split backwards: no warm start.
     paper_bubble: |d, n, _| dual_pipe_v_bubble_ratio(d, n),

@@ -17,6 +17,8 @@
 //!   server, at the inter-server bandwidth (the ring's slowest link) beyond. Eager gradient synchronization
 //!   (overlapping the all-reduce with the last bubbles) is not modelled, so t_a2a is an
 //!   upper bound and bidirectional schemes pay a reduction even at W = 1;
+//! - a schedule with v stages per GPU (interleaved 1F1B, ZB-V, ...) cuts the chain into
+//!   v D stages on the pipeline's D GPUs;
 //! - for each D, every micro-batch size B dividing the per-pipeline mini-batch B^ / W and
 //!   every schedule of the approach ("mixpipe": every even K <= D, Gamma <= (D - K)/2, and
 //!   K maximizing when N > D), with and without recomputation, is simulated; the best run
@@ -111,7 +113,10 @@ pub fn allreduce_seconds(
 /// One (W, D) of the hybrid search with its best fitting run.
 #[derive(Debug, Clone, Serialize)]
 pub struct HybridRow {
+    /// D, GPUs per pipeline.
     pub stages: usize,
+    /// The stages the chain is cut into: D times the approach's stages per worker.
+    pub model_stages: usize,
     pub replicas: usize,
     /// Samples per pipeline per iteration, B^ / W.
     pub samples_per_pipeline: usize,
@@ -139,28 +144,34 @@ pub struct HybridInput<'a> {
     /// GPUs per server: a stage's copies beyond this many reduce over the inter-server link.
     pub server_gpus: usize,
     pub inter_server_bytes_per_second: f64,
-    /// gpipe, dapple, gems, chimera, mixpipe, 1f1b-sno, 1f1b-so.
+    /// An approach of the registry (gpipe, dapple, mixpipe, interleaved-2, ...).
     pub approach: &'static ScheduleDescriptor,
-    /// The largest D to try (the chain's length).
+    /// The most stages to cut the chain into (its length).
     pub max_stages: usize,
 }
 
-/// Every D dividing P (and the mini-batch into whole pipelines), best run of each; the
-/// rows are in D order. `costs_at(d, b)` gives the stage costs of d balanced stages at
-/// micro-batch size b.
+impl HybridInput<'_> {
+    /// The pipeline depths D (GPUs per pipeline) to try: those dividing P and the
+    /// mini-batch into whole pipelines, whose `D x stages_per_worker` stages the chain has.
+    pub fn depths(&self) -> impl Iterator<Item = usize> + '_ {
+        let v = self.approach.stages_per_worker;
+        (1..=self.gpus).filter(move |&d| {
+            self.gpus % d == 0 && self.mini_batch % (self.gpus / d) == 0 && d * v <= self.max_stages
+        })
+    }
+}
+
+/// Every depth of [`HybridInput::depths`], best run of each; the rows are in D order.
+/// `costs_at(m, b)` gives the stage costs of m balanced stages at micro-batch size b (an
+/// approach with v stages per worker cuts the chain into m = v D stages on its D GPUs).
 pub fn search(
     input: &HybridInput,
     costs_at: &dyn Fn(usize, usize) -> Option<StageCosts>,
 ) -> Result<Vec<HybridRow>, SimError> {
     let mut rows = Vec::new();
-    for d in 1..=input.gpus.min(input.max_stages) {
-        if input.gpus % d != 0 {
-            continue;
-        }
+    for d in input.depths() {
+        let m = d * input.approach.stages_per_worker;
         let w = input.gpus / d;
-        if input.mini_batch % w != 0 {
-            continue;
-        }
         let s = input.mini_batch / w;
         let mut best: Option<HybridRow> = None;
         for &b in input.micro_batch_sizes {
@@ -168,11 +179,11 @@ pub fn search(
                 continue;
             }
             let n = s / b;
-            let Some(plain) = costs_at(d, b) else {
+            let Some(plain) = costs_at(m, b) else {
                 continue;
             };
-            for kind in input.approach.kinds(d, n) {
-                let Ok(schedule) = kind.generate(d, n) else {
+            for kind in input.approach.kinds(m, n) {
+                let Ok(schedule) = kind.generate(m, n) else {
                     continue;
                 };
                 for recompute in [false, true] {
@@ -202,6 +213,7 @@ pub fn search(
                     {
                         best = Some(HybridRow {
                             stages: d,
+                            model_stages: m,
                             replicas: w,
                             samples_per_pipeline: s,
                             schedule: Some(kind.name()),
@@ -219,6 +231,7 @@ pub fn search(
         }
         rows.push(best.unwrap_or(HybridRow {
             stages: d,
+            model_stages: m,
             replicas: w,
             samples_per_pipeline: s,
             schedule: None,
@@ -283,5 +296,19 @@ mod tests {
         );
         assert!(rows[0].schedule.is_none());
         assert!(rows[1..].iter().all(|r| r.samples_per_second.is_some()));
+        // Interleaved 1F1B with 2 stages per GPU: D GPUs hold 2 D stages, so D = 8 would
+        // need 16 stages of a chain of 8.
+        let interleaved = HybridInput {
+            approach: &crate::schedule::sync::interleaved::INTERLEAVED_2,
+            ..input
+        };
+        let rows = search(&interleaved, &costs_at).unwrap();
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.stages, r.model_stages))
+                .collect::<Vec<_>>(),
+            vec![(1, 2), (2, 4), (4, 8)]
+        );
+        assert!(rows.iter().all(|r| r.samples_per_second.is_some()));
     }
 }

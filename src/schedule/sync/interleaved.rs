@@ -33,6 +33,7 @@ pub static INTERLEAVED_2: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 2,
     generate: |d, n, _, _| interleaved(d, n, 2),
+    approach: Some(|_, _| vec![INTERLEAVED_2.kind()]),
     warm_start: Some(WarmStart {
         placements: &[Placement::Interleaved2],
         rank: 0,
@@ -49,6 +50,7 @@ pub static INTERLEAVED_4: ScheduleDescriptor = ScheduleDescriptor {
     paper: PAPER,
     stages_per_worker: 4,
     generate: |d, n, _, _| interleaved(d, n, 4),
+    approach: Some(|_, _| vec![INTERLEAVED_4.kind()]),
     warm_start: Some(WarmStart {
         placements: &[Placement::Interleaved4],
         rank: 0,

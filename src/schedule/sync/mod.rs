@@ -390,8 +390,21 @@ mod name_tests {
         assert_eq!(
             registry::approach_names(),
             [
-                "gpipe", "dapple", "gems", "chimera", "mixpipe", "1f1b-sno", "1f1b-so", "zb-h1",
-                "zb-h2"
+                "gpipe",
+                "dapple",
+                "gems",
+                "chimera",
+                "mixpipe",
+                "1f1b-sno",
+                "1f1b-so",
+                "zb-h1",
+                "zb-h2",
+                "zb-v",
+                "interleaved-2",
+                "interleaved-4",
+                "breadth-first-2",
+                "breadth-first-4",
+                "dualpipe-v"
             ]
         );
         assert!(mixpipe::MIXPIPE.configure(4, 4, Some(3), 0).is_err());

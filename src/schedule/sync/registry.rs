@@ -221,7 +221,8 @@ pub struct ScheduleDescriptor {
     pub params: ParamsFromFlags,
     pub generate: Generator,
     /// The schedules this one stands for as an approach of the synchronous sweep and of
-    /// `sync --hybrid` at (D, N); `None` for a schedule that is not an approach.
+    /// `sync --hybrid` at D stages and N micro-batches (on `D / stages_per_worker` GPUs);
+    /// `None` for a schedule that is not an approach.
     pub approach: Option<fn(usize, usize) -> Vec<ScheduleKind>>,
     /// The paper's closed-form bubble ratio at (D, N), where it gives one.
     pub paper_bubble: fn(usize, usize, Option<KGamma>) -> Option<f64>,
@@ -402,15 +403,16 @@ impl ScheduleKind {
     /// The optimum the synchronous sweep compares the schedule with: its placement's, with
     /// the backward split where the schedule splits it (zero-bubble schedules); `None`
     /// where the sweep makes none: BaPipe's streamed and forward-backward-parallel
-    /// executions and DualPipeV's overlapped pairs, which the MILP does not model, and
-    /// several stages per worker (the sweep cuts the chain into one stage per worker),
-    /// whose optimum `sync --schedule optimal` proves one case at a time (the interleaved
-    /// and V placements).
+    /// executions and DualPipeV's overlapped pairs, which the MILP does not model. A
+    /// schedule with several stages per worker is measured against the placement it warm
+    /// starts (interleaved, V-shaped).
     pub fn optimum_target(self) -> Option<OptimumTarget> {
-        if self.execution() != Execution::Serial || self.schedule.stages_per_worker > 1 {
+        if self.execution() != Execution::Serial {
             return None;
         }
-        let placement = if self.bidirectional() {
+        let placement = if self.schedule.stages_per_worker > 1 {
+            *self.schedule.warm_start.as_ref()?.placements.first()?
+        } else if self.bidirectional() {
             Placement::Bidirectional
         } else {
             Placement::OneDirection

@@ -62,6 +62,7 @@ pub static ZB_V: ScheduleDescriptor = ScheduleDescriptor {
     splits_backward: true,
     stages_per_worker: 2,
     generate: |d, n, _, _| zb_v(d, n),
+    approach: Some(|_, _| vec![ZB_V.kind()]),
     warm_start: Some(WarmStart {
         placements: &[Placement::VShape],
         rank: 0,
