@@ -64,33 +64,46 @@ fn closed_forms_at_n_equals_d() {
     assert_eq!(CHIMERA.kind().paper_bubble_ratio(4, 8), None);
 }
 
-/// A zero-bubble schedule is measured against the optimum with the backward split, the
-/// others against the whole-backward one; the split optimum starts from both kinds of
-/// schedules, so it is never above the whole one, and no schedule beats its optimum.
-#[test]
-fn zero_bubble_runs_are_measured_against_the_split_optimum() {
-    let job = SyncJob {
+/// A configuration of the toy chain (24 layers): `gpus` GPUs holding `per_gpu` stages
+/// each, N = `n` micro-batches of one sample, free transfers, the optimum of each placement
+/// within 20 s, also under each of `budgets`.
+fn toy_job(
+    gpus: usize,
+    per_gpu: usize,
+    n: usize,
+    approaches: &[&str],
+    budgets: Vec<f64>,
+) -> SyncJob {
+    SyncJob {
         key: "k".into(),
         instance_path: concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json").into(),
-        stages: 3,
-        stages_per_worker: 1,
+        stages: gpus,
+        stages_per_worker: per_gpu,
         micro_batch_size: 1,
-        micro_batches: 3,
+        micro_batches: n,
         recompute: false,
         bandwidth: None,
-        approaches: vec!["dapple".into(), "zb-h1".into(), "zb-h2".into()],
+        approaches: approaches.iter().map(|a| a.to_string()).collect(),
         uses: vec![Use {
             study: "s".into(),
-            samples: 3,
+            samples: n,
             mini_batch: None,
         }],
         optimum: Some(OptimumSettings {
             time_limit_seconds: 20.0,
             max_micro_batches: 16,
-            under_budgets: false,
+            under_budgets: !budgets.is_empty(),
         }),
-        optimum_budgets: Vec::new(),
-    };
+        optimum_budgets: budgets,
+    }
+}
+
+/// A zero-bubble schedule is measured against the optimum with the backward split, the
+/// others against the whole-backward one; the split optimum starts from both kinds of
+/// schedules, so it is never above the whole one, and no schedule beats its optimum.
+#[test]
+fn zero_bubble_runs_are_measured_against_the_split_optimum() {
+    let job = toy_job(3, 1, 3, &["dapple", "zb-h1", "zb-h2"], Vec::new());
     let record = run_configuration(&job).unwrap();
     let optimum = |name: &str| {
         let o = record
@@ -128,29 +141,7 @@ fn zero_bubble_runs_are_measured_against_the_split_optimum() {
 /// peak of any order it is proven infeasible. `best` measures its chosen run against it.
 #[test]
 fn the_optimum_under_a_budget_lies_between_the_free_optimum_and_every_fitting_run() {
-    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
-    let job = |budgets: Vec<f64>| SyncJob {
-        key: "k".into(),
-        instance_path: toy.into(),
-        stages: 3,
-        stages_per_worker: 1,
-        micro_batch_size: 1,
-        micro_batches: 6,
-        recompute: false,
-        bandwidth: None,
-        approaches: vec!["gpipe".into(), "dapple".into()],
-        uses: vec![Use {
-            study: "s".into(),
-            samples: 6,
-            mini_batch: None,
-        }],
-        optimum: Some(OptimumSettings {
-            time_limit_seconds: 20.0,
-            max_micro_batches: 16,
-            under_budgets: true,
-        }),
-        optimum_budgets: budgets,
-    };
+    let job = |budgets: Vec<f64>| toy_job(3, 1, 6, &["gpipe", "dapple"], budgets);
     let free_record = run_configuration(&job(Vec::new())).unwrap();
     assert_eq!(free_record.optimum.len(), 1);
     let free = &free_record.optimum[0];
@@ -228,29 +219,7 @@ fn the_optimum_under_a_budget_lies_between_the_free_optimum_and_every_fitting_ru
 /// as refused shapes.
 #[test]
 fn schedules_with_several_stages_per_gpu_run_on_the_same_gpus() {
-    let toy = concat!(env!("CARGO_MANIFEST_DIR"), "/instances/toy-chain.json");
-    let job = |gpus: usize| SyncJob {
-        key: "k".into(),
-        instance_path: toy.into(),
-        stages: gpus,
-        stages_per_worker: 2,
-        micro_batch_size: 1,
-        micro_batches: 4,
-        recompute: false,
-        bandwidth: None,
-        approaches: vec!["interleaved-2".into(), "zb-v".into()],
-        uses: vec![Use {
-            study: "s".into(),
-            samples: 4,
-            mini_batch: None,
-        }],
-        optimum: Some(OptimumSettings {
-            time_limit_seconds: 20.0,
-            max_micro_batches: 16,
-            under_budgets: false,
-        }),
-        optimum_budgets: Vec::new(),
-    };
+    let job = |gpus: usize| toy_job(gpus, 2, 4, &["interleaved-2", "zb-v"], Vec::new());
     let record = run_configuration(&job(2)).unwrap();
     assert_eq!(record.rows.len(), 2, "{:?}", record.rows);
     for r in &record.rows {
