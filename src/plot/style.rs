@@ -53,7 +53,7 @@ pub const BLACK: usize = usize::MAX;
 
 /// The line colours of every figure, cycling (index [`BLACK`] is black).
 pub fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 10] = [
+    const C: [RGBColor; 15] = [
         RGBColor(200, 30, 30),
         RGBColor(30, 90, 200),
         RGBColor(30, 150, 60),
@@ -64,6 +64,11 @@ pub fn colour(i: usize) -> RGBColor {
         RGBColor(170, 120, 40),
         RGBColor(210, 60, 140),
         RGBColor(100, 130, 20),
+        RGBColor(0, 40, 120),
+        RGBColor(120, 60, 0),
+        RGBColor(0, 100, 90),
+        RGBColor(190, 170, 0),
+        RGBColor(80, 30, 100),
     ];
     if i == BLACK {
         RGBColor(0, 0, 0)

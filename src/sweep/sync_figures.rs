@@ -7,7 +7,8 @@
 //!   (D-1)/(N+D-1) for GPipe and DAPPLE).
 //! - `bubble-ratio-optimum.svg` (when the experiment computes the optimum): the same
 //!   simulated bubble ratios (study `weak`, N = D, no recomputation) with the exact optimum
-//!   of each placement drawn in black and grey (`milp::sync_schedule`, no memory limit): the
+//!   of each placement drawn in black and grey (`milp::sync_schedule`, no memory limit; the
+//!   interleaved and V placements' dashed, in the colour of their schedule): the
 //!   smallest bubble ratio any order of the operations reaches there, or the MILP's bound
 //!   on it where the time limit left it unproven (the legend names those D).
 //! - `optimum-under-budget.svg` (when the experiment computes the optimum under its memory
@@ -63,8 +64,22 @@ fn series() -> Vec<(&'static str, usize, fn(usize) -> String)> {
         // Colours 6 and 7 are the one-direction optima's.
         ("ZB-H1", 8, |_| "zb-h1".into()),
         ("ZB-H2", 9, |_| "zb-h2".into()),
+        // Several stages per GPU; their placements' optima are drawn dashed in their colour.
+        ("Interleaved 1F1B (v = 2)", INTERLEAVED_2_COLOUR, |_| {
+            "interleaved-2".into()
+        }),
+        ("Interleaved 1F1B (v = 4)", INTERLEAVED_4_COLOUR, |_| {
+            "interleaved-4".into()
+        }),
+        ("ZB-V", ZB_V_COLOUR, |_| "zb-v".into()),
+        ("Breadth-first (v = 2)", 13, |_| "breadth-first-2".into()),
+        ("DualPipeV", 14, |_| "dualpipe-v".into()),
     ]
 }
+
+const INTERLEAVED_2_COLOUR: usize = 10;
+const INTERLEAVED_4_COLOUR: usize = 11;
+const ZB_V_COLOUR: usize = 12;
 
 /// MixPipe at K = 2, drawn only where it is not K = D/2.
 const MIXPIPE_K2: &str = "MixPipe K=2, Γ=0";
@@ -136,6 +151,21 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
                 7,
                 "Optimum, one direction, split backward",
             ),
+            (
+                target(Placement::Interleaved2, false),
+                INTERLEAVED_2_COLOUR,
+                "Optimum, interleaved (v = 2)",
+            ),
+            (
+                target(Placement::Interleaved4, false),
+                INTERLEAVED_4_COLOUR,
+                "Optimum, interleaved (v = 4)",
+            ),
+            (
+                target(Placement::VShape, true),
+                ZB_V_COLOUR,
+                "Optimum, V, split backward",
+            ),
         ] {
             let mut pts: Vec<(f64, f64, bool)> = optimum
                 .iter()
@@ -168,7 +198,8 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
             lines.push(Line {
                 label,
                 colour,
-                dashed: false,
+                // In the colour of the schedule it is the optimum of.
+                dashed: colour >= INTERLEAVED_2_COLOUR && colour != BLACK_LINE,
                 points: pts.iter().map(|p| (p.0, p.1)).collect(),
             });
         }
