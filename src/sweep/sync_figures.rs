@@ -26,6 +26,10 @@ use std::path::{Path, PathBuf};
 
 use super::sync::{BestRow, OptimumRow, RawMemoryFigure, SyncExperiment, SyncRow};
 use crate::plot::style::{FigureWriter, Layout, Legend, Line, Panel, BLACK};
+use crate::schedule::sync::breadth_first::BREADTH_FIRST_2;
+use crate::schedule::sync::dual_pipe_v::DUAL_PIPE_V;
+use crate::schedule::sync::interleaved::{INTERLEAVED_2, INTERLEAVED_4};
+use crate::schedule::sync::zero_bubble::ZB_V;
 use crate::schedule::sync::{registry, OptimumTarget, Placement};
 
 const GIB: f64 = 1073741824.0;
@@ -48,9 +52,9 @@ fn half(d: usize) -> usize {
     ((d / 2) & !1).max(2)
 }
 
-/// The schedules the bubble and memory figures draw: label and schedule name at D.
+/// The schedules the bubble and memory figures draw, each with its label, its line colour
+/// and its name at D stages.
 #[allow(clippy::type_complexity)]
-/// The schedules drawn, each with its label, its line colour and its name at D stages.
 fn series() -> Vec<(&'static str, usize, fn(usize) -> String)> {
     vec![
         ("GPipe", 0, |_| "gpipe".into()),
@@ -65,15 +69,15 @@ fn series() -> Vec<(&'static str, usize, fn(usize) -> String)> {
         ("ZB-H1", 8, |_| "zb-h1".into()),
         ("ZB-H2", 9, |_| "zb-h2".into()),
         // Several stages per GPU; their placements' optima are drawn dashed in their colour.
-        ("Interleaved 1F1B (v = 2)", INTERLEAVED_2_COLOUR, |_| {
-            "interleaved-2".into()
+        (INTERLEAVED_2.label, INTERLEAVED_2_COLOUR, |_| {
+            INTERLEAVED_2.name.into()
         }),
-        ("Interleaved 1F1B (v = 4)", INTERLEAVED_4_COLOUR, |_| {
-            "interleaved-4".into()
+        (INTERLEAVED_4.label, INTERLEAVED_4_COLOUR, |_| {
+            INTERLEAVED_4.name.into()
         }),
-        ("ZB-V", ZB_V_COLOUR, |_| "zb-v".into()),
-        ("Breadth-first (v = 2)", 13, |_| "breadth-first-2".into()),
-        ("DualPipeV", 14, |_| "dualpipe-v".into()),
+        (ZB_V.label, ZB_V_COLOUR, |_| ZB_V.name.into()),
+        (BREADTH_FIRST_2.label, 13, |_| BREADTH_FIRST_2.name.into()),
+        (DUAL_PIPE_V.label, 14, |_| DUAL_PIPE_V.name.into()),
     ]
 }
 
@@ -135,35 +139,43 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
             }
             .name()
         };
-        for (placement, colour, label) in [
+        // The optima of the placements with several stages per worker are dashed, in the
+        // colour of their schedule.
+        for (placement, colour, dashed, label) in [
             (
                 target(Placement::Bidirectional, false),
                 BLACK_LINE,
+                false,
                 "Optimum, bidirectional",
             ),
             (
                 target(Placement::OneDirection, false),
                 6,
+                false,
                 "Optimum, one direction",
             ),
             (
                 target(Placement::OneDirection, true),
                 7,
+                false,
                 "Optimum, one direction, split backward",
             ),
             (
                 target(Placement::Interleaved2, false),
                 INTERLEAVED_2_COLOUR,
+                true,
                 "Optimum, interleaved (v = 2)",
             ),
             (
                 target(Placement::Interleaved4, false),
                 INTERLEAVED_4_COLOUR,
+                true,
                 "Optimum, interleaved (v = 4)",
             ),
             (
                 target(Placement::VShape, true),
                 ZB_V_COLOUR,
+                true,
                 "Optimum, V, split backward",
             ),
         ] {
@@ -198,8 +210,7 @@ fn optimum_panels(rows: &[SyncRow], optimum: &[OptimumRow], insts: &[String]) ->
             lines.push(Line {
                 label,
                 colour,
-                // In the colour of the schedule it is the optimum of.
-                dashed: colour >= INTERLEAVED_2_COLOUR && colour != BLACK_LINE,
+                dashed,
                 points: pts.iter().map(|p| (p.0, p.1)).collect(),
             });
         }
