@@ -765,6 +765,83 @@ fn plans_satisfy_the_relaxation(seeds: std::ops::Range<u64>) {
     eprintln!("{waited} plans with waits");
 }
 
+/// The facts of the stage structures (a run cut into stages the way that needs least, each
+/// stage holding its whole stash over its window, lengthened by the waits of its own forward
+/// and backward) hold for every judged plan of chains that share tensors like op chains:
+/// the best plan of every allocation, every stage structure included, at its own period and
+/// stretched. The test also counts the plans whose assignment those facts alone exclude
+/// below the plan's period (3%, 10% or 20%; the per-layer facts pass there), so that it
+/// can fail if the facts were too strong.
+#[test]
+fn every_plan_satisfies_the_facts_of_its_stage_structures() {
+    stage_facts_hold([1, 2].into_iter());
+}
+
+/// The same on more chains and three processors (minutes). Slow tier: `test.sh` runs it
+/// once (`cargo test -- --ignored`).
+#[test]
+#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
+fn every_plan_satisfies_the_facts_of_its_stage_structures_on_more_chains() {
+    stage_facts_hold((0..24).filter(|s| ![1, 2].contains(s)));
+}
+
+/// Chains of `seeds` on two processors (even seeds) or three (odd ones).
+fn stage_facts_hold(seeds: impl Iterator<Item = u64>) {
+    let options = MilpOptions::default();
+    let (mut plans, mut near, mut binding) = (0, 0, 0);
+    for seed in seeds {
+        let inst = random_op_chain(seed, seed as usize);
+        let n = inst.len();
+        let full = one_processor_memory(&inst);
+        let processors = 2 + (seed as usize % 2);
+        for (share, bandwidth) in [(0.5, 4.0), (0.8, 1.0), (1.2, 0.5)] {
+            let platform = Platform::new(processors, share * full, bandwidth);
+            let relax = Relaxation::new(&inst, &platform);
+            let per_layer = relax.clone().without_stage_facts();
+            for alloc in all_allocations(n, processors, true) {
+                let out = schedule_allocation(&inst, &platform, &alloc, &options).unwrap();
+                let Some(pattern) = out.pattern else { continue };
+                assert!(judge(&inst, &platform, &alloc, &pattern).valid);
+                let assignment: Vec<usize> = (1..=n)
+                    .map(|l| {
+                        let stage = alloc.stages.iter().find(|s| s.first <= l && l <= s.last);
+                        stage.unwrap().processor
+                    })
+                    .collect();
+                plans += 1;
+                for stretch in [1.0, 1.07, 1.19, 1.33, 1.61, 2.3] {
+                    let period = pattern.period * stretch;
+                    assert!(
+                        relaxation_fits(&relax, &assignment, period),
+                        "seed {seed}, share {share}, beta {bandwidth}: {alloc:?} at {period} \
+                         ({stretch} x its period)"
+                    );
+                }
+                let excluded_below = |factor: f64| {
+                    let below = pattern.period * factor;
+                    relaxation_fits(&per_layer, &assignment, below)
+                        && !relaxation_fits(&relax, &assignment, below)
+                };
+                if excluded_below(0.97) {
+                    near += 1;
+                }
+                if excluded_below(0.9) || excluded_below(0.8) {
+                    binding += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{plans} plans; excluded by the stage facts alone 3% below their period: {near}, \
+         10% or 20% below: {binding}"
+    );
+    assert!(plans > 0);
+    assert!(
+        binding > 0,
+        "the stage facts never bind below a plan: the test cannot fail"
+    );
+}
+
 /// The sweep gives a case the bounds and infeasibility proofs of every case that dominates
 /// it (as many processors, memory and bandwidth or more; `sweep::row::fill_case_columns`).
 /// That rests on one fact of the model, checked here on every allocation of small chains:

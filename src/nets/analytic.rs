@@ -527,10 +527,7 @@ pub(crate) fn analytic_meta(
         Value::Null
     };
     let mut meta = Map::new();
-    meta.insert(
-        "source".into(),
-        json!("pipeopt nets (torchvision architectures)"),
-    );
+    meta.insert("source".into(), json!(SOURCE));
     meta.insert("model".into(), json!(net.name));
     meta.insert("image".into(), image);
     meta.insert("input_shape".into(), json!(net.input));
@@ -568,18 +565,23 @@ pub fn instance(
     analytic_instance(&net, batch, dtype, device)
 }
 
+/// `meta.source` of the instances built here: what [`analytic_rebuild`] can build again.
+pub const SOURCE: &str = "pipeopt nets (torchvision architectures)";
+
 fn meta_str<'a>(inst: &'a Instance, key: &str) -> Option<&'a str> {
     inst.meta.get(key).and_then(|v| v.as_str())
 }
 
-/// The instance `base` rebuilt at micro-batch size `b` when it is an analytic pipeopt
-/// instance (checked against the file at its own batch), else `None`.
+/// The instance `base` rebuilt at micro-batch size `b` when it is an analytic instance of
+/// a built-in network (checked against the file at its own batch), else `None`: an ONNX
+/// import has analytic times too, but no network here to build again.
 pub fn analytic_rebuild(
     base: &Instance,
     path: &Path,
     b: usize,
 ) -> Result<Option<Instance>, InputError> {
-    let (Some(model), Some("analytic"), Some(batch)) = (
+    let (Some(SOURCE), Some(model), Some("analytic"), Some(batch)) = (
+        meta_str(base, "source"),
         meta_str(base, "model"),
         meta_str(base, "times"),
         base.meta.get("batch").and_then(|v| v.as_u64()),

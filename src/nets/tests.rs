@@ -250,6 +250,39 @@ fn committed_instances_are_up_to_date() {
     }
 }
 
+/// An analytic instance of a built-in network is built again at another batch; an ONNX
+/// import, whose times are analytic too but whose graph is not a built-in network, is not
+/// (the synchronous sweep then scales its costs linearly), even where its model name is one.
+#[test]
+fn only_the_built_in_networks_are_rebuilt_at_another_batch() {
+    use super::analytic::analytic_rebuild;
+    use crate::model::Instance;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("instances");
+    let bert48 = dir.join("bert48-b8.json");
+    let base = Instance::load(&bert48).unwrap();
+    let at_4 = analytic_rebuild(&base, &bert48, 4).unwrap().unwrap();
+    assert_eq!(at_4.layers.len(), base.layers.len());
+    assert!(at_4.layers[1].fwd < base.layers[1].fwd);
+    for file in [
+        "gpt2-b8-onnx.json",
+        "bert12-b8-onnx.json",
+        "llama4-b8-onnx.json",
+    ] {
+        let path = dir.join(file);
+        let imported = Instance::load(&path).unwrap();
+        assert_eq!(imported.meta["times"], "analytic", "{file}");
+        assert!(
+            analytic_rebuild(&imported, &path, 4).unwrap().is_none(),
+            "{file}"
+        );
+    }
+    let mut renamed = Instance::load(&dir.join("gpt2-b8-onnx.json")).unwrap();
+    renamed
+        .meta
+        .insert("model".into(), serde_json::json!("gpt24"));
+    assert!(analytic_rebuild(&renamed, &bert48, 4).unwrap().is_none());
+}
+
 /// What consecutive blocks share (checked against the CUDA allocator by `pipeopt profile`,
 /// results/profiles.md): a ResNet bottleneck's last ReLU keeps the output that the next block's
 /// convolutions keep; an Inception module ends in a concatenation, which keeps nothing, so

@@ -5,7 +5,8 @@
 //!
 //! The modules, each using only those listed before it:
 //! - `relaxation`: [`Relaxation`], the case's quantities, and its closed forms (copies,
-//!   windows, waits, one processor's facts; [`relaxation_fits`] on one assignment);
+//!   windows, waits, one processor's facts, over the stage structures of its runs in its
+//!   child `stages`; [`relaxation_fits`] on one assignment);
 //! - `premises`: what the bound learns cannot fit ([`Premise`]), and the premises an
 //!   assignment that fails the closed forms gives;
 //! - [`anneal`]: simulated annealing over assignments by their closed-form threshold

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use super::{LEVELS_PER_PERIOD, MAX_SCHEDULED_LAYERS, MAX_TRANSFER_PERIODS, SCHEDULED_CHECK_LIMIT};
 use crate::milp::pattern_milp::StashCharges;
-use crate::model::{Instance, Platform};
+use crate::model::{ChainSums, Instance, Platform};
+
+#[path = "stages.rs"]
+mod stages;
 
 /// The instance's quantities the relaxation uses (0-based layer index `l` is layer `l+1`).
 #[derive(Debug, Clone)]
@@ -40,6 +43,11 @@ pub struct Relaxation {
     pub(super) comm: Vec<f64>,
     /// Relative slack on capacities and copy counts (docs/bounds.md, "Safety").
     pub(super) slack: f64,
+    /// The chain's sums: the stash of every stage `k..m` (`stages.rs`).
+    pub(super) sums: ChainSums,
+    /// Whether a processor's facts take the stage structures of its runs too
+    /// ([`Relaxation::stages_fit`]).
+    pub(super) stage_facts: bool,
     /// The case, for the scheduled checks (docs/bounds.md, "Scheduled premises"); `None`
     /// where they are switched off.
     pub(super) scheduling: Option<Scheduling>,
@@ -146,6 +154,8 @@ impl Relaxation {
             comm: out.iter().map(|a| a / platform.bandwidth).collect(),
             out,
             slack: 1e-6 * (n as f64 / 100.0).max(1.0),
+            sums: instance.sums(),
+            stage_facts: true,
             scheduling: Some(Scheduling {
                 instance: instance.clone(),
                 platform: platform.clone(),
@@ -174,6 +184,14 @@ impl Relaxation {
         self.scheduling
             .as_ref()
             .is_some_and(|s| s.stash_charges.is_some())
+    }
+
+    /// The same relaxation without the facts of the stage structures
+    /// ([`Relaxation::stages_fit`]): each layer's own charges only (for the tests and the
+    /// benches that measure what those facts add).
+    pub fn without_stage_facts(mut self) -> Self {
+        self.stage_facts = false;
+        self
     }
 
     /// The same relaxation decided by the MILP alone, without the search over assignments
@@ -249,7 +267,33 @@ impl Relaxation {
                 *d += extra;
             }
         }
-        self.holding_need_on(h, period, &chain)
+        let need = self.holding_need_on(h, period, &chain)?;
+        let waited = matches!(windows, Windows::Waited);
+        if self.stage_facts
+            && period.is_finite()
+            && !self.stages_fit(h, period, &chain, self.fixed_memory(h), waited)
+        {
+            return None;
+        }
+        Some(need)
+    }
+
+    /// What a processor holding `h` keeps whatever its pattern: three copies of its layers'
+    /// weights and two buffers at each crossing cut at the ends of its runs.
+    pub(super) fn fixed_memory(&self, h: &Holding) -> f64 {
+        let n = self.layers;
+        let crossing = |c: usize| h.cuts.binary_search(&c).is_ok();
+        let mut fixed = 0.0;
+        for &(f, l) in &h.runs {
+            fixed += 3.0 * self.weights[f..=l].iter().sum::<f64>();
+            if f > 0 && crossing(f - 1) {
+                fixed += 2.0 * self.out[f - 1];
+            }
+            if l + 1 < n && crossing(l) {
+                fixed += 2.0 * self.out[l];
+            }
+        }
+        fixed
     }
 
     /// [`Relaxation::holding_need`] with the chain's transfers and waits given: those of
@@ -262,23 +306,15 @@ impl Relaxation {
         period: f64,
         chain: &ChainWindows,
     ) -> Option<f64> {
-        let n = self.layers;
         let cap_time = period * (1.0 + self.slack);
         let cap_mem = self.memory * (1.0 + self.slack);
-        let crossing = |c: usize| h.cuts.binary_search(&c).is_ok();
         let (down, waits) = (&chain.down, &chain.waits);
-        let mut fixed = 0.0;
-        let mut load = 0.0;
-        for &(f, l) in &h.runs {
-            fixed += 3.0 * self.weights[f..=l].iter().sum::<f64>();
-            load += self.u[f..=l].iter().sum::<f64>();
-            if f > 0 && crossing(f - 1) {
-                fixed += 2.0 * self.out[f - 1];
-            }
-            if l + 1 < n && crossing(l) {
-                fixed += 2.0 * self.out[l];
-            }
-        }
+        let fixed = self.fixed_memory(h);
+        let load: f64 = h
+            .runs
+            .iter()
+            .map(|&(f, l)| self.u[f..=l].iter().sum::<f64>())
+            .sum();
         if fixed > cap_mem || (period.is_finite() && load > cap_time) {
             return None;
         }

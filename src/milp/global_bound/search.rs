@@ -6,10 +6,10 @@
 //! The search places the layers in chain order, each on a processor already used or on the
 //! next unused one (processors are identical: labels by first appearance). A partial
 //! assignment of layers `1..=k` is a processor holding its layers so far, with the cuts
-//! so far crossing; every fact of [`Relaxation::holding_fits`] only gets harder when a
-//! processor receives later layers and more cuts cross (the parent module's premises rest
-//! on the same property), so a partial assignment that fails it has no completion that
-//! passes. The search prunes with
+//! so far crossing; every per-layer fact of [`Relaxation::holding_fits`] only gets harder
+//! when a processor receives later layers and more cuts cross (the parent module's
+//! premises rest on the same property), so a partial assignment that fails it has no
+//! completion that passes. The search prunes with
 //! - each processor's facts on its layers so far (the processor that received layer `k`;
 //!   every processor when the cut before `k` crosses, since its transfers lengthen every
 //!   window upstream);
@@ -17,12 +17,17 @@
 //! - the load of the layers still to place against the time left on all processors;
 //! - what the layers still to place add at least to the average memory of whichever
 //!   processor takes them (static memory and each stash over its window `S(j) / T`)
-//!   against the room left under the processors' averages.
+//!   against the room left under the processors' averages;
+//! - the facts of the stage structures (`stages.rs`) of a processor whose runs are all
+//!   closed, checked when a cut after its last layer crosses: a run still open may grow,
+//!   and a longer run may be cut into stages that need less.
 //!
 //! A complete assignment is accepted only by [`relaxation_fits`] itself, so "feasible"
 //! comes with an assignment the MILP would accept too, and "infeasible" means that every
 //! assignment was excluded by a fact it fails: exactly the MILP's answer (the tests check
-//! both against exhaustive enumeration). A deadline makes it undecided.
+//! both against exhaustive enumeration). One it rejects gives the premises of its
+//! processors that fail ([`Premise::Exact`]), which prune the rest of the search as soon as
+//! their last layer is placed. A deadline makes it undecided.
 //!
 //! The premises that the closed forms do not imply (a processor's runs that its scheduling
 //! MILP proved unschedulable, [`Premise::Scheduled`]; an assignment an exact check
@@ -215,9 +220,12 @@ fn excludes(relax: &Relaxation, premise: &Premise, a: &[usize], complete: bool) 
         Premise::Excluded { assignment, .. } => {
             return complete && canonical(assignment) == canonical(a);
         }
-        Premise::Scheduled { holdings, tail, .. } => (holdings, *tail),
+        Premise::Scheduled { holdings, tail, .. } => (holdings.as_slice(), *tail),
+        // The facts of the stage structures are checked on complete assignments only
+        // (`accept`): the premises they give prune as soon as their last layer is placed.
+        Premise::Exact(h) => (std::slice::from_ref(h), None),
         // Implied by the facts the search checks (they come from them).
-        Premise::Exact(_) | Premise::Limited(_) => return false,
+        Premise::Limited(_) => return false,
     };
     let last = holdings
         .iter()
@@ -399,12 +407,18 @@ impl Search<'_, '_> {
     /// (whose premises join the others).
     fn accept(&mut self) -> bool {
         let a = &self.assignment;
-        if !relaxation_fits(self.relax, a, self.period)
-            || self
-                .premises
-                .iter()
-                .any(|h| excludes(self.relax, h, a, true))
+        if self
+            .premises
+            .iter()
+            .any(|h| excludes(self.relax, h, a, true))
         {
+            return false;
+        }
+        if !relaxation_fits(self.relax, a, self.period) {
+            // What the search did not check on the way (the stage structures' facts):
+            // the processors that fail, as premises that prune the rest of the search.
+            let learnt = self.relax.violated(a, self.period, Windows::Waited);
+            self.premises.extend(learnt);
             return false;
         }
         match (self.leaf)(a) {
@@ -439,6 +453,18 @@ impl Search<'_, '_> {
             match relax.holding_need_on(&h, self.period, &self.chain) {
                 Some(need) => self.needs[q] = need,
                 None => return false,
+            }
+        }
+        // The processor of the layer before the cut that just crossed has closed its last
+        // run: its runs no longer change, so the facts of their stage structures hold for
+        // every completion (later cuts only lengthen the windows, more runs only add).
+        if crossed && relax.stage_facts {
+            let closed = self.assignment[k - 2];
+            if let Some(h) = Holding::of(&self.assignment, closed) {
+                let fixed = relax.fixed_memory(&h);
+                if !relax.stages_fit(&h, self.period, &self.chain, fixed, true) {
+                    return false;
+                }
             }
         }
         let room: f64 = self.needs.iter().map(|&need| self.cap_mem - need).sum();

@@ -1,3 +1,6 @@
+//! Tests of the PyTorch schedule files: schedules written as PyTorch writes them and read
+//! back, every send before the use of its receive, and malformed files refused.
+
 use super::*;
 use crate::schedule::sync::sim::{simulate, Execution, StageCosts};
 use crate::schedule::sync::{b, f, input_gradient, weight_gradient, SCHEDULES};
