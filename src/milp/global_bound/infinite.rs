@@ -60,6 +60,63 @@ pub struct Packing {
     least_run: Vec<f64>,
 }
 
+/// A run `k..=m` cut into stages in the way that keeps least at an infinite period, where
+/// each stage holds one batch of its whole stash (docs/bounds.md, "Stage structures"), grown
+/// one layer at a time: a dynamic program over where the last stage starts. A stage whose
+/// first layer has no backward after it (a tail that takes no time) may hold none; it is
+/// charged the per-layer charges instead, so that a run's charge is never below them.
+struct StagedRun {
+    first: usize,
+    /// `charges[j + 1] - charges[i]`: the per-layer charges of layers `i..=j` after a
+    /// stage's first layer (`min(own, marginal)` each).
+    charges: Vec<f64>,
+    /// `least[a - first]`: the least charge of layers `first..a` (stages ending at `a - 1`).
+    least: Vec<f64>,
+    /// What the run keeps besides stashes: three copies of its weights and the buffers of
+    /// the cut before it.
+    fixed: f64,
+}
+
+impl StagedRun {
+    fn new(relax: &Relaxation, first: usize) -> StagedRun {
+        let fixed = if first > 0 {
+            2.0 * relax.out[first - 1]
+        } else {
+            0.0
+        };
+        let mut charges = vec![0.0; relax.layers + 1];
+        for j in 0..relax.layers {
+            charges[j + 1] = charges[j] + relax.own[j].min(relax.stash[j]).max(0.0);
+        }
+        StagedRun {
+            first,
+            charges,
+            least: vec![0.0],
+            fixed,
+        }
+    }
+
+    /// Adds layer `m` (the next one) and returns what the run `first..=m` keeps at least,
+    /// the buffers of the cut after it aside.
+    fn extend(&mut self, relax: &Relaxation, m: usize) -> f64 {
+        self.fixed += 3.0 * relax.weights[m];
+        let per_layer =
+            |a: usize| relax.own[a].max(0.0) + self.charges[m + 1] - self.charges[a + 1];
+        let best = (self.first..=m)
+            .map(|a| {
+                let stage = if relax.suffix_b[a] > 0.0 {
+                    relax.sums.stash(a + 1, m + 1).max(per_layer(a))
+                } else {
+                    per_layer(a)
+                };
+                self.least[a - self.first] + stage
+            })
+            .fold(f64::INFINITY, f64::min);
+        self.least.push(best);
+        self.fixed + best
+    }
+}
+
 impl Packing {
     pub fn new(relax: &Relaxation) -> Self {
         let n = relax.layers;
@@ -70,6 +127,7 @@ impl Packing {
             // What the run keeps whatever its end: weights and stashes so far, and the
             // buffers of the cut before it.
             let mut kept = if k > 0 { 2.0 * relax.out[k - 1] } else { 0.0 };
+            let mut stages = relax.stage_facts.then(|| StagedRun::new(relax, k));
             for m in k..n {
                 kept += 3.0 * relax.weights[m];
                 if relax.own[m] > 0.0 {
@@ -84,7 +142,11 @@ impl Packing {
                     break;
                 }
                 let after = if m + 1 < n { 2.0 * relax.out[m] } else { 0.0 };
-                let c = kept + after;
+                let staged = match stages.as_mut() {
+                    Some(s) => s.extend(relax, m) + after,
+                    None => 0.0,
+                };
+                let c = (kept + after).max(staged);
                 row.push(if c > capacity { f64::INFINITY } else { c });
             }
             cost.push(row);

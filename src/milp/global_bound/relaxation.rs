@@ -269,10 +269,7 @@ impl Relaxation {
         }
         let need = self.holding_need_on(h, period, &chain)?;
         let waited = matches!(windows, Windows::Waited);
-        if self.stage_facts
-            && period.is_finite()
-            && !self.stages_fit(h, period, &chain, self.fixed_memory(h), waited)
-        {
+        if self.stage_facts && !self.stages_fit(h, period, &chain, self.fixed_memory(h), waited) {
             return None;
         }
         Some(need)

@@ -12,6 +12,10 @@ use super::{ceil_copies, clear_of, floor_copies, ChainWindows, Holding, Relaxati
 /// subset of the instants gives a valid fact; each costs a dynamic program per run.
 const MAX_INSTANTS: usize = 24;
 
+/// The most layers of a processor whose stage structures the search over assignments
+/// checks at its nodes (the others are checked on complete assignments only).
+const SEARCH_MAX_LAYERS: usize = 64;
+
 /// A run's candidate stages `k..=m` (0-based, inclusive): the stash each keeps for one
 /// batch and its least window at the period.
 struct RunStages {
@@ -97,20 +101,52 @@ impl Relaxation {
         fixed: f64,
         waited: bool,
     ) -> bool {
+        self.stages_fit_at(h, period, chain, fixed, waited, MAX_INSTANTS)
+    }
+
+    /// [`Relaxation::stages_fit`] for the search over assignments, which asks at many of its
+    /// nodes: the instants of its runs' first layers and its last layer only, and only on
+    /// processors of at most
+    /// [`SEARCH_MAX_LAYERS`] layers (each run's dynamic program is quadratic in its length);
+    /// complete assignments get every fact.
+    pub(in crate::milp::global_bound) fn stages_fit_quick(
+        &self,
+        h: &Holding,
+        period: f64,
+        chain: &ChainWindows,
+        fixed: f64,
+    ) -> bool {
+        h.layers() > SEARCH_MAX_LAYERS
+            || self.stages_fit_at(h, period, chain, fixed, true, h.runs.len() + 1)
+    }
+
+    /// The facts with at most `max_instants` instants (none: the average only; at an infinite
+    /// period the average vanishes and each stage holds one batch at most).
+    fn stages_fit_at(
+        &self,
+        h: &Holding,
+        period: f64,
+        chain: &ChainWindows,
+        fixed: f64,
+        waited: bool,
+        max_instants: usize,
+    ) -> bool {
         let cap_mem = self.memory * (1.0 + self.slack);
         let runs: Vec<RunStages> = h
             .runs
             .iter()
             .map(|&r| RunStages::new(self, r, period, chain, waited))
             .collect();
-        let average: f64 = runs
-            .iter()
-            .map(|r| r.least(|_, _, stash, window| stash * window / period))
-            .sum();
-        if fixed + average > cap_mem {
-            return false;
+        if period.is_finite() {
+            let average: f64 = runs
+                .iter()
+                .map(|r| r.least(|_, _, stash, window| stash * window / period))
+                .sum();
+            if fixed + average > cap_mem {
+                return false;
+            }
         }
-        instants(h).into_iter().all(|i| {
+        instants(h, max_instants).into_iter().all(|i| {
             let at = self.suffix_f[i] + chain.down[i] + chain.waits[i];
             let need: f64 = runs
                 .iter()
@@ -139,11 +175,18 @@ impl Relaxation {
 }
 
 /// The layers of `h` at whose stage's forward start [`Relaxation::stages_fit`] counts: each
-/// run's first layer, and layers spread evenly over the others, at most [`MAX_INSTANTS`].
-fn instants(h: &Holding) -> Vec<usize> {
+/// run's first layer, its last layer, and layers spread evenly over the others, at most
+/// `max` (none when `max` is 0).
+fn instants(h: &Holding, max: usize) -> Vec<usize> {
+    if max == 0 {
+        return Vec::new();
+    }
+    // The last layer: every stage has started its batch there (at an infinite period, or
+    // one as long as the chain, the instant that holds most).
     let mut chosen: Vec<usize> = h.runs.iter().map(|r| r.0).collect();
+    chosen.extend(h.runs.last().map(|r| r.1));
     let layers: Vec<usize> = h.runs.iter().flat_map(|&(f, l)| f + 1..=l).collect();
-    let room = MAX_INSTANTS.saturating_sub(chosen.len());
+    let room = max.saturating_sub(chosen.len());
     if room > 0 && !layers.is_empty() {
         let step = layers.len().div_ceil(room);
         chosen.extend(layers.iter().step_by(step.max(1)).copied());
