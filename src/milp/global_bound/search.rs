@@ -462,7 +462,7 @@ impl Search<'_, '_> {
             let closed = self.assignment[k - 2];
             if let Some(h) = Holding::of(&self.assignment, closed) {
                 let fixed = relax.fixed_memory(&h);
-                if !relax.stages_fit_quick(&h, self.period, &self.chain, fixed) {
+                if !relax.stages_fit(&h, self.period, &self.chain, fixed, true) {
                     return false;
                 }
             }

@@ -12,10 +12,6 @@ use super::{ceil_copies, clear_of, floor_copies, ChainWindows, Holding, Relaxati
 /// subset of the instants gives a valid fact; each costs a dynamic program per run.
 const MAX_INSTANTS: usize = 24;
 
-/// The most layers of a processor whose stage structures the search over assignments
-/// checks at its nodes (the others are checked on complete assignments only).
-const SEARCH_MAX_LAYERS: usize = 64;
-
 /// A run's candidate stages `k..=m` (0-based, inclusive): the stash each keeps for one
 /// batch and its least window at the period.
 struct RunStages {
@@ -102,22 +98,6 @@ impl Relaxation {
         waited: bool,
     ) -> bool {
         self.stages_fit_at(h, period, chain, fixed, waited, MAX_INSTANTS)
-    }
-
-    /// [`Relaxation::stages_fit`] for the search over assignments, which asks at many of its
-    /// nodes: the instants of its runs' first layers and its last layer only, and only on
-    /// processors of at most
-    /// [`SEARCH_MAX_LAYERS`] layers (each run's dynamic program is quadratic in its length);
-    /// complete assignments get every fact.
-    pub(in crate::milp::global_bound) fn stages_fit_quick(
-        &self,
-        h: &Holding,
-        period: f64,
-        chain: &ChainWindows,
-        fixed: f64,
-    ) -> bool {
-        h.layers() > SEARCH_MAX_LAYERS
-            || self.stages_fit_at(h, period, chain, fixed, true, h.runs.len() + 1)
     }
 
     /// The facts with at most `max_instants` instants (none: the average only; at an infinite
