@@ -86,9 +86,10 @@ impl RunStages {
 
 impl Relaxation {
     /// Whether the runs of `h`, each cut into stages in the way that needs least, can meet
-    /// the average-memory fact and the memory fact at each of up to [`MAX_INSTANTS`]
-    /// forward starts, on top of `fixed` (weights and buffers) at `period` (finite). With
-    /// `waited`, a stage's window includes the waits its own forward and backward force.
+    /// the average-memory fact (at a finite `period`) and the memory fact at each of up to
+    /// [`MAX_INSTANTS`] forward starts (at an infinite one, each stage that started holds
+    /// one batch), on top of `fixed` (weights and buffers). With `waited`, a stage's window
+    /// includes the waits its own forward and backward force.
     pub(in crate::milp::global_bound) fn stages_fit(
         &self,
         h: &Holding,
@@ -96,20 +97,6 @@ impl Relaxation {
         chain: &ChainWindows,
         fixed: f64,
         waited: bool,
-    ) -> bool {
-        self.stages_fit_at(h, period, chain, fixed, waited, MAX_INSTANTS)
-    }
-
-    /// The facts with at most `max_instants` instants (none: the average only; at an infinite
-    /// period the average vanishes and each stage holds one batch at most).
-    fn stages_fit_at(
-        &self,
-        h: &Holding,
-        period: f64,
-        chain: &ChainWindows,
-        fixed: f64,
-        waited: bool,
-        max_instants: usize,
     ) -> bool {
         let cap_mem = self.memory * (1.0 + self.slack);
         let runs: Vec<RunStages> = h
@@ -126,7 +113,7 @@ impl Relaxation {
                 return false;
             }
         }
-        instants(h, max_instants).into_iter().all(|i| {
+        instants(h).into_iter().all(|i| {
             let at = self.suffix_f[i] + chain.down[i] + chain.waits[i];
             let need: f64 = runs
                 .iter()
@@ -156,17 +143,14 @@ impl Relaxation {
 
 /// The layers of `h` at whose stage's forward start [`Relaxation::stages_fit`] counts: each
 /// run's first layer, its last layer, and layers spread evenly over the others, at most
-/// `max` (none when `max` is 0).
-fn instants(h: &Holding, max: usize) -> Vec<usize> {
-    if max == 0 {
-        return Vec::new();
-    }
+/// [`MAX_INSTANTS`] but for the runs' first layers.
+fn instants(h: &Holding) -> Vec<usize> {
     // The last layer: every stage has started its batch there (at an infinite period, or
     // one as long as the chain, the instant that holds most).
     let mut chosen: Vec<usize> = h.runs.iter().map(|r| r.0).collect();
     chosen.extend(h.runs.last().map(|r| r.1));
     let layers: Vec<usize> = h.runs.iter().flat_map(|&(f, l)| f + 1..=l).collect();
-    let room = max.saturating_sub(chosen.len());
+    let room = MAX_INSTANTS.saturating_sub(chosen.len());
     if room > 0 && !layers.is_empty() {
         let step = layers.len().div_ceil(room);
         chosen.extend(layers.iter().step_by(step.max(1)).copied());
