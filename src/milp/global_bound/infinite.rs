@@ -64,7 +64,8 @@ pub struct Packing {
 /// each stage holds one batch of its whole stash (docs/bounds.md, "Stage structures"), grown
 /// one layer at a time: a dynamic program over where the last stage starts. A stage whose
 /// first layer has no backward after it (a tail that takes no time) may hold none; it is
-/// charged the per-layer charges instead, so that a run's charge is never below them.
+/// charged the per-layer charges instead, so that a run's charge is never below them and
+/// never above them for such a tail.
 struct StagedRun {
     first: usize,
     /// `charges[j + 1] - charges[i]`: the per-layer charges of layers `i..=j` after a
@@ -100,8 +101,17 @@ impl StagedRun {
     /// the buffers of the cut after it aside.
     fn extend(&mut self, relax: &Relaxation, m: usize) -> f64 {
         self.fixed += 3.0 * relax.weights[m];
-        let per_layer =
-            |a: usize| relax.own[a].max(0.0) + self.charges[m + 1] - self.charges[a + 1];
+        // The per-layer charges of `a..=m`: the whole stash of the run's first layer, the
+        // lesser of the whole and the marginal of any other.
+        let first = self.first;
+        let per_layer = |a: usize| {
+            let start = if a == first {
+                relax.own[a].max(0.0)
+            } else {
+                self.charges[a + 1] - self.charges[a]
+            };
+            start + self.charges[m + 1] - self.charges[a + 1]
+        };
         let best = (self.first..=m)
             .map(|a| {
                 let stage = if relax.suffix_b[a] > 0.0 {
