@@ -221,8 +221,9 @@ fn excludes(relax: &Relaxation, premise: &Premise, a: &[usize], complete: bool) 
             return complete && canonical(assignment) == canonical(a);
         }
         Premise::Scheduled { holdings, tail, .. } => (holdings.as_slice(), *tail),
-        // The facts of the stage structures are checked on complete assignments only
-        // (`accept`): the premises they give prune as soon as their last layer is placed.
+        // Learnt from the facts of the stage structures, which the search checks only on
+        // processors whose runs are closed and on complete assignments (`accept`): they
+        // prune as soon as their last layer is placed.
         Premise::Exact(h) => (std::slice::from_ref(h), None),
         // Implied by the facts the search checks (they come from them).
         Premise::Limited(_) => return false,
