@@ -19,8 +19,15 @@ use crate::planner::{Outcome, Planner, Problem};
 
 /// The share of `best`'s time limit that the coarser level may take: most of it, since the
 /// coarse chain's search finds the plans (the block-level grid closes most of its cases) and
-/// the fine chain's phases refine them.
-pub const COARSE_LEVEL_SHARE: f64 = 0.6;
+/// the fine chain's phases refine them. Where the coarse search closes early (proven
+/// optimal on the coarse chain), the rest goes to the fine chain.
+pub const COARSE_LEVEL_SHARE: f64 = 0.7;
+
+/// The share of the time the coarser level left that the fine chain's bound may take: nearly
+/// all of it, since the fine chain's other phases end within fractions of a second on the op
+/// chains (their exact checks do not apply: shared stashes), and the time not given to the
+/// bound would go unused.
+pub const BOUND_SHARE_AFTER: f64 = 0.9;
 
 /// A plan of the coarse chain, lifted to the fine one.
 #[derive(Debug, Clone)]

@@ -8,10 +8,11 @@
 //! one becomes the incumbent:
 //! 0. **The coarser level** of a chain that has one (an op-level chain: its module
 //!    boundaries, the block-level chain, or its single-tensor cuts: [`coarser_level`]):
-//!    `best` on the chain coarsened there, with `COARSE_LEVEL_SHARE` of the time, its plan
-//!    lifted to the chain (the same pattern, the same period): the first incumbent. The
-//!    phases below then search the chain itself (the bound with two thirds of the time the
-//!    coarser level left).
+//!    `best` on the chain coarsened there, with `COARSE_LEVEL_SHARE` (70%) of the time, its
+//!    plan lifted to the chain (the same pattern, the same period): the first incumbent. The
+//!    phases below then search the chain itself (the bound with `BOUND_SHARE_AFTER` (90%)
+//!    of the time the coarser level left: the others end within fractions of a second on
+//!    op chains, whose exact checks do not apply).
 //! 1. **The contiguous optimum** (exact, milliseconds).
 //! 2. **MadPipe**: its two phases with the paper's and with the full (`g` batches) estimate
 //!    of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware
@@ -23,10 +24,10 @@
 //!    packing search proves at once that no plan fits at any period, MadPipe waits until
 //!    after the bound (which then says so without MadPipe's seconds). Skipped after a
 //!    coarser level, whose own `best` made MadPipe's plans of the coarse chain.
-//! 3. **The bound**, with at most two thirds of the time the coarser level left: the
-//!    relaxation of `global_bound` either proves that no plan fits the case (reported as
-//!    infeasible, with the proof) or gives a lower bound and the assignments its loop found
-//!    feasible on the way. A bound that says "infeasible" of a case with a judged plan is an
+//! 3. **The bound**, with at most two thirds of the time limit (after a coarser level, 90%
+//!    of the time it left): the relaxation of `global_bound` either proves that no plan
+//!    fits the case (reported as infeasible, with the proof) or gives a lower bound and the
+//!    assignments its loop found feasible on the way. A bound that says "infeasible" of a case with a judged plan is an
 //!    internal error, never a result.
 //! 4. **The general MILP on groups**: 8 groups of layers (`ilp --coarsen 8`, at most 1 s);
 //!    its non-contiguous allocations of whole groups beat every other seed on some
@@ -388,11 +389,11 @@ struct Portfolio<'a> {
     /// Scheduling MILPs run, and those of them in exact checks.
     schedules: usize,
     proofs: usize,
-    /// The time the coarser level took, not counted in the bound's share; `None` when the
-    /// chain has none. When it ran, its `best` made MadPipe's plans of the coarse chain, so
-    /// the chain's own MadPipe phase is skipped (its dynamic program, which does not look at
-    /// the clock, takes seconds on chains of hundreds of layers and its plans are longer).
-    coarse_spent: Option<Duration>,
+    /// Whether a coarser level ran first. Its `best` made MadPipe's plans of the coarse
+    /// chain, so the chain's own MadPipe phase is skipped (its dynamic program, which does
+    /// not look at the clock, takes seconds on chains of hundreds of layers and its plans
+    /// are longer), and the bound takes nearly all the time it left.
+    after_coarser_level: bool,
     /// Whether MadPipe ran before the bound.
     madpipe_first: bool,
     /// Whether the general MILP on groups is to run again after the local search: it has
@@ -421,7 +422,7 @@ impl<'a> Portfolio<'a> {
             tried: HashSet::new(),
             schedules: 0,
             proofs: 0,
-            coarse_spent: None,
+            after_coarser_level: false,
             madpipe_first: false,
             coarse_open: false,
             stops: Vec::new(),

@@ -144,7 +144,7 @@ impl Portfolio<'_> {
             self.offer(lifted.allocation, lifted.pattern, &source);
         }
         self.lap("coarser level");
-        self.coarse_spent = Some(self.started.elapsed());
+        self.after_coarser_level = true;
         Ok(())
     }
 
@@ -195,7 +195,7 @@ impl Portfolio<'_> {
 
     /// MadPipe's two plans (each cut to a few seconds), offered as incumbents.
     fn madpipe(&mut self) {
-        if self.coarse_spent.is_some() {
+        if self.after_coarser_level {
             return;
         }
         for (label, full) in [("madpipe", false), ("madpipe-g", true)] {
@@ -218,20 +218,18 @@ impl Portfolio<'_> {
         }
     }
 
-    /// Phase 3: the bound, with at most two thirds of the time the coarser level left (and
-    /// no further than the gap asked for needs). When it proves that no plan fits, the run
-    /// ends with [`Portfolio::no_plan_fits`].
+    /// Phase 3: the bound, with at most two thirds of the time limit, or after a coarser
+    /// level `coarser_level::BOUND_SHARE_AFTER` of the time it left (and no further than
+    /// the gap asked for needs). When it proves that no plan fits, the run ends with
+    /// [`Portfolio::no_plan_fits`].
     pub(super) fn bound(&mut self) -> crate::error::Result<GlobalBound> {
+        let limit = if self.after_coarser_level {
+            self.left().mul_f64(coarser_level::BOUND_SHARE_AFTER)
+        } else {
+            self.planner.time_limit * 2 / 3
+        };
         let options = BoundOptions {
-            time_limit: Some(
-                (self
-                    .planner
-                    .time_limit
-                    .saturating_sub(self.coarse_spent.unwrap_or_default())
-                    * 2
-                    / 3)
-                .min(self.left()),
-            ),
+            time_limit: Some(limit.min(self.left())),
             threads: self.planner.milp.threads,
             known_period: self.incumbent.as_ref().map(Incumbent::period),
             enough: self
