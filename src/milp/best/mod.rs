@@ -27,8 +27,8 @@
 //! 3. **The bound**, with at most two thirds of the time limit (after a coarser level, 90%
 //!    of the time it left): the relaxation of `global_bound` either proves that no plan
 //!    fits the case (reported as infeasible, with the proof) or gives a lower bound and the
-//!    assignments its loop found feasible on the way. A bound that says "infeasible" of a case with a judged plan is an
-//!    internal error, never a result.
+//!    assignments its loop found feasible on the way. A bound that says "infeasible" of a
+//!    case with a judged plan is an internal error, never a result.
 //! 4. **The general MILP on groups**: 8 groups of layers (`ilp --coarsen 8`, at most 1 s);
 //!    its non-contiguous allocations of whole groups beat every other seed on some
 //!    memory-bound cases.
