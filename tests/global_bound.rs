@@ -11,7 +11,8 @@ use pipeopt::milp::fixed_allocation::{
 };
 use pipeopt::milp::general::for_each_allocation;
 use pipeopt::milp::global_bound::{
-    global_lower_bound, relaxation_feasible, relaxation_fits, BoundOptions, Relaxation,
+    global_lower_bound, probe_period, relaxation_feasible, relaxation_fits, BoundOptions, Learnt,
+    ProbeAnswer, Relaxation,
 };
 use pipeopt::milp::{MilpOptions, SolveStatus};
 use pipeopt::model::bounds::period_lower_bound;
@@ -373,6 +374,70 @@ fn bound_holds_on_more_chains_that_share_tensors_like_op_chains() {
             (3, 1.2, 2.0, false),
         ],
     );
+}
+
+/// What `best`'s descent relies on, on chains that share tensors like op chains (where it
+/// runs): a single probe of the relaxation (`probe_period`, within a time limit as inside
+/// `best`) never says "no plan" at a period where the exhaustive search found one, and an
+/// assignment it passes fits the relaxation at that period. `best` itself, whose descent
+/// raises its bound to a period where a probe said "no plan", keeps its bound below the
+/// exhaustive optimum and its plan above it.
+#[test]
+fn probes_and_best_hold_on_chains_that_share_tensors_like_op_chains() {
+    let cases: [(usize, f64, f64); 3] = [(2, 0.5, 4.0), (2, 0.9, 1.0), (3, 0.6, 2.0)];
+    let (mut compared, mut no_plan) = (0, 0);
+    for seed in 0..8 {
+        let inst = random_op_chain(seed, seed as usize);
+        // The descent runs only where tensors are shared further apart than neighbours.
+        if inst.stash_shared.is_empty() {
+            continue;
+        }
+        let full = one_processor_memory(&inst);
+        for &(processors, share, speed) in &cases {
+            let platform = Platform::new(processors, share * full, speed);
+            let what = format!("{} on {platform:?}", inst.name);
+            let range = exhaustive_range(&inst, &platform, true, None);
+            let (Some(t), true) = (range.best, range.exact) else {
+                continue;
+            };
+            compared += 1;
+            let relax = Relaxation::new(&inst, &platform).under_time_limit();
+            for period in [t, 0.97 * t, 0.9 * t, 0.6 * t] {
+                let answer = probe_period(
+                    &relax,
+                    period,
+                    std::time::Duration::from_secs(10),
+                    std::num::NonZeroU32::MIN,
+                    &mut Learnt::default(),
+                )
+                .unwrap();
+                match answer {
+                    ProbeAnswer::NoPlan => {
+                        assert!(period < t, "{what}: no plan said at {period}, plan at {t}");
+                        no_plan += 1;
+                    }
+                    ProbeAnswer::Assignment(a) => assert!(
+                        relaxation_fits(&relax, &a, period * (1.0 + 1e-9)),
+                        "{what}: {a:?} passed at {period} but does not fit there"
+                    ),
+                    ProbeAnswer::Undecided => {}
+                }
+            }
+            if let Outcome::Found(sol) =
+                best_outcome(&inst, &platform, std::time::Duration::from_secs(3))
+            {
+                let period = sol.pattern.as_ref().unwrap().period;
+                let lower = sol.lower_bound.unwrap();
+                assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+                assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+            } else {
+                panic!("{what}: best found no plan, the exhaustive search did");
+            }
+        }
+    }
+    assert!(compared >= 5, "{compared} cases compared");
+    eprintln!("{compared} cases compared, {no_plan} probes said no plan");
+    assert!(no_plan > 0, "no probe said no plan");
 }
 
 fn overlap_cases(seeds: std::ops::Range<u64>) {

@@ -1,4 +1,4 @@
-//! `best`'s phase 8, the exact checks (module docs of `best`, docs/bounds.md): is there any
+//! `best`'s phase 9, the exact checks (module docs of `best`, docs/bounds.md): is there any
 //! plan below a period? The relaxation's loop at that period, each assignment that passes
 //! it scheduled exactly over every stage structure ([`decide_period`]): a plan found
 //! becomes the incumbent and the question is asked again below it; "no plan" raises the
@@ -20,7 +20,7 @@ const HALVING_GAP: f64 = 0.004;
 /// Whether exact checks can answer on this instance: none when tensors are shared between
 /// layers further apart (`stash_shared`), whose merged stages the scheduling MILP does not
 /// model.
-fn exact_checks_may_apply(instance: &Instance) -> bool {
+pub(super) fn exact_checks_may_apply(instance: &Instance) -> bool {
     instance.stash_shared.is_empty()
 }
 
@@ -33,7 +33,7 @@ struct Question {
 }
 
 impl Portfolio<'_> {
-    /// Phase 8: the exact checks, while the gap is open and the time lasts; then, once, the
+    /// Phase 9: the exact checks, while the gap is open and the time lasts; then, once, the
     /// extension's, for a case left open with its plan near the bound.
     pub(super) fn exact_checks(&mut self, relax: &Relaxation) -> crate::error::Result<()> {
         let applies = exact_checks_may_apply(self.instance());

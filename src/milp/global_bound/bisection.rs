@@ -122,12 +122,8 @@ pub(super) fn bound_of(
     learnt: &mut Learnt,
 ) -> crate::error::Result<GlobalBound> {
     let started = Instant::now();
-    // Where the checks charge a relaxation of the stashes (tensors shared further apart
-    // than neighbours), they raise the bound only given minutes, and within a time limit
-    // they take the probes' time: only without one (docs/bounds.md, "Tensors shared
-    // further apart").
-    let relax = if relax.charges_stashes() && options.time_limit.is_some() {
-        relax.closed_forms_only()
+    let relax = if options.time_limit.is_some() {
+        relax.under_time_limit()
     } else {
         relax
     };

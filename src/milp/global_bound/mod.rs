@@ -41,7 +41,7 @@ pub mod search;
 pub use bisection::{global_lower_bound, global_lower_bound_learning, BoundOptions, GlobalBound};
 pub use exact::{decide_period, Decision, Verdict};
 pub use premises::Premise;
-pub use probe::{relaxation_feasible, Learnt};
+pub use probe::{probe_period, relaxation_feasible, Learnt, ProbeAnswer};
 pub use relaxation::{relaxation_fits, Holding, Relaxation};
 
 // The tuning constants, each with why it is where it is.

@@ -283,6 +283,39 @@ pub fn relaxation_feasible(
     )
 }
 
+/// What one probe at one period says to a caller looking for plans ([`probe_period`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAnswer {
+    /// No assignment passes the relaxation: no plan has this period or a shorter one.
+    NoPlan,
+    /// An assignment that passes it (processor of each layer, 0-based), a starting point
+    /// for a plan near that period.
+    Assignment(Vec<usize>),
+    /// Neither, within the time given.
+    Undecided,
+}
+
+/// One probe of `relax` at `period` within `time_limit`, outside a bisection: what it
+/// learns stays in `learnt` (premises, and where the search stopped), for a later bound or
+/// probe of the same case.
+pub fn probe_period(
+    relax: &Relaxation,
+    period: f64,
+    time_limit: Duration,
+    threads: NonZeroU32,
+    learnt: &mut Learnt,
+) -> crate::error::Result<ProbeAnswer> {
+    let mut nodes = 0;
+    let milp = relaxation_milp(threads);
+    Ok(
+        match probe(relax, period, &milp, Some(time_limit), &mut nodes, learnt)? {
+            Probe::Infeasible => ProbeAnswer::NoPlan,
+            Probe::Feasible(a) => ProbeAnswer::Assignment(a),
+            Probe::Undecided | Probe::TooLarge => ProbeAnswer::Undecided,
+        },
+    )
+}
+
 /// The solver options of the relaxation MILP: a feasibility problem solved over and over,
 /// where HiGHS's sub-MIP heuristics (RENS, RINS) and its feasibility jump spend time
 /// without changing an answer (docs/bounds.md, "Solver settings").

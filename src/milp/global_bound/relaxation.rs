@@ -177,6 +177,19 @@ impl Relaxation {
         self
     }
 
+    /// The relaxation that a search under a time limit probes: where the scheduled checks
+    /// would charge a relaxation of the stashes (tensors shared further apart than
+    /// neighbours), the closed forms alone, since those checks raise the bound only given
+    /// minutes and within a limit take the probes' time (docs/bounds.md, "Tensors shared
+    /// further apart"); the same relaxation otherwise.
+    pub fn under_time_limit(self) -> Self {
+        if self.charges_stashes() {
+            self.closed_forms_only()
+        } else {
+            self
+        }
+    }
+
     /// Whether the scheduled checks charge per-layer charges instead of the stashes
     /// (`Scheduling::stash_charges`): a relaxation, where tensors are shared further apart
     /// than neighbours.
