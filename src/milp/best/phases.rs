@@ -480,6 +480,7 @@ impl Portfolio<'_> {
         }
         Ok(())
     }
+
     /// Phase 8, on chains where the exact checks do not apply (tensors shared further
     /// apart than neighbours: op-level chains), with the time left: the descent. The
     /// relaxation is probed `DESCENT_STEP` below the shorter of the incumbent's period and
