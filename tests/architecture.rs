@@ -405,6 +405,19 @@ fn the_build_has_no_network_stack() {
     assert!(found.is_empty(), "network crates in the build: {found:?}");
 }
 
+/// The sweep's summaries use polars' eager frames: its lazy engine (a query planner and
+/// about thirty crates) stays out of the build (docs/build.md).
+#[test]
+fn the_build_has_no_query_engine() {
+    let tree = cargo_tree(&["--edges", "normal", "--prefix", "none", "--format", "{p}"]);
+    let found: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| ["polars-lazy", "polars-plan", "polars-expr"].contains(name))
+        .collect();
+    assert!(found.is_empty(), "polars' lazy engine in the build: {found:?}");
+}
+
 /// The packages of `cargo tree --prefix depth --format '{p} [{f}]' ARGS` (target
 /// dependencies only), each with its features and the packages it depends on.
 fn features_and_edges(

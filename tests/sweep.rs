@@ -175,6 +175,20 @@ fn summary_geometric_means() {
 }
 
 #[test]
+fn the_summary_of_a_table_without_rows_has_its_columns_and_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = experiment(dir.path());
+    let s = run::sweep(&exp, &opts(Isolation::Thread, None)).unwrap();
+    let df = table::read_frame(&s.details.parquet).unwrap();
+    let by = ["memory".to_string(), "processors".to_string()];
+    let full = table::summary(&df, &by, Some("even")).unwrap();
+    let empty = table::summary(&df.clear(), &by, Some("even")).unwrap();
+    assert_eq!(empty.height(), 0);
+    assert!(full.height() > 0);
+    assert_eq!(empty.schema(), full.schema());
+}
+
+#[test]
 fn milp_rows_carry_the_solver_status_gap_and_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(

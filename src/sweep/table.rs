@@ -480,84 +480,107 @@ pub fn check_algorithm(algorithms: &[String], path: &Path, name: &str) -> Result
 /// coordinates of `period / period of ratio_to` on the same instance, processors, memory,
 /// bandwidth and repetition (Beaumont et al., ScaDL 2022, Figure 7), over the cases both
 /// solved.
+///
+/// Written with polars' eager frames (grouping, joins, sorting): its lazy engine would add a
+/// query planner and about thirty crates to the build for one table of a few thousand rows
+/// (docs/build.md).
 pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsResult<DataFrame> {
     // Sizes and bandwidths grouped in units people read.
-    let df = &df
-        .clone()
-        .lazy()
-        .with_columns([
-            (col("memory") / lit(1073741824.0)).alias("memory_GiB"),
-            (col("bandwidth") / lit(1e9)).alias("bandwidth_GBps"),
-        ])
-        .collect()?;
-    let by: Vec<String> = by
+    let mut df = df.clone();
+    for (column, unit, name) in [
+        ("memory", 1073741824.0, "memory_GiB"),
+        ("bandwidth", 1e9, "bandwidth_GBps"),
+    ] {
+        let scaled = df.column(column)?.cast(&DataType::Float64)?.as_materialized_series() / unit;
+        df.with_column(scaled.with_name(name.into()).into_column())?;
+    }
+    let group: Vec<String> = by
         .iter()
         .map(|c| match c.as_str() {
             "memory" => "memory_GiB".to_string(),
             "bandwidth" => "bandwidth_GBps".to_string(),
             other => other.to_string(),
         })
+        .chain(["algorithm".to_string()])
         .collect();
-    let by = by.as_slice();
-    let mut group: Vec<Expr> = by.iter().map(|c| col(c.as_str())).collect();
-    group.push(col("algorithm"));
-    let base = df.clone().lazy().group_by_stable(group.clone()).agg([
-        len().alias("runs"),
-        col("status").eq(lit("valid")).sum().alias("valid"),
-        col("status").eq(lit("timeout")).sum().alias("timeout"),
-        col("status")
-            .eq(lit("infeasible"))
-            .sum()
-            .alias("infeasible"),
-        col("status").eq(lit("error")).sum().alias("error"),
-        col("speedup").mean().alias("mean_speedup"),
-        col("solve_seconds").mean().alias("mean_solve_seconds"),
-    ]);
-    let order: Vec<&str> = by.iter().map(String::as_str).chain(["algorithm"]).collect();
-    let Some(reference) = ratio_to else {
-        return base.sort(order, Default::default()).collect();
+    let mut base = per_group(&df, &group, |runs| {
+        let status = runs.column("status")?.str()?;
+        let count = |s: &str| status.equal(s).sum().unwrap_or(0);
+        let mean = |c: &str| -> PolarsResult<Option<f64>> {
+            Ok(runs.column(c)?.cast(&DataType::Float64)?.as_materialized_series().mean())
+        };
+        Ok(vec![
+            Column::new("runs".into(), [runs.height() as IdxSize]),
+            Column::new("valid".into(), [count("valid")]),
+            Column::new("timeout".into(), [count("timeout")]),
+            Column::new("infeasible".into(), [count("infeasible")]),
+            Column::new("error".into(), [count("error")]),
+            Column::new("mean_speedup".into(), [mean("speedup")?]),
+            Column::new("mean_solve_seconds".into(), [mean("solve_seconds")?]),
+        ])
+    })?;
+    if let Some(reference) = ratio_to {
+        let ratios = ratios_to(&df, &group, reference)?;
+        base = base.join(&ratios, &group, &group, JoinArgs::new(JoinType::Left), None)?;
+    }
+    base.sort(group, SortMultipleOptions::default())
+}
+
+/// Per group of `rows` (the values of the `group` columns, in the order they first appear),
+/// the group's values and the one-row columns `aggregate` computes from its rows.
+fn per_group(
+    rows: &DataFrame,
+    group: &[String],
+    aggregate: impl Fn(&DataFrame) -> PolarsResult<Vec<Column>> + Send + Sync,
+) -> PolarsResult<DataFrame> {
+    let one_row = |runs: DataFrame| {
+        let mut columns: Vec<Column> = group
+            .iter()
+            .map(|c| Ok(runs.column(c)?.head(Some(1))))
+            .collect::<PolarsResult<_>>()?;
+        columns.extend(aggregate(&runs)?);
+        DataFrame::new(1, columns)
     };
-    let keys = [
-        "instance",
-        "processors",
-        "memory",
-        "bandwidth",
-        "repetition",
-    ];
-    let solved = df.clone().lazy().filter(col("period").is_not_null());
-    let reference_periods = solved
-        .clone()
-        .filter(col("algorithm").eq(lit(reference)))
-        .select(
-            keys.iter()
-                .map(|k| col(*k))
-                .chain([col("period").alias("reference_period")])
-                .collect::<Vec<_>>(),
-        );
-    let key_exprs: Vec<Expr> = keys.iter().map(|k| col(*k)).collect();
-    let ratios = solved
-        .join(
-            reference_periods,
-            key_exprs.clone(),
-            key_exprs,
-            JoinArgs::new(JoinType::Inner),
-        )
-        .with_column(
-            (col("period") / col("reference_period"))
-                .log(lit(std::f64::consts::E))
-                .alias("log_ratio"),
-        )
-        .group_by_stable(group.clone())
-        .agg([
-            col("log_ratio")
-                .mean()
-                .exp()
-                .alias(format!("geomean_ratio_to_{reference}")),
-            len().alias("compared"),
-        ]);
-    base.join(ratios, group.clone(), group, JoinArgs::new(JoinType::Left))
-        .sort(order, Default::default())
-        .collect()
+    if rows.height() == 0 {
+        // polars groups no empty frame: the columns of one group of nulls, none of its rows.
+        let mut columns: Vec<Column> = group
+            .iter()
+            .map(|c| Ok(Column::full_null(c.into(), 1, rows.column(c)?.dtype())))
+            .collect::<PolarsResult<_>>()?;
+        columns.extend(aggregate(rows)?);
+        return Ok(DataFrame::new(1, columns)?.clear());
+    }
+    rows.group_by_stable(group)?.apply(one_row)
+}
+
+/// Per group, the geometric mean of `period / period of reference` over the runs whose
+/// case (instance, processors, memory, bandwidth, repetition) both solved, and how many.
+fn ratios_to(df: &DataFrame, group: &[String], reference: &str) -> PolarsResult<DataFrame> {
+    let keys = ["instance", "processors", "memory", "bandwidth", "repetition"];
+    let solved = df.filter(&df.column("period")?.is_not_null())?;
+    let mut reference_periods = solved
+        .filter(&solved.column("algorithm")?.str()?.equal(reference))?
+        .select(keys.iter().copied().chain(["period"]))?;
+    reference_periods.rename("period", "reference_period".into())?;
+    let both = solved.join(
+        &reference_periods,
+        keys,
+        keys,
+        JoinArgs::new(JoinType::Inner),
+        None,
+    )?;
+    let name = format!("geomean_ratio_to_{reference}");
+    per_group(&both, group, |runs| {
+        let float = |c: &str| runs.column(c)?.cast(&DataType::Float64);
+        let ratio = (float("period")?.as_materialized_series()
+            / float("reference_period")?.as_materialized_series())?;
+        let e = Series::new(PlSmallStr::EMPTY, [std::f64::consts::E]);
+        let log_mean = ratio.log(&e).mean();
+        Ok(vec![
+            Column::new(name.as_str().into(), [log_mean.map(f64::exp)]),
+            Column::new("compared".into(), [runs.height() as IdxSize]),
+        ])
+    })
 }
 
 /// A DataFrame as a JSON array of objects, for `--json`.
