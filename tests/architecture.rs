@@ -415,7 +415,10 @@ fn the_build_has_no_query_engine() {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|name| ["polars-lazy", "polars-plan", "polars-expr"].contains(name))
         .collect();
-    assert!(found.is_empty(), "polars' lazy engine in the build: {found:?}");
+    assert!(
+        found.is_empty(),
+        "polars' lazy engine in the build: {found:?}"
+    );
 }
 
 /// The packages of `cargo tree --prefix depth --format '{p} [{f}]' ARGS` (target

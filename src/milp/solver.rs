@@ -12,24 +12,36 @@
 //! # Infeasibility is confirmed
 //! Every proof in pipeopt that no pattern exists at a period (the bound's relaxation, its
 //! focused checks, `best`'s exact checks, the scheduling search's lower bounds) is a HiGHS
-//! answer "infeasible". HiGHS's MIP presolve is known to declare some feasible models
-//! infeasible (its tracker has a run of such reports, some still open for 1.15); it did so
-//! here on a focused check of ResNet-101 (3 processors, 12 GiB, 24 GB/s) at periods where
-//! the whole assignment has a judged pattern, which made the global bound wrong. So an
-//! "infeasible" is asked again with presolve off, on the same model, within what is left
-//! of the time limit, and only that answer counts: infeasible again, a solution (then
-//! reported as found), or undecided at the limit. Feasible answers need no second look:
-//! every solution is judged by its caller. Models that presolve does not speed up are
-//! solved without it from the start ([`Model::set_presolve`]: the scheduling MILP of
-//! `pattern_milp`, whose "no pattern" answers are most of the proofs), so that their
-//! infeasible answers cost one solve, not two. The dual bound of an optimisation model is
-//! HiGHS's own and not confirmed (only the synchronous-schedule MILP reports one).
+//! answer "infeasible". HiGHS does not always get it right:
+//! - its MIP presolve is known to declare some feasible models infeasible (its tracker has
+//!   a run of such reports, some still open for 1.15); it did so here on a focused check of
+//!   ResNet-101 (3 processors, 12 GiB, 24 GB/s) at periods where the whole assignment has a
+//!   judged pattern;
+//! - without presolve, at the tight feasibility tolerances set here (1e-9), it declared the
+//!   focused check of one processor of ResNet-50's block chain (layers 2-9 of 18, 4
+//!   processors, 16 GiB, 12 GB/s) infeasible at one period, 0.0714981 s, and only there: a
+//!   hundred-thousandth shorter or longer, at 1e-10 or at 1e-8, the same model has a
+//!   solution, and the whole assignment has a judged plan at 0.0682 s.
+//! Either made the global bound wrong (above a judged plan). So an "infeasible" is asked
+//! again, on the same model, within what is left of the time limit, with presolve off and
+//! tighter feasibility tolerances (`CONFIRMING_TOLERANCE`, 1e-10), and only that answer
+//! counts: infeasible again, a solution (then reported as found), or undecided at the
+//! limit. Tighter, not looser: a model whose optimum lies exactly at the period (a search
+//! that probes its lower bound) is infeasible at 1e-9 once the margins of `pattern_milp`
+//! inflate its durations, and a looser solve would find a solution that the exact judge
+//! rejects; a solution at 1e-10 passes wherever one at 1e-9 does. Feasible answers need no
+//! second look: every solution is judged by its caller. A proof thus costs two solves. The dual bound of an optimisation model is HiGHS's own
+//! and not confirmed (only the synchronous-schedule MILP reports one).
 
 use crate::Error;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+
+/// The feasibility tolerances of the solve that confirms an "infeasible" (module docs,
+/// "Infeasibility is confirmed"), where the first solve has 1e-9.
+const CONFIRMING_TOLERANCE: f64 = 1e-10;
 
 /// Options of one solve (or of a sequence of solves: see each caller).
 #[derive(Debug, Clone, PartialEq)]
@@ -327,9 +339,9 @@ impl Model {
         self.start.is_none() && limit.is_some_and(|t| self.setup_estimate() > t)
     }
 
-    /// Whether HiGHS presolves the model (the default). Off, an "infeasible" is HiGHS's
-    /// answer without presolve and needs no second solve (module docs, "Infeasibility is
-    /// confirmed"): for models that presolve does not speed up.
+    /// Whether HiGHS presolves the model (the default); off for models that presolve does
+    /// not speed up. Either way an "infeasible" is confirmed by a second solve without it
+    /// (module docs, "Infeasibility is confirmed").
     pub fn set_presolve(&mut self, on: bool) {
         self.presolve_off = !on;
     }
@@ -374,11 +386,10 @@ impl Model {
             .try_solve()
             .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
         let mut earlier_nodes = 0;
-        if solved.status() == HighsModelStatus::Infeasible && !self.presolve_off {
-            // HiGHS's MIP presolve is known to declare some feasible models infeasible
-            // (module docs, "Infeasibility is confirmed"): the answer is asked again
-            // without presolve, within what is left of the limit, and only that answer
-            // counts.
+        if solved.status() == HighsModelStatus::Infeasible {
+            // HiGHS's "infeasible" is asked again without presolve and at looser
+            // tolerances, within what is left of the limit, and only that answer counts
+            // (module docs, "Infeasibility is confirmed").
             earlier_nodes = node_count(&solved);
             let left = limit.map(|t| t.saturating_sub(started.elapsed()));
             if left.is_some_and(|t| t.is_zero()) {
@@ -386,6 +397,9 @@ impl Model {
             }
             let mut again = highs::Model::from(solved);
             opt(&mut again, "presolve", OptionValue::S("off"))?;
+            for tolerance in ["mip_feasibility_tolerance", "primal_feasibility_tolerance"] {
+                opt(&mut again, tolerance, OptionValue::F(CONFIRMING_TOLERANCE))?;
+            }
             if let Some(t) = left {
                 time_limit(&mut again, t)?;
             }

@@ -491,7 +491,11 @@ pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsR
         ("memory", 1073741824.0, "memory_GiB"),
         ("bandwidth", 1e9, "bandwidth_GBps"),
     ] {
-        let scaled = df.column(column)?.cast(&DataType::Float64)?.as_materialized_series() / unit;
+        let scaled = df
+            .column(column)?
+            .cast(&DataType::Float64)?
+            .as_materialized_series()
+            / unit;
         df.with_column(scaled.with_name(name.into()).into_column())?;
     }
     let group: Vec<String> = by
@@ -507,7 +511,11 @@ pub fn summary(df: &DataFrame, by: &[String], ratio_to: Option<&str>) -> PolarsR
         let status = runs.column("status")?.str()?;
         let count = |s: &str| status.equal(s).sum().unwrap_or(0);
         let mean = |c: &str| -> PolarsResult<Option<f64>> {
-            Ok(runs.column(c)?.cast(&DataType::Float64)?.as_materialized_series().mean())
+            Ok(runs
+                .column(c)?
+                .cast(&DataType::Float64)?
+                .as_materialized_series()
+                .mean())
         };
         Ok(vec![
             Column::new("runs".into(), [runs.height() as IdxSize]),
@@ -556,7 +564,13 @@ fn per_group(
 /// Per group, the geometric mean of `period / period of reference` over the runs whose
 /// case (instance, processors, memory, bandwidth, repetition) both solved, and how many.
 fn ratios_to(df: &DataFrame, group: &[String], reference: &str) -> PolarsResult<DataFrame> {
-    let keys = ["instance", "processors", "memory", "bandwidth", "repetition"];
+    let keys = [
+        "instance",
+        "processors",
+        "memory",
+        "bandwidth",
+        "repetition",
+    ];
     let solved = df.filter(&df.column("period")?.is_not_null())?;
     let mut reference_periods = solved
         .filter(&solved.column("algorithm")?.str()?.equal(reference))?
