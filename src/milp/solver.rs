@@ -22,6 +22,7 @@
 //!   processors, 16 GiB, 12 GB/s) infeasible at one period, 0.0714981 s, and only there: a
 //!   hundred-thousandth shorter or longer, at 1e-10 or at 1e-8, the same model has a
 //!   solution, and the whole assignment has a judged plan at 0.0682 s.
+//!
 //! Either made the global bound wrong (above a judged plan). So an "infeasible" is asked
 //! again, on the same model, within what is left of the time limit, with presolve off and
 //! tighter feasibility tolerances (`CONFIRMING_TOLERANCE`, 1e-10), and only that answer
@@ -30,8 +31,9 @@
 //! that probes its lower bound) is infeasible at 1e-9 once the margins of `pattern_milp`
 //! inflate its durations, and a looser solve would find a solution that the exact judge
 //! rejects; a solution at 1e-10 passes wherever one at 1e-9 does. Feasible answers need no
-//! second look: every solution is judged by its caller. A proof thus costs two solves. The dual bound of an optimisation model is HiGHS's own
-//! and not confirmed (only the synchronous-schedule MILP reports one).
+//! second look: every solution is judged by its caller. A proof thus costs two solves. The
+//! dual bound of an optimisation model is HiGHS's own and not confirmed (only the
+//! synchronous-schedule MILP reports one).
 
 use crate::Error;
 use std::num::NonZeroU32;
