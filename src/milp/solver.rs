@@ -41,9 +41,18 @@ use std::time::{Duration, Instant};
 
 use highs::{HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 
+/// HiGHS's feasibility tolerances (MIP and primal) for every solve: tight, since callers
+/// scale their models to O(1) numbers and add margins larger than these, so that rounded
+/// solutions pass the exact judge.
+const FEASIBILITY_TOLERANCE: f64 = 1e-9;
+
 /// The feasibility tolerances of the solve that confirms an "infeasible" (module docs,
-/// "Infeasibility is confirmed"), where the first solve has 1e-9.
+/// "Infeasibility is confirmed"): tighter than [`FEASIBILITY_TOLERANCE`].
 const CONFIRMING_TOLERANCE: f64 = 1e-10;
+
+/// The HiGHS options those tolerances set.
+const FEASIBILITY_TOLERANCES: [&str; 2] =
+    ["mip_feasibility_tolerance", "primal_feasibility_tolerance"];
 
 /// Options of one solve (or of a sequence of solves: see each caller).
 #[derive(Debug, Clone, PartialEq)]
@@ -389,7 +398,7 @@ impl Model {
             .map_err(|e| Error::Solver(format!("HiGHS failed: {e:?}")))?;
         let mut earlier_nodes = 0;
         if solved.status() == HighsModelStatus::Infeasible {
-            // HiGHS's "infeasible" is asked again without presolve and at looser
+            // HiGHS's "infeasible" is asked again without presolve and at tighter
             // tolerances, within what is left of the limit, and only that answer counts
             // (module docs, "Infeasibility is confirmed").
             earlier_nodes = node_count(&solved);
@@ -399,7 +408,7 @@ impl Model {
             }
             let mut again = highs::Model::from(solved);
             opt(&mut again, "presolve", OptionValue::S("off"))?;
-            for tolerance in ["mip_feasibility_tolerance", "primal_feasibility_tolerance"] {
+            for tolerance in FEASIBILITY_TOLERANCES {
                 opt(&mut again, tolerance, OptionValue::F(CONFIRMING_TOLERANCE))?;
             }
             if let Some(t) = left {
@@ -431,10 +440,9 @@ impl Model {
             opt(model, "parallel", OptionValue::S("on"))?;
         }
         opt(model, "mip_rel_gap", OptionValue::F(options.mip_rel_gap))?;
-        // Tight tolerances: callers scale their models to O(1) numbers and add margins
-        // larger than these, so that rounded solutions pass the exact judge.
-        opt(model, "mip_feasibility_tolerance", OptionValue::F(1e-9))?;
-        opt(model, "primal_feasibility_tolerance", OptionValue::F(1e-9))?;
+        for tolerance in FEASIBILITY_TOLERANCES {
+            opt(model, tolerance, OptionValue::F(FEASIBILITY_TOLERANCE))?;
+        }
         if !options.sub_mip_heuristics {
             opt(model, "mip_heuristic_run_rens", OptionValue::B(false))?;
             opt(model, "mip_heuristic_run_rins", OptionValue::B(false))?;

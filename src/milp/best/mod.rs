@@ -304,11 +304,11 @@ impl Planner for BestPlanner {
         portfolio.madpipe_after_bound();
         portfolio.general_milp_on_groups()?;
         let anneal_starts = portfolio.seeds(&bound.candidates)?;
-        // The relaxation's closed forms, for the annealing and the exact checks.
+        // The relaxation's closed forms, for the annealing, the descent and the exact checks.
         let relax = Relaxation::new(problem.instance, problem.platform);
         portfolio.annealing(&relax, anneal_starts)?;
         portfolio.local_search()?;
-        portfolio.descent()?;
+        portfolio.descent(&relax)?;
         portfolio.exact_checks(&relax)?;
         Ok(portfolio.report(&bound))
     }

@@ -495,7 +495,7 @@ impl Portfolio<'_> {
     /// reach it. On ResNet-50 on 4 processors at 6 GiB, 24 GB/s, the other phases end at
     /// 126.2 ms and the descent's assignments reach 98.3 ms (cuts inside three bottlenecks,
     /// the stem and the last block on one processor).
-    pub(super) fn descent(&mut self) -> crate::error::Result<()> {
+    pub(super) fn descent(&mut self, relax: &Relaxation) -> crate::error::Result<()> {
         if exact_checks_may_apply(self.instance()) || self.closed() {
             return Ok(());
         }
@@ -510,7 +510,7 @@ impl Portfolio<'_> {
         // (the descent was measured this way only; the bound's `learnt` is left as the
         // bound left it).
         let mut learnt = Learnt::default();
-        let relax = Relaxation::new(self.instance(), self.platform()).under_time_limit();
+        let relax = relax.clone().under_time_limit();
         while step >= DESCENT_LEAST_STEP && !self.left().is_zero() && !self.closed() {
             let target = from * (1.0 - step);
             let answer = probe_period(
