@@ -506,3 +506,39 @@ fn the_tests_and_the_libtorch_tier_reuse_the_release_builds_polars() {
         "features that the libtorch tier adds under polars (pin them in Cargo.toml): {for_torch:?}"
     );
 }
+
+/// HiGHS is compiled as a unity build (`.cargo/config.toml` names the CMake file that asks
+/// for it; docs/build.md): its build directory, in this test binary's own target profile,
+/// holds CMake's unity sources and not one object per C++ file.
+#[test]
+fn highs_is_compiled_as_a_unity_build() {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<binary>
+    let profile_dir = exe.ancestors().nth(2).expect("target/<profile>");
+    let builds: Vec<PathBuf> = std::fs::read_dir(profile_dir.join("build"))
+        .expect("target/<profile>/build")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("highs-sys-") && p.join("out/build/CMakeCache.txt").exists()
+        })
+        .collect();
+    assert!(!builds.is_empty(), "no HiGHS build under {profile_dir:?}");
+    let toolchain = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cargo/highs-unity-build.cmake");
+    for build in builds {
+        let cache = std::fs::read_to_string(build.join("out/build/CMakeCache.txt")).unwrap();
+        assert!(
+            cache.contains(&format!(
+                "CMAKE_TOOLCHAIN_FILE:FILEPATH={}",
+                toolchain.display()
+            )),
+            "{build:?} was configured without {toolchain:?} (built before .cargo/config.toml \
+             named it? `cargo clean -p highs-sys --release` rebuilds it)"
+        );
+        let highs_objects = build.join("out/build/highs/CMakeFiles/highs.dir");
+        let unity = std::fs::read_dir(highs_objects.join("Unity"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert!(unity > 0, "no unity sources under {highs_objects:?}");
+    }
+}
