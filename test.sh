@@ -54,11 +54,16 @@ tested "cargo test --release, slow tier (--ignored)" cargo test --release --test
   --skip "$PYTORCH_RUNTIME_TEST"
 # The libtorch networks, profiler and executor (feature torch): built, linted and tested on
 # the CPU with small inputs. Set PIPEOPT_SKIP_TORCH=1 to skip it (e.g. offline machines without the wheel).
+# torch-sys's C++ wrapper (two files against libtorch's headers, about 45 s each at -O3) is
+# compiled without optimisation here: these tests check results, not speed, on the CPU.
+# The GPU build (`cargo build --release --features torch`) keeps -O3: the wrapper is on the
+# path of every libtorch call the profiler times.
 if [ "${PIPEOPT_SKIP_TORCH:-0}" != 1 ]; then
+  torch=(--release --features torch --config 'profile.release.package.torch-sys.opt-level=0')
   step "feature torch: setup" source .ci/setup-torch.sh
-  step "feature torch: clippy" cargo clippy --release --features torch --lib --bins --test exec --test profile --quiet -- -D warnings
-  tested "feature torch: executor tests (CPU)" cargo test --release --features torch --test exec --test profile --quiet
-  tested "feature torch: libtorch ops (CPU)" cargo test --release --features torch --lib --quiet exec::
+  step "feature torch: clippy" cargo clippy "${torch[@]}" --lib --bins --test exec --test profile --quiet -- -D warnings
+  tested "feature torch: executor tests (CPU)" cargo test "${torch[@]}" --test exec --test profile --quiet
+  tested "feature torch: libtorch ops (CPU)" cargo test "${torch[@]}" --lib --quiet exec::
   # The wheel above is unpacked for libtorch only. PyTorch's runtime needs a python3 that
   # imports torch (pip install torch==2.11.0 with its CUDA libraries: about 4.6 GB, 2 minutes
   # here, so not installed by this script); PIPEOPT_PYTHON names one other than python3.
