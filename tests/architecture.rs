@@ -509,7 +509,7 @@ fn the_tests_and_the_libtorch_tier_reuse_the_release_builds_polars() {
 
 /// HiGHS is compiled as a unity build (`.cargo/config.toml` names the CMake file that asks
 /// for it; docs/build.md): its build directory, in this test binary's own target profile,
-/// holds CMake's unity sources and not one object per C++ file.
+/// was configured with that file and holds CMake's unity sources.
 #[test]
 fn highs_is_compiled_as_a_unity_build() {
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -533,7 +533,8 @@ fn highs_is_compiled_as_a_unity_build() {
                 toolchain.display()
             )),
             "{build:?} was configured without {toolchain:?} (built before .cargo/config.toml \
-             named it? `cargo clean -p highs-sys --release` rebuilds it)"
+             named it, or by cargo run outside the repository? `cargo clean -p highs-sys` \
+             in this profile rebuilds it)"
         );
         let highs_objects = build.join("out/build/highs/CMakeFiles/highs.dir");
         let unity = std::fs::read_dir(highs_objects.join("Unity"))
