@@ -42,9 +42,8 @@ fn validated(name: &str, inst: &Instance, platform: &Platform) -> Option<f64> {
         .flatten()
 }
 
-/// 4 to 8 layers on 2 and 3 processors (the target: "up to 8 layers, 2-3 processors"; 8
-/// layers on 3 processors at tight memory take minutes): chains of 4 layers on every
-/// platform, of 5 and 6 at ample memory. The rest is the slow tier below.
+/// 4 to 8 layers on 2 and 3 processors (the target: "up to 8 layers, 2-3 processors"):
+/// chains of 4 layers on every platform, of 5 and 6 at ample memory; the rest below.
 #[test]
 fn optimum_bounds_heuristics_and_is_bounded_below() {
     let compared = optimum_bounds_heuristics((0..8u64).map(|seed| {
@@ -57,11 +56,10 @@ fn optimum_bounds_heuristics_and_is_bounded_below() {
     );
 }
 
-/// The slow tier of the test above, about 95% of its time (minutes each, in three tests so
-/// that the harness runs them side by side): the chains of 5 and 6 layers at tight memory,
-/// and 7 and 8 layers on 2 processors. `test.sh` runs them once (`--ignored`).
+/// The chains of 5 and 6 layers at tight memory, and (below) 7 and 8 layers on 2
+/// processors: minutes each for the monolithic MILP, seconds since `auto` enumerates first
+/// (`milp::general`'s module docs), so in the default tier again.
 #[test]
-#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn optimum_bounds_heuristics_and_is_bounded_below_at_tight_memory() {
     let tight = (0..8u64)
         .map(|seed| (seed, 4 + seed as usize % 3, &SMALL[..2]))
@@ -87,13 +85,11 @@ fn optimum_bounds_heuristics_on_a_longer_chain(seed: u64, layers: usize, at_leas
 }
 
 #[test]
-#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn optimum_bounds_heuristics_and_is_bounded_below_on_a_chain_of_7_layers() {
     optimum_bounds_heuristics_on_a_longer_chain(8, 7, 2);
 }
 
 #[test]
-#[ignore = "slow tier (minutes): test.sh runs it with --ignored"]
 fn optimum_bounds_heuristics_and_is_bounded_below_on_a_chain_of_8_layers() {
     optimum_bounds_heuristics_on_a_longer_chain(9, 8, 3);
 }

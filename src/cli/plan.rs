@@ -125,9 +125,9 @@ fn algorithm_parser() -> impl TypedValueParser<Value = Algorithm> {
 /// `--ilp-search`: the library's [`IlpSearch`] by name, with the help its values show.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum IlpSearchFlag {
-    /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),
-    /// handing over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`); `monolithic`
-    /// otherwise.
+    /// `enumerate` on chains with at most 200000 allocations (`MAX_ENUMERATED`), handing
+    /// over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`) or, uncoarsened,
+    /// after 3 s of them (`EXAMINATION_TIME`); `monolithic` otherwise.
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
     /// of bound.

@@ -23,16 +23,23 @@
 //!
 //! **Enumerated** (`--ilp-search enumerate`; section "Small numbers of groups" below).
 //! **Monolithic** (`--ilp-search monolithic`): one MILP places and schedules together,
-//! sections "Variables" to "The period is searched". `--ilp-search auto` (the default)
-//! enumerates when the chain is coarsened (`--coarsen N < L`: groups of layers with large
-//! stashes, where memory settles most allocations by their bounds) and has at most
+//! sections "Variables" to "The period is searched". Neither is fast everywhere. Where
+//! memory is tight, it settles most allocations by their bounds and the few left by one
+//! short scheduling MILP each, while the monolithic MILP branches for minutes (a random
+//! chain of 8 layers on 2 processors at 0.7x one processor's memory: 0.01 s against 146 s;
+//! 7 layers: 1.3 s against 177 s). Where memory is loose, the allocations' bounds leave many
+//! open and each allocation's MILP proves "not below the incumbent" slowly, while the
+//! monolithic MILP's capacity cuts settle them together (8 layers at 1.5x: the enumeration
+//! still running after 5 minutes, the monolithic MILP 8 s). `--ilp-search auto` (the
+//! default) therefore enumerates first, when the grouped chain has at most
 //! [`MAX_ENUMERATED`] allocations (8 groups have at most 4140 on any number of processors),
 //! and hands over to the monolithic MILP, with its incumbent and proven bound, after
-//! [`MAX_EXAMINED`] allocations needed a scheduling MILP. Uncoarsened chains go to the
-//! monolithic MILP: on small random chains at loose memory the enumeration was far slower
-//! (8 layers on 2 processors at 1.5x one processor's memory: over 15 minutes, against
-//! seconds), its bounds leaving most allocations open and each allocation's MILP proving
-//! "not below the incumbent" slowly.
+//! [`MAX_EXAMINED`] allocations needed a scheduling MILP, or on an uncoarsened chain once
+//! those MILPs have taken [`EXAMINATION_TIME`] (the MILP then running is stopped; its own
+//! proven bound and the next allocation's hold for the rest). The 8-layer chain at 1.5x then
+//! takes 11 s, 3 s more than the monolithic MILP alone; at 0.7x, 0.01 s. On coarsened chains
+//! (`--coarsen N < L`: groups of layers with large stashes) the enumeration has no clock of
+//! its own: there memory settles most allocations by their bounds.
 //!
 //! # Small numbers of groups: allocations enumerated
 //! Processors are identical and every pair is joined by a link of the same bandwidth, so
@@ -329,21 +336,24 @@ pub fn optimum_over_groups(
     )?;
 
     let countable = allocation_count(grouped.len(), platform.processors) <= MAX_ENUMERATED;
-    // `auto` enumerates on coarsened chains while the allocations' bounds settle them
+    // `auto` enumerates while the allocations' bounds and their scheduling MILPs settle them
     // quickly, and hands over to the monolithic MILP after MAX_EXAMINED scheduling MILPs
     // (loose memory, where bounds leave many allocations open and one MILP over all of them
-    // proves faster); on uncoarsened chains it runs the monolithic MILP (module docs).
-    let budget = match search {
+    // proves faster), and on uncoarsened chains also once those MILPs have taken
+    // EXAMINATION_TIME (module docs).
+    let handover = match search {
         IlpSearch::Enumerate => Some(None),
-        IlpSearch::Auto if countable && !exact_for_chain => Some(Some(MAX_EXAMINED)),
+        IlpSearch::Auto if countable => Some(Some(Handover {
+            after_examined: MAX_EXAMINED,
+            at: exact_for_chain.then(|| Instant::now() + EXAMINATION_TIME),
+        })),
         _ => None,
     };
     let mut floor_from_enumeration = 0.0;
-    if let Some(budget) = budget {
-        let deadline = options.time_limit.map(|d| started + d);
+    if let Some(handover) = handover {
         let candidates = bounded_allocations(&grouped, platform);
         match decomposed(
-            instance, platform, &grouped, candidates, best, options, budget, deadline, &mut out,
+            instance, platform, &grouped, candidates, best, options, handover, deadline, &mut out,
         )? {
             None => {
                 out.lower_bound = if exact_for_chain {
@@ -441,9 +451,9 @@ fn warm_start(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IlpSearch {
-    /// `enumerate` on coarsened chains with at most 200000 allocations (`MAX_ENUMERATED`),
-    /// handing over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`); `monolithic`
-    /// otherwise.
+    /// `enumerate` on chains with at most 200000 allocations (`MAX_ENUMERATED`), handing
+    /// over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`) or, uncoarsened,
+    /// after 3 s of them (`EXAMINATION_TIME`); `monolithic` otherwise.
     #[default]
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
@@ -468,6 +478,22 @@ pub const MAX_MONOLITHIC_GROUPS: usize = 128;
 /// With `--ilp-search auto`, the enumeration hands over to the monolithic MILP after this
 /// many allocations needed the scheduling MILP (module docs).
 pub const MAX_EXAMINED: usize = 48;
+
+/// With `--ilp-search auto` on an uncoarsened chain, the enumeration also hands over to the
+/// monolithic MILP once its scheduling MILPs have taken this long (module docs): at loose
+/// memory one of them may take a minute to prove that its allocation has no pattern below
+/// the incumbent, where the monolithic MILP settles every allocation in seconds.
+pub const EXAMINATION_TIME: Duration = Duration::from_secs(3);
+
+/// When the enumeration of `--ilp-search auto` stops and hands its incumbent and proven
+/// bound to the monolithic MILP.
+#[derive(Debug, Clone, Copy)]
+struct Handover {
+    /// After this many allocations needed a scheduling MILP.
+    after_examined: usize,
+    /// At this instant (the scheduling MILP then running is stopped), if any.
+    at: Option<Instant>,
+}
 
 /// Number of allocations of `groups` groups to at most `processors` identical processors
 /// up to relabelling: the Stirling numbers of the second kind `S(G, k)`, summed over
@@ -557,10 +583,19 @@ fn decomposed(
     candidates: Vec<(Seconds, Vec<usize>)>,
     mut best: Option<(Allocation, Pattern)>,
     options: &MilpOptions,
-    max_examined: Option<usize>,
+    handover: Option<Handover>,
     deadline: Option<Instant>,
     out: &mut GeneralOutcome,
-) -> crate::error::Result<Option<Handover>> {
+) -> crate::error::Result<Option<HandedOver>> {
+    // The scheduling MILPs stop at the handover's instant or at the deadline, whichever
+    // comes first; stopped at the handover's, the search hands over rather than ends.
+    let handover_at = handover.and_then(|h| h.at);
+    let hands_over_first = handover_at.is_some_and(|h| deadline.is_none_or(|d| h < d));
+    let stop_at = if hands_over_first {
+        handover_at
+    } else {
+        deadline
+    };
     let precision = options.period_precision;
     let mut proven = None;
     let mut examined = 0;
@@ -570,12 +605,15 @@ fn decomposed(
             proven = Some(incumbent);
             break;
         }
-        if max_examined.is_some_and(|m| examined >= m) {
+        let left = stop_at.map(|d| d.saturating_duration_since(Instant::now()));
+        let out_of_time = left.is_some_and(|d| d.is_zero());
+        if handover.is_some_and(|h| examined >= h.after_examined)
+            || (out_of_time && hands_over_first)
+        {
             // Every allocation before this one is settled: its bound holds for the rest.
             return Ok(Some((best, bound.min(incumbent))));
         }
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|d| d.is_zero()) {
+        if out_of_time {
             proven = Some(*bound);
             break;
         }
@@ -601,7 +639,12 @@ fn decomposed(
         if r.status != SolveStatus::Optimal && r.status != SolveStatus::Infeasible {
             // A limit stopped this allocation: the bound is its own, or the next one's.
             let next = candidates.get(i + 1).map_or(f64::INFINITY, |c| c.0);
-            proven = Some(r.lower_bound.min(next));
+            let floor = r.lower_bound.min(next);
+            if hands_over_first {
+                let incumbent = best.as_ref().map_or(f64::INFINITY, |b| b.1.period);
+                return Ok(Some((best, floor.min(incumbent))));
+            }
+            proven = Some(floor);
             break;
         }
     }
@@ -632,7 +675,7 @@ fn decomposed(
 
 /// What the enumeration hands to the monolithic MILP: its incumbent (grouped allocation and
 /// pattern) and the bound it proved.
-type Handover = (Option<(Allocation, Pattern)>, Seconds);
+type HandedOver = (Option<(Allocation, Pattern)>, Seconds);
 
 /// The `ilp` algorithm: [`general_optimum`] as a planner.
 #[derive(Debug, Clone, Default)]
