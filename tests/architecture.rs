@@ -543,3 +543,16 @@ fn highs_is_compiled_as_a_unity_build() {
         assert!(unity > 0, "no unity sources under {highs_objects:?}");
     }
 }
+
+/// chrono-tz, which polars compiles, holds UTC only (Cargo.toml's `chrono-tz` entry and
+/// `.cargo/config.toml`'s filter; docs/build.md): the whole IANA database added 38 MB to
+/// `target/` for datetime columns that pipeopt's tables do not have.
+#[test]
+fn the_time_zone_database_holds_only_utc() {
+    assert!("UTC".parse::<chrono_tz::Tz>().is_ok());
+    assert!(
+        "Europe/Paris".parse::<chrono_tz::Tz>().is_err(),
+        "chrono-tz was compiled with every time zone (built by cargo outside the repository, \
+         where .cargo/config.toml's CHRONO_TZ_TIMEZONE_FILTER is not read?)"
+    );
+}

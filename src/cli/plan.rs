@@ -127,7 +127,7 @@ fn algorithm_parser() -> impl TypedValueParser<Value = Algorithm> {
 enum IlpSearchFlag {
     /// `enumerate` on chains with at most 200000 allocations (`MAX_ENUMERATED`), handing
     /// over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`) or, uncoarsened,
-    /// after 3 s of them (`EXAMINATION_TIME`); `monolithic` otherwise.
+    /// when one of them takes 5 s (`EXAMINATION_TIME`); `monolithic` otherwise.
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
     /// of bound.

@@ -24,7 +24,7 @@
 //! **Enumerated** (`--ilp-search enumerate`; section "Small numbers of groups" below).
 //! **Monolithic** (`--ilp-search monolithic`): one MILP places and schedules together,
 //! sections "Variables" to "The period is searched". Neither is fast everywhere. Where
-//! memory is tight, it settles most allocations by their bounds and the few left by one
+//! memory is tight, the enumeration settles most allocations by their bounds and the few left by one
 //! short scheduling MILP each, while the monolithic MILP branches for minutes (a random
 //! chain of 8 layers on 2 processors at 0.7x one processor's memory: 0.01 s against 146 s;
 //! 7 layers: 1.3 s against 177 s). Where memory is loose, the allocations' bounds leave many
@@ -34,12 +34,15 @@
 //! default) therefore enumerates first, when the grouped chain has at most
 //! [`MAX_ENUMERATED`] allocations (8 groups have at most 4140 on any number of processors),
 //! and hands over to the monolithic MILP, with its incumbent and proven bound, after
-//! [`MAX_EXAMINED`] allocations needed a scheduling MILP, or on an uncoarsened chain once
-//! those MILPs have taken [`EXAMINATION_TIME`] (the MILP then running is stopped; its own
-//! proven bound and the next allocation's hold for the rest). The 8-layer chain at 1.5x then
-//! takes 11 s, 3 s more than the monolithic MILP alone; at 0.7x, 0.01 s. On coarsened chains
-//! (`--coarsen N < L`: groups of layers with large stashes) the enumeration has no clock of
-//! its own: there memory settles most allocations by their bounds.
+//! [`MAX_EXAMINED`] allocations needed a scheduling MILP, or, on an uncoarsened chain, as
+//! soon as one of those MILPs has not decided within [`EXAMINATION_TIME`] (it is then
+//! stopped; its own proven bound and the next allocation's hold for the rest). The 8-layer
+//! chain at 1.5x then takes 14 s, 6 s more than the monolithic MILP alone; at 0.7x, 0.01 s.
+//! At 2 s instead of 5, two tight chains of 10 layers on 4 processors (`benches/ilp_scaling.rs`,
+//! seeds 2 and 3) handed over and ended open at 60 s, where the enumeration alone proves them
+//! in 4-6 s. On coarsened chains (`--coarsen N < L`: groups of layers with large stashes)
+//! the enumeration has no clock of its own: there memory settles most allocations by their
+//! bounds.
 //!
 //! # Small numbers of groups: allocations enumerated
 //! Processors are identical and every pair is joined by a link of the same bandwidth, so
@@ -339,13 +342,13 @@ pub fn optimum_over_groups(
     // `auto` enumerates while the allocations' bounds and their scheduling MILPs settle them
     // quickly, and hands over to the monolithic MILP after MAX_EXAMINED scheduling MILPs
     // (loose memory, where bounds leave many allocations open and one MILP over all of them
-    // proves faster), and on uncoarsened chains also once those MILPs have taken
+    // proves faster), and on uncoarsened chains also when one of them takes longer than
     // EXAMINATION_TIME (module docs).
     let handover = match search {
         IlpSearch::Enumerate => Some(None),
         IlpSearch::Auto if countable => Some(Some(Handover {
             after_examined: MAX_EXAMINED,
-            at: exact_for_chain.then(|| Instant::now() + EXAMINATION_TIME),
+            each_within: exact_for_chain.then_some(EXAMINATION_TIME),
         })),
         _ => None,
     };
@@ -453,7 +456,7 @@ fn warm_start(
 pub enum IlpSearch {
     /// `enumerate` on chains with at most 200000 allocations (`MAX_ENUMERATED`), handing
     /// over to `monolithic` after 48 scheduling MILPs (`MAX_EXAMINED`) or, uncoarsened,
-    /// after 3 s of them (`EXAMINATION_TIME`); `monolithic` otherwise.
+    /// when one of them takes 5 s (`EXAMINATION_TIME`); `monolithic` otherwise.
     #[default]
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
@@ -480,10 +483,11 @@ pub const MAX_MONOLITHIC_GROUPS: usize = 128;
 pub const MAX_EXAMINED: usize = 48;
 
 /// With `--ilp-search auto` on an uncoarsened chain, the enumeration also hands over to the
-/// monolithic MILP once its scheduling MILPs have taken this long (module docs): at loose
-/// memory one of them may take a minute to prove that its allocation has no pattern below
-/// the incumbent, where the monolithic MILP settles every allocation in seconds.
-pub const EXAMINATION_TIME: Duration = Duration::from_secs(3);
+/// monolithic MILP when one allocation's scheduling MILP has not decided within this time
+/// (module docs): at loose memory one of them may take a minute to prove that its
+/// allocation has no pattern below the incumbent, where the monolithic MILP settles every
+/// allocation in seconds; at tight memory each decides in a fraction of a second.
+pub const EXAMINATION_TIME: Duration = Duration::from_secs(5);
 
 /// When the enumeration of `--ilp-search auto` stops and hands its incumbent and proven
 /// bound to the monolithic MILP.
@@ -491,8 +495,9 @@ pub const EXAMINATION_TIME: Duration = Duration::from_secs(3);
 struct Handover {
     /// After this many allocations needed a scheduling MILP.
     after_examined: usize,
-    /// At this instant (the scheduling MILP then running is stopped), if any.
-    at: Option<Instant>,
+    /// When one allocation's scheduling MILP has not decided within this time (it is then
+    /// stopped), if any.
+    each_within: Option<Duration>,
 }
 
 /// Number of allocations of `groups` groups to at most `processors` identical processors
@@ -587,15 +592,6 @@ fn decomposed(
     deadline: Option<Instant>,
     out: &mut GeneralOutcome,
 ) -> crate::error::Result<Option<HandedOver>> {
-    // The scheduling MILPs stop at the handover's instant or at the deadline, whichever
-    // comes first; stopped at the handover's, the search hands over rather than ends.
-    let handover_at = handover.and_then(|h| h.at);
-    let hands_over_first = handover_at.is_some_and(|h| deadline.is_none_or(|d| h < d));
-    let stop_at = if hands_over_first {
-        handover_at
-    } else {
-        deadline
-    };
     let precision = options.period_precision;
     let mut proven = None;
     let mut examined = 0;
@@ -605,15 +601,22 @@ fn decomposed(
             proven = Some(incumbent);
             break;
         }
-        let left = stop_at.map(|d| d.saturating_duration_since(Instant::now()));
-        let out_of_time = left.is_some_and(|d| d.is_zero());
-        if handover.is_some_and(|h| examined >= h.after_examined)
-            || (out_of_time && hands_over_first)
-        {
+        if handover.is_some_and(|h| examined >= h.after_examined) {
             // Every allocation before this one is settled: its bound holds for the rest.
             return Ok(Some((best, bound.min(incumbent))));
         }
-        if out_of_time {
+        // This allocation's MILP stops at the handover's time or at the deadline, whichever
+        // comes first; stopped at the handover's, the search hands over rather than ends.
+        let now = Instant::now();
+        let handover_at = handover.and_then(|h| h.each_within).map(|d| now + d);
+        let hands_over_first = handover_at.is_some_and(|h| deadline.is_none_or(|d| h < d));
+        let stop_at = if hands_over_first {
+            handover_at
+        } else {
+            deadline
+        };
+        let left = stop_at.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|d| d.is_zero()) {
             proven = Some(*bound);
             break;
         }
