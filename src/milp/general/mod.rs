@@ -24,25 +24,25 @@
 //! **Enumerated** (`--ilp-search enumerate`; section "Small numbers of groups" below).
 //! **Monolithic** (`--ilp-search monolithic`): one MILP places and schedules together,
 //! sections "Variables" to "The period is searched". Neither is fast everywhere. Where
-//! memory is tight, the enumeration settles most allocations by their bounds and the few left by one
-//! short scheduling MILP each, while the monolithic MILP branches for minutes (a random
-//! chain of 8 layers on 2 processors at 0.7x one processor's memory: 0.01 s against 146 s;
-//! 7 layers: 1.3 s against 177 s). Where memory is loose, the allocations' bounds leave many
-//! open and each allocation's MILP proves "not below the incumbent" slowly, while the
-//! monolithic MILP's capacity cuts settle them together (8 layers at 1.5x: the enumeration
-//! still running after 5 minutes, the monolithic MILP 8 s). `--ilp-search auto` (the
-//! default) therefore enumerates first, when the grouped chain has at most
-//! [`MAX_ENUMERATED`] allocations (8 groups have at most 4140 on any number of processors),
-//! and hands over to the monolithic MILP, with its incumbent and proven bound, after
-//! [`MAX_EXAMINED`] allocations needed a scheduling MILP, or, on an uncoarsened chain, as
-//! soon as one of those MILPs has not decided within [`EXAMINATION_TIME`] (it is then
-//! stopped; its own proven bound and the next allocation's hold for the rest). The 8-layer
-//! chain at 1.5x then takes 14 s, 6 s more than the monolithic MILP alone; at 0.7x, 0.01 s.
-//! At 2 s instead of 5, two tight chains of 10 layers on 4 processors (`benches/ilp_scaling.rs`,
-//! seeds 2 and 3) handed over and ended open at 60 s, where the enumeration alone proves them
-//! in 4-6 s. On coarsened chains (`--coarsen N < L`: groups of layers with large stashes)
-//! the enumeration has no clock of its own: there memory settles most allocations by their
-//! bounds.
+//! memory is tight, the enumeration settles most allocations by their bounds and the few
+//! left by one short scheduling MILP each, while the monolithic MILP branches for minutes
+//! (a random chain of 8 layers on 2 processors at 0.7x one processor's memory: 0.01 s
+//! against 146 s; 7 layers: 1.3 s against 177 s). Where memory is loose, the allocations'
+//! bounds leave many open and each allocation's MILP proves "not below the incumbent"
+//! slowly, while the monolithic MILP's capacity cuts settle them together (8 layers at
+//! 1.5x: the enumeration still running after 5 minutes, the monolithic MILP 8 s).
+//! `--ilp-search auto` (the default) therefore enumerates first, when the grouped chain has
+//! at most [`MAX_ENUMERATED`] allocations (8 groups have at most 4140 on any number of
+//! processors), and hands over to the monolithic MILP, with its incumbent and proven bound,
+//! after [`MAX_EXAMINED`] allocations needed a scheduling MILP, or, on an uncoarsened
+//! chain, as soon as one of those MILPs has not decided within [`EXAMINATION_TIME`] (it is
+//! then stopped; its own proven bound and the next allocation's hold for the rest). The
+//! 8-layer chain at 1.5x then takes 14 s, 6 s more than the monolithic MILP alone; at 0.7x,
+//! 0.01 s. At 2 s instead of 5, two tight chains of 10 layers on 4 processors
+//! (`benches/ilp_scaling.rs`, seeds 2 and 3) handed over and ended open at 60 s, where the
+//! enumeration alone proves them in 4-6 s. On coarsened chains (`--coarsen N < L`: groups
+//! of layers with large stashes) the enumeration has no clock of its own: there memory
+//! settles most allocations by their bounds.
 //!
 //! # Small numbers of groups: allocations enumerated
 //! Processors are identical and every pair is joined by a link of the same bandwidth, so
