@@ -391,3 +391,28 @@ fn the_bound_holds_where_layers_share_tensors() {
         );
     }
 }
+
+/// `--ilp-search enumerate` on a chain with more allocations than the enumeration takes
+/// (14 layers on 4 processors: over ten million) does not start listing them, which would
+/// outlast any time limit: it keeps its warm start and says why.
+#[test]
+fn enumerate_refuses_more_allocations_than_it_takes() {
+    let inst = chain(1, 14);
+    let platform = Platform::new(4, one_processor_memory(&inst), 6.0);
+    let started = std::time::Instant::now();
+    let out = general_optimum_by(
+        &inst,
+        &platform,
+        None,
+        IlpSearch::Enumerate,
+        &MilpOptions::default(),
+    )
+    .unwrap();
+    assert!(started.elapsed().as_secs_f64() < 30.0);
+    let note = out.note.expect("a note");
+    assert!(note.contains("not enumerated"), "{note}");
+    let (alloc, pattern) = out.best.expect("the warm start");
+    assert!(judge(&inst, &platform, &alloc, &pattern).valid);
+    assert_eq!(out.status, SolveStatus::LimitWithIncumbent);
+    assert!(out.lower_bound <= pattern.period);
+}

@@ -130,7 +130,8 @@ enum IlpSearchFlag {
     /// when one of them takes 5 s (`EXAMINATION_TIME`); `monolithic` otherwise.
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
-    /// of bound.
+    /// of bound; beyond 200000 allocations (`MAX_ENUMERATED`), the warm start only, with a
+    /// note.
     Enumerate,
     /// One MILP placing the groups and scheduling them together, the period by bisection.
     Monolithic,

@@ -344,8 +344,10 @@ pub fn optimum_over_groups(
     // (loose memory, where bounds leave many allocations open and one MILP over all of them
     // proves faster), and on uncoarsened chains also when one of them takes longer than
     // EXAMINATION_TIME (module docs).
+    // `enumerate` asked for more allocations than it takes: its warm start only, below.
+    let too_many_to_enumerate = search == IlpSearch::Enumerate && !countable;
     let handover = match search {
-        IlpSearch::Enumerate => Some(None),
+        IlpSearch::Enumerate if countable => Some(None),
         IlpSearch::Auto if countable => Some(Some(Handover {
             after_examined: MAX_EXAMINED,
             each_within: exact_for_chain.then_some(EXAMINATION_TIME),
@@ -379,12 +381,24 @@ pub fn optimum_over_groups(
     }
 
     let lo = period_lower_bound(&grouped, platform).max(floor_from_enumeration);
-    if grouped.len() > MAX_MONOLITHIC_GROUPS {
-        out.note = Some(format!(
+    let not_searched = if too_many_to_enumerate {
+        Some(format!(
+            "the allocations were not enumerated: {} groups on {} processors have more than \
+             {MAX_ENUMERATED} (--coarsen to fewer groups, or --ilp-search auto)",
+            grouped.len(),
+            platform.processors
+        ))
+    } else if grouped.len() > MAX_MONOLITHIC_GROUPS {
+        Some(format!(
             "the monolithic MILP was not built: {} groups, at most {MAX_MONOLITHIC_GROUPS} \
              (its construction alone outlasts any time limit; --coarsen to fewer groups)",
             grouped.len()
-        ));
+        ))
+    } else {
+        None
+    };
+    if let Some(note) = not_searched {
+        out.note = Some(note);
         if let Some((alloc, pattern)) = best {
             let period = pattern.period;
             out.status = SolveStatus::LimitWithIncumbent;
@@ -460,7 +474,8 @@ pub enum IlpSearch {
     #[default]
     Auto,
     /// Every allocation with its lower bound, the scheduling MILP on each in increasing order
-    /// of bound.
+    /// of bound; beyond 200000 allocations (`MAX_ENUMERATED`), the warm start only, with a
+    /// note.
     Enumerate,
     /// One MILP placing the groups and scheduling them together, the period by bisection.
     Monolithic,
