@@ -339,13 +339,13 @@ pub fn optimum_over_groups(
     )?;
 
     let countable = allocation_count(grouped.len(), platform.processors) <= MAX_ENUMERATED;
+    // `enumerate` asked for more allocations than it takes: its warm start only, below.
+    let too_many_to_enumerate = search == IlpSearch::Enumerate && !countable;
     // `auto` enumerates while the allocations' bounds and their scheduling MILPs settle them
     // quickly, and hands over to the monolithic MILP after MAX_EXAMINED scheduling MILPs
     // (loose memory, where bounds leave many allocations open and one MILP over all of them
     // proves faster), and on uncoarsened chains also when one of them takes longer than
     // EXAMINATION_TIME (module docs).
-    // `enumerate` asked for more allocations than it takes: its warm start only, below.
-    let too_many_to_enumerate = search == IlpSearch::Enumerate && !countable;
     let handover = match search {
         IlpSearch::Enumerate if countable => Some(None),
         IlpSearch::Auto if countable => Some(Some(Handover {
@@ -611,7 +611,7 @@ fn decomposed(
     let mut proven = None;
     let mut examined = 0;
     for (i, (bound, assignment)) in candidates.iter().enumerate() {
-        let incumbent = best.as_ref().map_or(f64::INFINITY, |b| b.1.period);
+        let incumbent = incumbent_period(&best);
         if *bound >= incumbent * (1.0 - precision) {
             proven = Some(incumbent);
             break;
@@ -659,14 +659,14 @@ fn decomposed(
             let next = candidates.get(i + 1).map_or(f64::INFINITY, |c| c.0);
             let floor = r.lower_bound.min(next);
             if hands_over_first {
-                let incumbent = best.as_ref().map_or(f64::INFINITY, |b| b.1.period);
+                let incumbent = incumbent_period(&best);
                 return Ok(Some((best, floor.min(incumbent))));
             }
             proven = Some(floor);
             break;
         }
     }
-    let incumbent = best.as_ref().map_or(f64::INFINITY, |b| b.1.period);
+    let incumbent = incumbent_period(&best);
     // Every allocation examined (or ruled out by its bound): the incumbent is optimal.
     let proven = proven.unwrap_or(incumbent).min(incumbent);
     out.group_lower_bound = proven;
@@ -689,6 +689,11 @@ fn decomposed(
         }
     }
     Ok(None)
+}
+
+/// The period of the enumeration's incumbent, infinite without one.
+fn incumbent_period(best: &Option<(Allocation, Pattern)>) -> Seconds {
+    best.as_ref().map_or(f64::INFINITY, |b| b.1.period)
 }
 
 /// What the enumeration hands to the monolithic MILP: its incumbent (grouped allocation and
