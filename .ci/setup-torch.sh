@@ -2,7 +2,7 @@
 # Puts libtorch (PyTorch 2.11, CPU+CUDA build from PyPI) in .libtorch/ at the repository root
 # and exports LIBTORCH for the `torch` cargo feature (tch 0.24 / torch-sys). Idempotent: does
 # nothing when .libtorch/lib/libtorch.so is already there. Meant to be sourced:
-#   source .ci/setup-torch.sh      # then: cargo test --features torch --test exec
+#   source .ci/setup-torch.sh      # then: cargo test --features torch --lib exec::
 # Environment:
 #   TORCH_WHEEL=/path/to/torch-2.11.0-*.whl   use this wheel instead of downloading it
 #   PIPEOPT_LINK_CUDA=1   (set by GPU builds, not here) link libtorch_cuda into the binary so

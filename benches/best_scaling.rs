@@ -1,8 +1,8 @@
 //! How long a random chain `best` proves optimal within a time limit on P = 4 processors,
 //! at a loose and a tight memory: the global bound, the portfolio and local search, then
 //! the exact checks (docs/bounds.md, "Exact checks").
-//! Run: `cargo bench --bench best_scaling` (a bench binary, not criterion: each point is
-//! one run of up to the limit). `BEST_LIMIT=30s` and `BEST_MAX_LAYERS=12` shorten it.
+//! Run: `cargo bench --bench benches -- best_scaling` (a bench program, not criterion: each
+//! point is one run of up to the limit). `BEST_LIMIT=30s` and `BEST_MAX_LAYERS=12` shorten it.
 //!
 //! For each memory level, chains of 8, 10, 12, ... layers (seeds 1..=6 each) until a length
 //! where no seed is proven (optimal to 0.1%, or infeasible) within the limit;
@@ -20,7 +20,7 @@ use pipeopt::model::Platform;
 use pipeopt::nets::random::{one_processor_memory, random_chain};
 use pipeopt::units::parse_seconds;
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
     // it, where a smoke run of the smallest point is enough.
     let smoke = !std::env::args().any(|a| a == "--bench");

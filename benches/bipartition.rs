@@ -1,15 +1,15 @@
 //! Bi-Partition's exact search on vgg16 and resnet50 (PipeDream profiles) with 8 workers:
 //! The target is under 1 s each (the paper reports under 28 s for about 20 layers).
-//! Run: `cargo bench --bench bipartition`.
+//! Run: `cargo bench --bench benches -- bipartition`.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, Criterion};
 use pipeopt::io::import_pipedream;
 use pipeopt::model::Platform;
 use pipeopt::partition::bipartition::{fast, plan};
 
 use pipeopt::io::pipedream::shared_profile as profile;
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("bipartition");
     group.sample_size(10);
     for net in ["vgg16", "resnet50"] {
@@ -29,6 +29,3 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

@@ -1,8 +1,8 @@
 //! Measurements of the foundation: the judge and 1F1B* on densenet121 with P = 8 (the
 //! import of the profiles is timed by `benches/import.rs`). Run: `cargo bench --bench
-//! foundation`.
+//! benches -- foundation`.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, Criterion};
 use pipeopt::io::pipedream::import_pipedream;
 use pipeopt::judge::judge;
 use pipeopt::model::{Allocation, Platform};
@@ -26,23 +26,22 @@ fn even_partition(inst: &pipeopt::model::Instance, p: usize) -> Allocation {
     Allocation::from_boundaries(&lasts)
 }
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("foundation");
     let inst = import_pipedream(&profile("densenet121"), None).unwrap();
     let alloc = even_partition(&inst, 8);
     let plat = Platform::new(8, 64.0 * 1073741824.0, 12e9);
     let plan = min_period_fitting(&inst, &plat, &alloc).unwrap();
     assert!(judge(&inst, &plat, &alloc, &plan.pattern).valid);
-    c.bench_function("judge densenet121 P=8 (1F1B*)", |b| {
+    group.bench_function("judge densenet121 P=8 (1F1B*)", |b| {
         b.iter(|| judge(black_box(&inst), &plat, &alloc, black_box(&plan.pattern)))
     });
-    c.bench_function("1F1B* min period densenet121 P=8", |b| {
+    group.bench_function("1F1B* min period densenet121 P=8", |b| {
         b.iter(|| min_period_fitting(black_box(&inst), &plat, &alloc).unwrap())
     });
     let t = plan.pattern.period;
-    c.bench_function("1F1B* pattern densenet121 P=8", |b| {
+    group.bench_function("1F1B* pattern densenet121 P=8", |b| {
         b.iter(|| one_f_one_b_star(black_box(&inst), &plat, &alloc, t).unwrap())
     });
+    group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

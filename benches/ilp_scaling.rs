@@ -1,7 +1,7 @@
 //! The general MILP's reach: the longest random chain it solves to proven
 //! optimality within 60 s with P = 4 processors, at a loose and a tight memory.
-//! Run: `cargo bench --bench ilp_scaling` (a bench binary, not criterion: each point is one
-//! solve of up to a minute). `ILP_LIMIT=10s` and `ILP_MAX_LAYERS=12` shorten it.
+//! Run: `cargo bench --bench benches -- ilp_scaling` (a bench program, not criterion: each
+//! point is one solve of up to a minute). `ILP_LIMIT=10s` and `ILP_MAX_LAYERS=12` shorten it.
 //!
 //! For each memory level, chains of 4, 6, 8, ... layers (seeds 1..=3 each) are solved
 //! without coarsening, until a length where no seed is solved (proven optimal, or proven
@@ -15,7 +15,7 @@ use pipeopt::model::Platform;
 use pipeopt::nets::random::{one_processor_memory, random_chain};
 use pipeopt::units::parse_seconds;
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
     // it, where a smoke run of the smallest point is enough.
     let smoke = !std::env::args().any(|a| a == "--bench");

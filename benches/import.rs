@@ -1,19 +1,18 @@
 //! Import (parse + linearize) of PipeDream's branching profiles.
-//! Run: `cargo bench --bench import`.
+//! Run: `cargo bench --bench benches -- import`.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, Criterion};
 use pipeopt::io::import_pipedream;
 
 use pipeopt::io::pipedream::shared_profile as profile;
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import");
     for net in ["densenet121", "inception_v3"] {
         let path = profile(&format!("{net}.txt"));
-        c.bench_function(&format!("import pipedream {net}"), |b| {
+        group.bench_function(format!("import pipedream {net}"), |b| {
             b.iter(|| import_pipedream(black_box(&path), None).expect("profile imports"))
         });
     }
+    group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

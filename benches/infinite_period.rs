@@ -2,7 +2,7 @@
 //! cases"): the packing search of `milp::global_bound::infinite` against the relaxation MILP
 //! at an infinite period, on every (network, P, M) of `experiments/memory.toml` and of
 //! `experiments/memory-op.toml` (the bandwidth plays no part at an infinite period).
-//! Run: `cargo bench --bench infinite_period` (a bench binary: one run per case).
+//! Run: `cargo bench --bench benches -- infinite_period` (a bench program: one run per case).
 //! `INFINITE_MILP_LIMIT=10s` sets the MILP's limit per case (default 10 s; `0s` skips it);
 //! `INFINITE_LEVEL=block|op|both` picks the chains (default both).
 
@@ -14,7 +14,7 @@ use pipeopt::milp::MilpOptions;
 use pipeopt::model::{Instance, Platform};
 use pipeopt::units::parse_seconds;
 
-fn main() {
+pub fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
     let milp_limit = std::env::var("INFINITE_MILP_LIMIT")
         .ok()

@@ -2,16 +2,16 @@
 //! densenet121 imported from PipeDream's profile, P = 8, and on the op-level analytic
 //! DenseNet-121 (image 1000, batch 8: several hundred chain layers) at the memories of the
 //! memory grid (target: under 2 s each).
-//! Run: `cargo bench --bench madpipe`.
+//! Run: `cargo bench --bench benches -- madpipe`.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, Criterion};
 use pipeopt::io::import_pipedream;
 use pipeopt::model::Platform;
 use pipeopt::partition::madpipe::{algorithm1, MadPipeConfig};
 
 use pipeopt::io::pipedream::shared_profile as profile;
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("madpipe algorithm1");
     group.sample_size(10);
     for net in ["densenet121", "resnet50"] {
@@ -61,6 +61,3 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

@@ -1,8 +1,8 @@
 //! MILP benchmarks: the fixed-allocation scheduling search on a small non-contiguous
 //! allocation and on a contiguous one, and the exact contiguous optimum.
-//! Run: `cargo bench --bench milp`.
+//! Run: `cargo bench --bench benches -- milp`.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use pipeopt::milp::{contiguous_optimum, schedule_allocation, MilpOptions};
 use pipeopt::model::{Allocation, Instance, Layer, Platform, Stage};
 
@@ -28,7 +28,9 @@ fn chain(seed: u64, l: usize) -> Instance {
     Instance::chain(format!("chain{seed}"), 5.0, layers)
 }
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("milp");
+    group.sample_size(10);
     let opts = MilpOptions {
         node_limit: Some(2_000),
         ..MilpOptions::default()
@@ -36,7 +38,7 @@ fn bench(c: &mut Criterion) {
     let inst = chain(1, 6);
     let contiguous = Allocation::from_boundaries(&[2, 4, 6]);
     let p3 = Platform::new(3, 80.0, 6.0);
-    c.bench_function("schedule_allocation contiguous L=6 P=3", |b| {
+    group.bench_function("schedule_allocation contiguous L=6 P=3", |b| {
         b.iter(|| schedule_allocation(&inst, &p3, &contiguous, &opts).unwrap())
     });
     let general = Allocation::new(vec![
@@ -62,7 +64,7 @@ fn bench(c: &mut Criterion) {
         },
     ]);
     let p2 = Platform::new(2, 150.0, 6.0);
-    c.bench_function("schedule_allocation 4 stages on 2 processors", |b| {
+    group.bench_function("schedule_allocation 4 stages on 2 processors", |b| {
         b.iter(|| schedule_allocation(&inst, &p2, &general, &opts).unwrap())
     });
     let long = chain(2, 24);
@@ -73,14 +75,8 @@ fn bench(c: &mut Criterion) {
         "contiguous_optimum L=24 P=4: {} partitions evaluated",
         r.leaves
     );
-    c.bench_function("contiguous_optimum L=24 P=4", |b| {
+    group.bench_function("contiguous_optimum L=24 P=4", |b| {
         b.iter(|| contiguous_optimum(&long, &p4, None).unwrap())
     });
+    group.finish();
 }
-
-criterion_group! {
-    name = benches;
-    config = Criterion::default().sample_size(10);
-    targets = bench
-}
-criterion_main!(benches);

@@ -8,9 +8,9 @@
 //! results/onnx-zoo.md): `ONNX_ZOO_DIR` (default `/tmp/zoo`) holds `gpt2-medium.onnx` and
 //! `llama-32.onnx`; a model whose file is missing is reported as not run.
 //!
-//! Run: `cargo build --profile fastrel && cargo bench --profile fastrel --bench onnx_import`
-//! (`PIPEOPT_BIN` names another binary). Without `--bench` (`cargo test --all-targets`) it
-//! does nothing.
+//! Run: `cargo build --profile fastrel && cargo bench --profile fastrel --bench benches --
+//! onnx_import` (`PIPEOPT_BIN` names another binary). Without `--bench` (`cargo test
+//! --all-targets`) it does nothing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,7 +24,7 @@ const MODELS: [(&str, &str, f64); 2] = [
 
 const RUNS: usize = 5;
 
-fn main() {
+pub fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }

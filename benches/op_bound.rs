@@ -4,15 +4,14 @@
 //! more assignments than on the block chains), so this is where a change to the search's
 //! pruning shows.
 //!
-//! Run: `cargo bench --bench op_bound` (a bench binary, not criterion: each case is one
-//! run of up to the limit). `OP_BOUND_LIMIT=6s` (default: about the share of the op grid's
+//! Run: `cargo bench --bench benches -- op_bound` (a bench program, not criterion: each case
+//! is one run of up to the limit). `OP_BOUND_LIMIT=6s` (default: about the share of the op grid's
 //! 12-s `best` that its bound gets), `OP_BOUND_NETS=resnet50,densenet121`,
 //! `OP_BOUND_PROCESSORS=3,6`, `OP_BOUND_MEMORY=6GiB,16GiB`, `OP_BOUND_BANDWIDTH=12GB/s`
 //! choose the cases (defaults: the four networks of the memory grid, P = 3, 6, M = 6 and
 //! 16 GiB, 12 GB/s). Without `--bench` (as `cargo test` runs it): one case at 1 s.
 
-#[path = "support/cases.rs"]
-mod cases;
+use crate::support::cases;
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +21,7 @@ use pipeopt::units::{parse_bandwidth, parse_bytes, parse_seconds};
 
 use cases::{list, repository_root};
 
-fn main() {
+pub fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
     let pick = |var: &str, full: &str, quick: &str| list(var, if smoke { quick } else { full });
     let limit = Duration::from_secs_f64(

@@ -4,14 +4,13 @@
 //! ops and judged there, beside `best` on the op chain itself with the same time limit. Every
 //! block plan is an op plan, so the op-level search should never be longer.
 //!
-//! Run: `cargo bench --bench op_levels` (a bench binary, not criterion: each case is two
-//! runs of up to the limit). `LEVELS_LIMIT=12s` (default, the op grid's `best` limit),
+//! Run: `cargo bench --bench benches -- op_levels` (a bench program, not criterion: each case
+//! is two runs of up to the limit). `LEVELS_LIMIT=12s` (default, the op grid's `best` limit),
 //! `LEVELS_NETS=resnet50,densenet121`, `LEVELS_PROCESSORS=2,4,8`, `LEVELS_MEMORY=6GiB,16GiB`,
 //! `LEVELS_BANDWIDTH=12GB/s` choose the cases (defaults: the four networks of the memory grid,
 //! P = 2, 4, 8, M = 6 and 16 GiB, 12 GB/s).
 
-#[path = "support/cases.rs"]
-mod cases;
+use crate::support::cases;
 
 use std::time::Duration;
 
@@ -42,7 +41,7 @@ fn best(
     }
 }
 
-fn main() {
+pub fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
     let limit = Duration::from_secs_f64(
         parse_seconds(

@@ -10,10 +10,10 @@
 //! `profiler/image_classification/profiles`, one `NET/graph.txt` per network), also the
 //! profiles named by `EXTRA_PROFILES` (default `nasnetalarge resnext101`) from there: the
 //! target for nasnetalarge (1103 chain layers) hierarchical 4x4 is under 1 s.
-//! Run: `cargo bench --bench pipedream`. The side-by-side run against PipeDream itself is
-//! `experiments/pipedream-agreement.sh` (`results/pipedream-agreement.md`).
+//! Run: `cargo bench --bench benches -- pipedream`. The side-by-side run against PipeDream
+//! itself is `experiments/pipedream-agreement.sh` (`results/pipedream-agreement.md`).
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, Criterion};
 use pipeopt::io::import_pipedream;
 use pipeopt::io::pipedream::{read_whole_graph, shared_profile};
 use pipeopt::partition::pipedream::{partition, partition_graph, Level, PipeDreamConfig};
@@ -34,7 +34,7 @@ fn replicated(levels: &[(usize, f64)]) -> PipeDreamConfig {
     }
 }
 
-fn bench(c: &mut Criterion) {
+pub fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("pipedream dp");
     group.sample_size(10);
     let mut profiles: Vec<(String, std::path::PathBuf)> =
@@ -78,6 +78,3 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 }
-
-criterion_group!(benches, bench);
-criterion_main!(benches);

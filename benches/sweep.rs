@@ -3,8 +3,8 @@
 //! machine, and resuming the finished sweep in under 2 seconds.
 //!
 //! ```sh
-//! cargo bench --bench sweep                                   # memory.toml, ~25 min
-//! PIPEOPT_BENCH_EXPERIMENT=experiments/quick.toml cargo bench --bench sweep   # seconds
+//! cargo bench --bench benches -- sweep                        # memory.toml, ~25 min
+//! PIPEOPT_BENCH_EXPERIMENT=experiments/quick.toml cargo bench --bench benches -- sweep   # seconds
 //! ```
 //! (`cargo test --all-targets` runs it on quick.toml.)
 //! The grid runs as `pipeopt sweep` runs it (one child process per job, as many workers as
@@ -17,7 +17,7 @@ use std::time::Instant;
 use pipeopt::sweep::config::Experiment;
 use pipeopt::sweep::run::{sweep, Isolation, SweepOptions};
 
-fn main() {
+pub fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
     // it, where the quick grid is enough.

@@ -3,13 +3,12 @@
 //! = 2 x forward), Chimera's placement (with Chimera's D live micro-batches per worker) and
 //! one direction under DAPPLE's D - s.
 //!
-//! `cargo bench --bench sync_milp` runs every case with a 60 s limit; `-- --quick` runs D = 4
-//! only; `-- --only D` runs one depth; `--threads K` gives HiGHS K threads (default 1).
+//! `cargo bench --bench benches -- sync_milp` runs every case with a 60 s limit; `--quick`
+//! runs D = 4 only; `--only D` runs one depth; `--threads K` gives HiGHS K threads (default 1).
 //! Prints one line per case: status, simulated makespan, dual bound, gap, seconds, binaries,
 //! nodes, and the best known schedule's makespan for comparison.
 
-#[path = "support/optimum_row.rs"]
-mod optimum_row;
+use crate::support::optimum_row;
 
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use pipeopt::schedule::sync::{dapple, Schedule};
 
 use optimum_row::solve_columns;
 
-fn main() {
+pub fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let value = |flag: &str| {

@@ -6,14 +6,13 @@
 //! direction, interleaved 1F1B on its placements, ZB-V on the V, Chimera on the
 //! bidirectional one), which is also where the search starts.
 //!
-//! `cargo bench --bench sync_milp_split` runs D = 8; `-- --only 16` runs D = 16, N = 32;
-//! `-- --quick` D = 4, N = 8; `--limit S` sets the time limit (default 60 s);
+//! `cargo bench --bench benches -- sync_milp_split` runs D = 8; `--only 16` runs D = 16,
+//! N = 32; `--quick` D = 4, N = 8; `--limit S` sets the time limit (default 60 s);
 //! `--formulation disjunctive` (or `time-indexed`) forces one. One line per case: status,
 //! simulated makespan, dual bound, gap, seconds, binaries, nodes, the registered
 //! schedule's makespan and the formulation solved.
 
-#[path = "support/optimum_row.rs"]
-mod optimum_row;
+use crate::support::optimum_row;
 
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use pipeopt::schedule::sync::{chimera, interleaved, zero_bubble, ScheduleDescrip
 
 use optimum_row::solve_columns;
 
-fn main() {
+pub fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |flag: &str| {
         args.iter()

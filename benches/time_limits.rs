@@ -6,8 +6,8 @@
 //! child) go into a markdown table, each marked met when it returned within
 //! max(1 s, 10%) of its limit, UNMET otherwise. results/time-limits.md is its output.
 //!
-//! Run: `cargo build --profile fastrel && cargo bench --profile fastrel --bench time_limits`
-//! (`PIPEOPT_BIN` names another binary; `TIME_LIMITS_CHAINS=5000` runs only the chains
+//! Run: `cargo build --profile fastrel && cargo bench --profile fastrel --bench benches --
+//! time_limits` (`PIPEOPT_BIN` names another binary; `TIME_LIMITS_CHAINS=5000` runs only the chains
 //! whose name contains it; `TIME_LIMITS_ALGORITHMS=ilp,best` only those algorithms). Without
 //! `--bench` (`cargo test --all-targets`), a smoke run: the toy chain, two algorithms.
 //! `TIME_LIMITS_DIR=/tmp/chains` keeps the long chains there (to rerun one case by hand).
@@ -142,7 +142,7 @@ fn run(
     (wall, usage.ru_maxrss as f64 / 1024.0, status)
 }
 
-fn main() {
+pub fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
     let bin = std::env::var_os("PIPEOPT_BIN").map_or_else(
         || {

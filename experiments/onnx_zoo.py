@@ -355,7 +355,7 @@ RESULTS_NOTES = """- **Imports**: every network of the list, every torchvision f
   the script's other files, so often from the disk rather than the page cache): under 1 s for every CNN but VGG-16's 553 MB file, 2 s
   for GPT-2 small. The file is read through a memory map, its weights as dims only, and its
   SHA-256 is computed beside the import. `cargo bench --profile fastrel --bench
-  onnx_import` imports the two largest five times each at both granularities: GPT-2
+  benches -- onnx_import` imports the two largest five times each at both granularities: GPT-2
   medium (1.5 GB) median 1.9-2.0 s, slowest 3.0 s (target 5 s); the 32-block Llama
   (537 MB) median 2.2-2.4 s, slowest 3.0 s (target 10 s); read from the disk first, GPT-2
   medium takes 4-5 s (the table's column). Reading the file into memory

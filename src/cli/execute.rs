@@ -15,7 +15,7 @@ use super::parse_dtype;
 /// `--network`'s test network (`exec::mlp`), beside the built-in ones.
 const MLP: (&str, &str) = (
     "mlp",
-    "the small test network of tests/exec.rs (8 layers of width 64)",
+    "the small test network of the executor's tests (8 layers of width 64)",
 );
 
 #[derive(Args)]

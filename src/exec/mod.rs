@@ -34,6 +34,8 @@ pub mod alloc;
 mod executor;
 mod period;
 pub mod profile;
+#[cfg(test)]
+mod tests;
 pub mod torchnet;
 
 pub use executor::execute;

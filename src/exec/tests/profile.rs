@@ -3,14 +3,13 @@
 //! (`pipeopt profile --device cuda`, results/profiles.md); here: the layers compute the
 //! shapes and sizes the descriptions promise, the profile is an exact-size instance, and a
 //! real network runs a plan with gradients equal to the sequential run's.
-#![cfg(feature = "torch")]
 
-use pipeopt::exec::profile::{profile, profile_ops, ProfileOptions};
-use pipeopt::exec::torchnet::{batches, build, BuildOptions};
-use pipeopt::exec::{alloc, execute, tensor_bytes, ExecOptions};
-use pipeopt::model::{Allocation, Placement, Plan, Platform};
-use pipeopt::nets::{analytic_instance, network, op_instance, DType, DeviceModel};
-use pipeopt::schedule::one_f_one_b_star::min_period_fitting;
+use crate::exec::profile::{profile, profile_ops, ProfileOptions};
+use crate::exec::torchnet::{batches, build, BuildOptions};
+use crate::exec::{alloc, execute, tensor_bytes, ExecOptions};
+use crate::model::{Allocation, Placement, Plan, Platform};
+use crate::nets::{analytic_instance, network, op_instance, DType, DeviceModel};
+use crate::schedule::one_f_one_b_star::min_period_fitting;
 use tch::{Device, Kind, Tensor};
 
 const CPU: BuildOptions = BuildOptions {

@@ -1,15 +1,14 @@
 //! The libtorch executor on the CPU (feature `torch`): 1F1B* plans for a small network on
 //! 2, 3 and 4 processors under several memory limits; gradients equal the sequential run's,
 //! measured live stashes and memory peaks equal the judge's, broken schedules are caught.
-#![cfg(feature = "torch")]
 
-use pipeopt::exec::{
+use crate::exec::{
     execute, instance_for, mlp, mlp_batches, replayed_period, ExecError, ExecOptions, Fault,
     Network,
 };
-use pipeopt::judge::judge;
-use pipeopt::model::{Allocation, BatchGraph, Instance, Placement, Plan, Platform};
-use pipeopt::schedule::one_f_one_b_star::{min_period_fitting, predicted_memory};
+use crate::judge::judge;
+use crate::model::{Allocation, BatchGraph, Instance, Placement, Plan, Platform};
+use crate::schedule::one_f_one_b_star::{min_period_fitting, predicted_memory};
 use tch::Device;
 
 const LAYERS: usize = 8;
@@ -107,7 +106,7 @@ fn one_f_one_b_star_plans_match_the_model_and_the_sequential_gradients() {
             );
             // The report is the CLI's JSON output: it serializes and reads back.
             let json = serde_json::to_string(&r).unwrap();
-            let back: pipeopt::exec::ExecReport = serde_json::from_str(&json).unwrap();
+            let back: crate::exec::ExecReport = serde_json::from_str(&json).unwrap();
             assert_eq!(back.losses.len(), r.losses.len());
             for (a, b) in back.losses.iter().zip(&r.losses) {
                 assert!((a - b).abs() <= 1e-12 * b.abs());
@@ -190,7 +189,7 @@ fn a_pattern_that_breaks_a_dependency_is_refused() {
     let f1 = pat
         .ops
         .iter_mut()
-        .find(|o| o.kind == pipeopt::model::OpKind::F && o.stage == 1)
+        .find(|o| o.kind == crate::model::OpKind::F && o.stage == 1)
         .unwrap();
     f1.shift -= 1;
     match execute(&plan, &net, &data, &options(batches)) {
@@ -252,7 +251,7 @@ fn any_window_at_least_the_default_gives_the_sequential_gradients() {
     let (plan, _) = plans(&instance, 3).remove(0);
     let batches = 13;
     let data = mlp_batches(batches, ROWS, WIDTH, 100, Device::Cpu);
-    let m0 = pipeopt::exec::default_window(plan.pattern.as_ref().unwrap());
+    let m0 = crate::exec::default_window(plan.pattern.as_ref().unwrap());
     let mut finals = Vec::new();
     for m in [m0, m0 + 1, 2 * m0 + 1] {
         let mut o = options(batches);
@@ -268,7 +267,7 @@ fn any_window_at_least_the_default_gives_the_sequential_gradients() {
 
 /// One batch at a time: every operation of the batch graph back to back in dependency order
 /// (valid for any allocation, including several stages on one processor).
-fn sequential_pattern(graph: &BatchGraph) -> pipeopt::model::Pattern {
+fn sequential_pattern(graph: &BatchGraph) -> crate::model::Pattern {
     let n = graph.ops.len();
     let mut order = Vec::new();
     let mut done = vec![false; n];
@@ -283,7 +282,7 @@ fn sequential_pattern(graph: &BatchGraph) -> pipeopt::model::Pattern {
     let mut t = 0.0;
     let mut ops = Vec::new();
     for i in order {
-        ops.push(pipeopt::model::PatternOp {
+        ops.push(crate::model::PatternOp {
             kind: graph.ops[i].id.kind,
             stage: graph.ops[i].id.stage,
             start: t,
@@ -291,7 +290,7 @@ fn sequential_pattern(graph: &BatchGraph) -> pipeopt::model::Pattern {
         });
         t += graph.ops[i].duration;
     }
-    pipeopt::model::Pattern { period: t, ops }
+    crate::model::Pattern { period: t, ops }
 }
 
 #[test]
@@ -335,7 +334,7 @@ fn non_contiguous_allocations_run_and_match() {
 
 #[test]
 fn the_cli_entry_point_runs_a_plan_for_the_builtin_network() {
-    use pipeopt::exec::{builtin_instance, execute_builtin, NetworkSpec};
+    use crate::exec::{builtin_instance, execute_builtin, NetworkSpec};
     let instance = builtin_instance("mlp").unwrap();
     let (plan, _) = plans(&instance, 2).remove(0);
     let r = execute_builtin(&plan, &NetworkSpec::mlp(), Device::Cpu, 6).unwrap();
@@ -361,6 +360,6 @@ fn the_cli_entry_point_runs_a_plan_for_the_builtin_network() {
         Err(ExecError::Network(_))
     ));
     assert!(execute_builtin(&plan, &NetworkSpec::mlp(), Device::Cpu, 0).is_err());
-    assert!(pipeopt::exec::parse_device("cuda:1").is_ok());
-    assert!(pipeopt::exec::parse_device("tpu").is_err());
+    assert!(crate::exec::parse_device("cuda:1").is_ok());
+    assert!(crate::exec::parse_device("tpu").is_err());
 }

@@ -1,0 +1,4 @@
+//! What several benchmarks share.
+
+pub mod cases;
+pub mod optimum_row;
