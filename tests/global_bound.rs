@@ -440,6 +440,48 @@ fn probes_and_best_hold_on_chains_that_share_tensors_like_op_chains() {
     assert!(no_plan > 0, "no probe said no plan");
 }
 
+/// `best`'s exact checks on chains that share tensors like op chains, where the scheduling
+/// MILP charges each layer a per-layer charge (a relaxation of every stage structure, whose
+/// "no plan" is still a proof): with time to spare, `best`'s bound never exceeds the
+/// exhaustive optimum and its plan is never below it, and the exact checks close cases
+/// (proven optimal: the plan is then the exhaustive optimum).
+#[test]
+fn exact_checks_close_chains_that_share_tensors_like_op_chains() {
+    let cases: [(usize, f64, f64); 3] = [(2, 0.5, 4.0), (2, 0.9, 1.0), (3, 0.6, 2.0)];
+    let (mut compared, mut closed, mut by_checks) = (0, 0, 0);
+    for seed in 0..8 {
+        let inst = random_op_chain(seed, seed as usize);
+        if inst.stash_shared.is_empty() {
+            continue;
+        }
+        let full = one_processor_memory(&inst);
+        for &(processors, share, speed) in &cases {
+            let platform = Platform::new(processors, share * full, speed);
+            let what = format!("{} on {platform:?}", inst.name);
+            let Some(t) = exhaustive_optimum(&inst, &platform, true) else {
+                continue;
+            };
+            compared += 1;
+            let Outcome::Found(sol) =
+                best_outcome(&inst, &platform, std::time::Duration::from_secs(60))
+            else {
+                panic!("{what}: best found no plan, the exhaustive search did");
+            };
+            let period = sol.pattern.as_ref().unwrap().period;
+            let lower = sol.lower_bound.unwrap();
+            assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+            assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+            if period <= lower * (1.0 + 1e-3) {
+                closed += 1;
+                by_checks += usize::from(by_exact_checks(&sol));
+            }
+        }
+    }
+    eprintln!("{compared} cases compared, {closed} closed, {by_checks} with exact checks");
+    assert!(compared >= 5, "{compared} cases compared");
+    assert!(by_checks > 0, "the exact checks closed no case");
+}
+
 fn overlap_cases(seeds: std::ops::Range<u64>) {
     let mut stats = Stats::default();
     let cases = [
@@ -508,15 +550,7 @@ fn best_cases(seeds: std::ops::Range<u64>, overlaps: bool) {
                 Outcome::Found(sol) => {
                     let t = optimum.unwrap_or_else(|| panic!("{what}: a plan, none exhaustively"));
                     assert_finished_within(&what, &sol, t, 1e-3);
-                    // Closed by the exact checks: they raised the bound, gave the plan, or
-                    // scheduled an assignment ("..., K of them in exact checks").
-                    let by_exact_checks = sol.messages.iter().any(|m| {
-                        m.starts_with("the exact checks raised the bound")
-                            || m == "best plan from: exact check"
-                            || (m.starts_with("global bound")
-                                && !m.contains(" 0 of them in exact checks"))
-                    });
-                    counts[1 + usize::from(by_exact_checks)] += 1;
+                    counts[1 + usize::from(by_exact_checks(&sol))] += 1;
                 }
             }
         }
@@ -524,6 +558,16 @@ fn best_cases(seeds: std::ops::Range<u64>, overlaps: bool) {
     eprintln!("infeasible, closed by the relaxation, closed by exact checks: {counts:?}");
     // The exact checks must be exercised, or the test proves nothing about them.
     assert!(counts[2] > 0, "{counts:?}");
+}
+
+/// Whether `best`'s exact checks took part in its answer: they raised the bound, gave the
+/// plan, or scheduled an assignment ("..., K of them in exact checks").
+fn by_exact_checks(sol: &Solution) -> bool {
+    sol.messages.iter().any(|m| {
+        m.starts_with("the exact checks raised the bound")
+            || m == "best plan from: exact check"
+            || (m.starts_with("global bound") && !m.contains(" 0 of them in exact checks"))
+    })
 }
 
 #[test]

@@ -25,8 +25,8 @@ pub const COARSE_LEVEL_SHARE: f64 = 0.7;
 
 /// The share of the time the coarser level left that the fine chain's bound may take: nearly
 /// all of it, since the fine chain's other phases end within fractions of a second on the op
-/// chains (their exact checks do not apply: shared stashes), and the time not given to the
-/// bound would go unused.
+/// chains (too long for the exact checks: `exact::EXACT_CHECK_LAYERS`), and the time not
+/// given to the bound would go unused.
 pub const BOUND_SHARE_AFTER: f64 = 0.9;
 
 /// A plan of the coarse chain, lifted to the fine one.

@@ -1,27 +1,64 @@
 //! `best`'s phase 9, the exact checks (module docs of `best`, docs/bounds.md): is there any
 //! plan below a period? The relaxation's loop at that period, each assignment that passes
-//! it scheduled exactly over every stage structure ([`decide_period`]): a plan found
-//! becomes the incumbent and the question is asked again below it; "no plan" raises the
-//! bound, and just below the incumbent closes the case. With an extension, once more.
+//! it scheduled over every stage structure ([`decide_period`]): a plan found becomes the
+//! incumbent and the question is asked again below it; "no plan" raises the bound, and just
+//! below the incumbent closes the case. With an extension, once more.
+//!
+//! Where tensors are shared between layers further apart than neighbours (`stash_shared`,
+//! op-level chains), a merged stage's stash is no sum of pairwise terms: the scheduling MILP
+//! then charges each layer the global bound's per-layer charges, which never exceed what
+//! any stage keeps (`global_bound::stash_charges`). Its "no pattern" is still a proof for
+//! every stage structure; a pattern it finds is judged with the real stashes, and when it
+//! does not fit them, the stage structure it chose is scheduled again with them (a plan, or
+//! no answer for that assignment).
 
 use std::time::Duration;
 
 use super::{Incumbent, Portfolio, Stop, PRECISION};
-use crate::milp::fixed_allocation::assignment_structures;
-use crate::milp::global_bound::{decide_period, Decision, Relaxation, Verdict, CLOSING_GAP};
-use crate::milp::pattern_milp::{PatternMilp, Scope};
+use crate::milp::fixed_allocation::{assignment_structures, finest_stages};
+use crate::milp::global_bound::{
+    decide_period, stash_charges, Decision, Relaxation, Verdict, CLOSING_GAP,
+};
+use crate::milp::pattern_milp::{PatternMilp, Scope, StashCharges};
 use crate::milp::SolveStatus;
-use crate::model::Instance;
+use crate::model::{Allocation, Instance};
 
 /// The exact checks ask about the middle of the bound and the incumbent while the gap is
 /// wider than this, and just below the incumbent after.
 const HALVING_GAP: f64 = 0.004;
 
-/// Whether exact checks can answer on this instance: none when tensors are shared between
-/// layers further apart (`stash_shared`), whose merged stages the scheduling MILP does not
-/// model.
-pub(super) fn exact_checks_may_apply(instance: &Instance) -> bool {
-    instance.stash_shared.is_empty()
+/// The longest chain the exact checks take on. Each check is one MILP over every stage
+/// structure of the assignment, with a stage per layer: its pairs grow with the square of
+/// a processor's layers. On the block-level chains (18-63 layers) the checks close most
+/// open cases; on the op-level ones (174-430 layers) none answered within 5-60 s, and on
+/// ResNet-50's 174 ops on 2 processors building and presolving one MILP ran 3 s past a
+/// 60-s limit.
+pub(super) const EXACT_CHECK_LAYERS: usize = 64;
+
+/// What an exact check of assignment `a` schedules: a stage per layer and the merges open
+/// to the MILP, over every stage structure of `a`. With `charges` (tensors shared further
+/// apart), every two consecutive layers of one processor may merge, each charged its
+/// per-layer charge: a relaxation of every stage structure (module docs).
+fn check_scope(
+    instance: &Instance,
+    a: &[usize],
+    charges: Option<&StashCharges>,
+) -> (Allocation, Scope) {
+    match charges {
+        None => {
+            let (finest, mergeable) = assignment_structures(instance, a);
+            (finest, Scope::every_stage_structure(mergeable))
+        }
+        Some(charges) => {
+            let n = a.len();
+            let consecutive = (0..n).map(|l| l + 1 < n && a[l] == a[l + 1]).collect();
+            let scope = Scope {
+                stash_charges: Some(charges.clone()),
+                ..Scope::every_stage_structure(consecutive)
+            };
+            (finest_stages(a), scope)
+        }
+    }
 }
 
 /// One question of the exact checks: its period, and whether it may take only a third of
@@ -36,14 +73,16 @@ impl Portfolio<'_> {
     /// Phase 9: the exact checks, while the gap is open and the time lasts; then, once, the
     /// extension's, for a case left open with its plan near the bound.
     pub(super) fn exact_checks(&mut self, relax: &Relaxation) -> crate::error::Result<()> {
-        let applies = exact_checks_may_apply(self.instance());
+        let layers = self.instance().len();
+        let applies = layers <= EXACT_CHECK_LAYERS;
         if !self.closed() && !applies {
-            self.stop(Stop::NoExactChecks);
+            self.stop(Stop::ChainTooLong(layers));
         }
+        let charges = stash_charges(self.instance());
         // Whether the extension moved the deadline (once at most).
         let mut extended = false;
         while !self.closed() && applies {
-            self.questions(relax, extended)?;
+            self.questions(relax, charges.as_ref(), extended)?;
             if extended || !self.extend() {
                 break;
             }
@@ -63,7 +102,12 @@ impl Portfolio<'_> {
     /// wide: "no plan" at the geometric middle of the bound and the incumbent raises the
     /// bound there, a plan lowers the incumbent below it. Where that cannot be decided, just
     /// below the incumbent.
-    fn questions(&mut self, relax: &Relaxation, extended: bool) -> crate::error::Result<()> {
+    fn questions(
+        &mut self,
+        relax: &Relaxation,
+        charges: Option<&StashCharges>,
+        extended: bool,
+    ) -> crate::error::Result<()> {
         let mut closing = true;
         let mut halving = true;
         while let Some(known) = self.incumbent.as_ref().map(Incumbent::period) {
@@ -87,7 +131,7 @@ impl Portfolio<'_> {
                 target,
                 third: (closes && !extended) || halves,
             };
-            match self.decide(relax, question)? {
+            match self.decide(relax, charges, question)? {
                 Decision::NoPlan => self.lower = self.lower.max(target),
                 Decision::Plan(_) => {}
                 Decision::Undecided(_) if closes => closing = false,
@@ -114,7 +158,12 @@ impl Portfolio<'_> {
 
     /// Whether there is a plan at `question`'s period or below: [`decide_period`] with
     /// [`Portfolio::exact_check`] on every assignment that passes the relaxation.
-    fn decide(&mut self, relax: &Relaxation, question: Question) -> crate::error::Result<Decision> {
+    fn decide(
+        &mut self,
+        relax: &Relaxation,
+        charges: Option<&StashCharges>,
+        question: Question,
+    ) -> crate::error::Result<Decision> {
         // The loop learns into `learnt` while each exact check may change the incumbent.
         let mut learnt = std::mem::take(&mut self.learnt);
         let decision = decide_period(
@@ -123,15 +172,21 @@ impl Portfolio<'_> {
             self.planner.milp.threads,
             Some(self.question_time(question)),
             &mut learnt,
-            &mut |a: &[usize]| self.exact_check(a, question),
+            &mut |a: &[usize]| self.exact_check(a, charges, question),
         );
         self.learnt = learnt;
         decision
     }
 
     /// The scheduling MILP of assignment `a` over every stage structure, at `question`'s
-    /// period: a plan there becomes the incumbent.
-    fn exact_check(&mut self, a: &[usize], question: Question) -> crate::error::Result<Verdict> {
+    /// period (with `charges`, a relaxation of them: module docs): a plan there becomes the
+    /// incumbent.
+    fn exact_check(
+        &mut self,
+        a: &[usize],
+        charges: Option<&StashCharges>,
+        question: Question,
+    ) -> crate::error::Result<Verdict> {
         let limit = self.question_time(question);
         if limit.is_zero() {
             return Ok(Verdict::Unknown);
@@ -139,8 +194,7 @@ impl Portfolio<'_> {
         self.schedules += 1;
         self.proofs += 1;
         let (instance, platform) = (self.problem.instance, self.problem.platform);
-        let (finest, mergeable) = assignment_structures(instance, a);
-        let scope = Scope::every_stage_structure(mergeable);
+        let (finest, scope) = check_scope(instance, a, charges);
         let Some(milp) = PatternMilp::new(instance, platform, &finest, question.target, &scope)
         else {
             // Static memory alone does not fit: no plan at any period.
@@ -151,8 +205,10 @@ impl Portfolio<'_> {
             SolveStatus::Infeasible => Verdict::NoPlan,
             SolveStatus::Optimal | SolveStatus::LimitWithIncumbent => {
                 let (allocation, pattern) = milp.decoder.decode(&r.values);
-                if self.offer(allocation, pattern, "exact check") {
+                if self.offer(allocation.clone(), pattern, "exact check") {
                     Verdict::Plan
+                } else if charges.is_some() {
+                    self.structure_check(&allocation, question)?
                 } else {
                     // Judged invalid or not better: cannot happen for a solution at the
                     // target (it is judged exactly); say nothing.
@@ -161,6 +217,38 @@ impl Portfolio<'_> {
             }
             SolveStatus::NoSolutionWithinLimit => Verdict::Unknown,
         })
+    }
+
+    /// The stage structure a relaxed exact check chose, scheduled with its real stashes at
+    /// `question`'s period: a plan, or no answer for its assignment (another structure
+    /// may still fit).
+    fn structure_check(
+        &mut self,
+        allocation: &Allocation,
+        question: Question,
+    ) -> crate::error::Result<Verdict> {
+        let limit = self.question_time(question);
+        let (instance, platform) = (self.problem.instance, self.problem.platform);
+        let exact = Scope::default();
+        let Some(milp) = PatternMilp::new(instance, platform, allocation, question.target, &exact)
+        else {
+            return Ok(Verdict::Unknown);
+        };
+        if limit.is_zero() {
+            return Ok(Verdict::Unknown);
+        }
+        self.schedules += 1;
+        let r = milp.model.solve(&self.milp(limit), Some(limit))?;
+        if matches!(
+            r.status,
+            SolveStatus::Optimal | SolveStatus::LimitWithIncumbent
+        ) {
+            let (allocation, pattern) = milp.decoder.decode(&r.values);
+            if self.offer(allocation, pattern, "exact check") {
+                return Ok(Verdict::Plan);
+            }
+        }
+        Ok(Verdict::Unknown)
     }
 
     /// The extension ([`Extension`](super::Extension)): once, for a case left open with its

@@ -12,7 +12,7 @@
 //!    plan lifted to the chain (the same pattern, the same period): the first incumbent. The
 //!    phases below then search the chain itself (the bound with `BOUND_SHARE_AFTER` (90%)
 //!    of the time the coarser level left: the others end within fractions of a second on
-//!    op chains, whose exact checks do not apply).
+//!    op chains).
 //! 1. **The contiguous optimum** (exact, milliseconds).
 //! 2. **MadPipe**: its two phases with the paper's and with the full (`g` batches) estimate
 //!    of its special processor (Beaumont, Eyraud-Dubois, Shilova, *MadPipe: Memory Aware
@@ -59,20 +59,23 @@
 //!    The first improvement becomes the incumbent and the search restarts around it.
 //!    When it stops with time left and the general MILP on groups was cut short, that MILP
 //!    runs again (at most 3 s), and the search again around its plan if it is better.
-//! 8. **The descent**, on chains where the exact checks do not apply (tensors shared further
-//!    apart than neighbours: op-level chains), with the time left: the relaxation probed at
+//! 8. **The descent**, on chains whose tensors are shared further apart than neighbours
+//!    (op-level chains), with the time left: the relaxation probed at
 //!    one period at a time, `DESCENT_STEP` (8%) below the shorter of the incumbent and the
 //!    last period where an assignment passed (the step halved after a probe left undecided,
 //!    down to 2%), each probe within 0.3 s; each assignment that passes is scheduled below
 //!    the incumbent (its runs), and a plan found starts one more local search. A probe that
-//!    passes none proves that no plan is that short: the bound rises to it. The plan side
-//!    of what the exact checks do on the other chains: an assignment that passes the closed
-//!    forms near the threshold often schedules near it, and the bound's bisection, which
-//!    works up from below, passes few.
+//!    passes none proves that no plan is that short: the bound rises to it. What the exact
+//!    checks find on the other chains, quicker: an assignment that passes the closed forms
+//!    near the threshold often schedules near it, and the bound's bisection, which works up
+//!    from below, passes few.
 //! 9. **Exact checks** (docs/bounds.md): with time left and the gap open, is there a plan
 //!    below a period `T`? [`decide_period`](crate::milp::global_bound::decide_period) runs
 //!    the bound's loop at `T` and hands every assignment that passes the relaxation to the
-//!    scheduling MILP over every stage structure of the assignment at `T` (one MILP, exact).
+//!    scheduling MILP over every stage structure of the assignment at `T` (one MILP, exact;
+//!    where tensors are shared further apart, a relaxation whose "none" is still a proof,
+//!    its pattern judged and, where it does not fit the real stashes, its stage structure
+//!    scheduled again with them: [`exact`]).
 //!    A pattern found becomes the incumbent and the question is asked again; an assignment
 //!    proven to have none is excluded; no assignment left proves that no plan is at `T` or
 //!    below. While the incumbent is more than `CLOSING_GAP` (5%) above the bound, `T` is
@@ -339,8 +342,9 @@ enum Stop {
     BoundIncomplete,
     /// The time limit (or the extension's end) stopped a phase.
     Clock,
-    /// The exact checks do not apply to the instance (`exact::exact_checks_may_apply`).
-    NoExactChecks,
+    /// The exact checks were not tried: the chain has this many layers, more than
+    /// `exact::EXACT_CHECK_LAYERS`.
+    ChainTooLong(usize),
     /// The exact checks could not decide; why, in words.
     Undecided(String),
 }
@@ -356,11 +360,11 @@ impl Stop {
     fn message(&self) -> Option<String> {
         match self {
             Stop::BoundIncomplete | Stop::Clock => None,
-            Stop::NoExactChecks => Some(
-                "exact checks not tried: the instance shares tensors between layers further \
-                 apart than neighbours (stash_shared)"
-                    .to_string(),
-            ),
+            Stop::ChainTooLong(layers) => Some(format!(
+                "exact checks not tried: {layers} layers (they take chains of at most {}: \
+                 each is one MILP over every stage structure, a stage per layer)",
+                exact::EXACT_CHECK_LAYERS
+            )),
             Stop::Undecided(why) => Some(format!("exact checks stopped: {why}")),
         }
     }

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::assignments::{assignment_of, neighbours, Structures, FINEST_SEARCH_LAYERS};
 use super::coarser_level;
-use super::exact::exact_checks_may_apply;
 use super::{Attempt, Incumbent, Portfolio, Stop, PRECISION};
 use crate::milp::contiguous::contiguous_optimum;
 use crate::milp::general::general_optimum;
@@ -481,22 +480,22 @@ impl Portfolio<'_> {
         Ok(())
     }
 
-    /// Phase 8, on chains where the exact checks do not apply (tensors shared further
-    /// apart than neighbours: op-level chains), with the time left: the descent. The
+    /// Phase 8, on chains whose tensors are shared further apart than neighbours (op-level
+    /// chains), with the time left: the descent. The
     /// relaxation is probed `DESCENT_STEP` below the shorter of the incumbent's period and
     /// the last period where an assignment passed, each assignment that passes scheduled
     /// below the incumbent (its runs); a probe left undecided halves the step, down to
     /// `DESCENT_LEAST_STEP`; a probe that passes no assignment proves that no plan is that
     /// short (the bound rises to it) and ends the descent. A plan found is the start of
-    /// one more local search. The plan side of what the exact checks do on the other
-    /// chains: an assignment that passes the closed forms near the threshold often
+    /// one more local search. What the exact checks find on the other chains, quicker
+    /// (op chains are too long for them): an assignment that passes the closed forms near the threshold often
     /// schedules near it, while the bound's bisection, which works up from below, passes
     /// few (its probes near the threshold end undecided), and single-layer moves do not
     /// reach it. On ResNet-50 on 4 processors at 6 GiB, 24 GB/s, the other phases end at
     /// 126.2 ms and the descent's assignments reach 98.3 ms (cuts inside three bottlenecks,
     /// the stem and the last block on one processor).
     pub(super) fn descent(&mut self, relax: &Relaxation) -> crate::error::Result<()> {
-        if exact_checks_may_apply(self.instance()) || self.closed() {
+        if self.instance().stash_shared.is_empty() || self.closed() {
             return Ok(());
         }
         // The period the next probe is `step` below: the shorter of the incumbent's and

@@ -42,7 +42,7 @@ pub use bisection::{global_lower_bound, global_lower_bound_learning, BoundOption
 pub use exact::{decide_period, Decision, Verdict};
 pub use premises::Premise;
 pub use probe::{probe_period, relaxation_feasible, Learnt, ProbeAnswer};
-pub use relaxation::{relaxation_fits, Holding, Relaxation};
+pub use relaxation::{relaxation_fits, stash_charges, Holding, Relaxation};
 
 // The tuning constants, each with why it is where it is.
 

@@ -134,10 +134,7 @@ impl Relaxation {
         let out: Vec<f64> = (1..n).map(|c| instance.a(c)).collect();
         let stash = layer_stashes(instance);
         let own = stage_start_stashes(instance, &stash);
-        let stash_charges = (!instance.stash_shared.is_empty()).then(|| StashCharges {
-            start: own.clone(),
-            within: stash.clone(),
-        });
+        let stash_charges = charges_of(instance, &stash, &own);
         Relaxation {
             layers: n,
             processors: platform.processors,
@@ -514,6 +511,27 @@ pub(super) fn transfer_levels(x: f64, period: f64, slack: f64) -> usize {
 /// The periods level `q` stands for.
 pub(super) fn level_periods(q: usize) -> f64 {
     q as f64 / LEVELS_PER_PERIOD as f64
+}
+
+/// The per-layer stash charges of the scheduling MILP (`Scope::stash_charges`) where tensors
+/// are shared further apart than neighbours: each layer's marginal inside a stage
+/// ([`layer_stashes`]) and what a stage starting at it is charged for it
+/// ([`stage_start_stashes`]), never more than any stage keeps. `None` on other chains, whose
+/// stashes the MILP charges exactly.
+pub fn stash_charges(instance: &Instance) -> Option<StashCharges> {
+    if instance.stash_shared.is_empty() {
+        return None;
+    }
+    let stash = layer_stashes(instance);
+    let own = stage_start_stashes(instance, &stash);
+    charges_of(instance, &stash, &own)
+}
+
+fn charges_of(instance: &Instance, stash: &[f64], own: &[f64]) -> Option<StashCharges> {
+    (!instance.stash_shared.is_empty()).then(|| StashCharges {
+        start: own.to_vec(),
+        within: stash.to_vec(),
+    })
 }
 
 /// What the relaxation charges each layer's stash: its marginal along the chain,
