@@ -376,6 +376,27 @@ fn bound_holds_on_more_chains_that_share_tensors_like_op_chains() {
     );
 }
 
+/// The cases of the tests of `best` on chains that share tensors like op chains: the op-like
+/// random chains of seeds 0..8 whose tensors are shared further apart than neighbours, each
+/// on three platforms (processors, share of one processor's memory, bandwidth), with a
+/// name for the messages.
+fn shared_tensor_cases() -> Vec<(Instance, Platform, String)> {
+    let mut cases = Vec::new();
+    for seed in 0..8 {
+        let inst = random_op_chain(seed, seed as usize);
+        if inst.stash_shared.is_empty() {
+            continue;
+        }
+        let full = one_processor_memory(&inst);
+        for (processors, share, speed) in [(2, 0.5, 4.0), (2, 0.9, 1.0), (3, 0.6, 2.0)] {
+            let platform = Platform::new(processors, share * full, speed);
+            let what = format!("{} on {platform:?}", inst.name);
+            cases.push((inst.clone(), platform, what));
+        }
+    }
+    cases
+}
+
 /// What `best`'s descent relies on, on chains that share tensors like op chains (where it
 /// runs): a single probe of the relaxation (`probe_period`, within a time limit as inside
 /// `best`) never says "no plan" at a period where the exhaustive search found one, and an
@@ -384,55 +405,45 @@ fn bound_holds_on_more_chains_that_share_tensors_like_op_chains() {
 /// exhaustive optimum and its plan above it.
 #[test]
 fn probes_and_best_hold_on_chains_that_share_tensors_like_op_chains() {
-    let cases: [(usize, f64, f64); 3] = [(2, 0.5, 4.0), (2, 0.9, 1.0), (3, 0.6, 2.0)];
     let (mut compared, mut no_plan) = (0, 0);
-    for seed in 0..8 {
-        let inst = random_op_chain(seed, seed as usize);
-        // The descent runs only where tensors are shared further apart than neighbours.
-        if inst.stash_shared.is_empty() {
+    // The descent runs only where tensors are shared further apart than neighbours.
+    for (inst, platform, what) in shared_tensor_cases() {
+        let range = exhaustive_range(&inst, &platform, true, None);
+        let (Some(t), true) = (range.best, range.exact) else {
             continue;
-        }
-        let full = one_processor_memory(&inst);
-        for &(processors, share, speed) in &cases {
-            let platform = Platform::new(processors, share * full, speed);
-            let what = format!("{} on {platform:?}", inst.name);
-            let range = exhaustive_range(&inst, &platform, true, None);
-            let (Some(t), true) = (range.best, range.exact) else {
-                continue;
-            };
-            compared += 1;
-            let relax = Relaxation::new(&inst, &platform).under_time_limit();
-            for period in [t, 0.97 * t, 0.9 * t, 0.6 * t] {
-                let answer = probe_period(
-                    &relax,
-                    period,
-                    std::time::Duration::from_secs(10),
-                    std::num::NonZeroU32::MIN,
-                    &mut Learnt::default(),
-                )
-                .unwrap();
-                match answer {
-                    ProbeAnswer::NoPlan => {
-                        assert!(period < t, "{what}: no plan said at {period}, plan at {t}");
-                        no_plan += 1;
-                    }
-                    ProbeAnswer::Assignment(a) => assert!(
-                        relaxation_fits(&relax, &a, period * (1.0 + 1e-9)),
-                        "{what}: {a:?} passed at {period} but does not fit there"
-                    ),
-                    ProbeAnswer::Undecided => {}
+        };
+        compared += 1;
+        let relax = Relaxation::new(&inst, &platform).under_time_limit();
+        for period in [t, 0.97 * t, 0.9 * t, 0.6 * t] {
+            let answer = probe_period(
+                &relax,
+                period,
+                std::time::Duration::from_secs(10),
+                std::num::NonZeroU32::MIN,
+                &mut Learnt::default(),
+            )
+            .unwrap();
+            match answer {
+                ProbeAnswer::NoPlan => {
+                    assert!(period < t, "{what}: no plan said at {period}, plan at {t}");
+                    no_plan += 1;
                 }
+                ProbeAnswer::Assignment(a) => assert!(
+                    relaxation_fits(&relax, &a, period * (1.0 + 1e-9)),
+                    "{what}: {a:?} passed at {period} but does not fit there"
+                ),
+                ProbeAnswer::Undecided => {}
             }
-            if let Outcome::Found(sol) =
-                best_outcome(&inst, &platform, std::time::Duration::from_secs(3))
-            {
-                let period = sol.pattern.as_ref().unwrap().period;
-                let lower = sol.lower_bound.unwrap();
-                assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
-                assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
-            } else {
-                panic!("{what}: best found no plan, the exhaustive search did");
-            }
+        }
+        if let Outcome::Found(sol) =
+            best_outcome(&inst, &platform, std::time::Duration::from_secs(3))
+        {
+            let period = sol.pattern.as_ref().unwrap().period;
+            let lower = sol.lower_bound.unwrap();
+            assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+            assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+        } else {
+            panic!("{what}: best found no plan, the exhaustive search did");
         }
     }
     assert!(compared >= 5, "{compared} cases compared");
@@ -447,34 +458,24 @@ fn probes_and_best_hold_on_chains_that_share_tensors_like_op_chains() {
 /// (proven optimal: the plan is then the exhaustive optimum).
 #[test]
 fn exact_checks_close_chains_that_share_tensors_like_op_chains() {
-    let cases: [(usize, f64, f64); 3] = [(2, 0.5, 4.0), (2, 0.9, 1.0), (3, 0.6, 2.0)];
     let (mut compared, mut closed, mut by_checks) = (0, 0, 0);
-    for seed in 0..8 {
-        let inst = random_op_chain(seed, seed as usize);
-        if inst.stash_shared.is_empty() {
+    for (inst, platform, what) in shared_tensor_cases() {
+        let Some(t) = exhaustive_optimum(&inst, &platform, true) else {
             continue;
-        }
-        let full = one_processor_memory(&inst);
-        for &(processors, share, speed) in &cases {
-            let platform = Platform::new(processors, share * full, speed);
-            let what = format!("{} on {platform:?}", inst.name);
-            let Some(t) = exhaustive_optimum(&inst, &platform, true) else {
-                continue;
-            };
-            compared += 1;
-            let Outcome::Found(sol) =
-                best_outcome(&inst, &platform, std::time::Duration::from_secs(60))
-            else {
-                panic!("{what}: best found no plan, the exhaustive search did");
-            };
-            let period = sol.pattern.as_ref().unwrap().period;
-            let lower = sol.lower_bound.unwrap();
-            assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
-            assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
-            if period <= lower * (1.0 + 1e-3) {
-                closed += 1;
-                by_checks += usize::from(by_exact_checks(&sol));
-            }
+        };
+        compared += 1;
+        let Outcome::Found(sol) =
+            best_outcome(&inst, &platform, std::time::Duration::from_secs(60))
+        else {
+            panic!("{what}: best found no plan, the exhaustive search did");
+        };
+        let period = sol.pattern.as_ref().unwrap().period;
+        let lower = sol.lower_bound.unwrap();
+        assert!(lower <= t * (1.0 + 1e-9), "{what}: bound {lower} above {t}");
+        assert!(period >= t * (1.0 - 2e-4), "{what}: {period} below {t}");
+        if period <= lower * (1.0 + 1e-3) {
+            closed += 1;
+            by_checks += usize::from(by_exact_checks(&sol));
         }
     }
     eprintln!("{compared} cases compared, {closed} closed, {by_checks} with exact checks");

@@ -2,12 +2,13 @@
 //! 2, 3 and 4 processors under several memory limits; gradients equal the sequential run's,
 //! measured live stashes and memory peaks equal the judge's, broken schedules are caught.
 
+use super::plan_file;
 use crate::exec::{
     execute, instance_for, mlp, mlp_batches, replayed_period, ExecError, ExecOptions, Fault,
     Network,
 };
 use crate::judge::judge;
-use crate::model::{Allocation, BatchGraph, Instance, Placement, Plan, Platform};
+use crate::model::{Allocation, BatchGraph, Instance, Plan, Platform};
 use crate::schedule::one_f_one_b_star::{min_period_fitting, predicted_memory};
 use tch::Device;
 
@@ -46,17 +47,7 @@ fn plans(instance: &Instance, p: usize) -> Vec<(Plan, Vec<usize>)> {
             continue;
         }
         seen.push(r.stage_groups.clone());
-        let plan = Plan {
-            instance: instance.clone(),
-            instance_hash: instance.content_hash(),
-            platform,
-            algorithm: "1f1b*".into(),
-            planned_period: None,
-            placement: Placement::Stages(alloc.clone()),
-            pattern: Some(r.pattern),
-            lower_bound: None,
-            solve_seconds: None,
-        };
+        let plan = plan_file(instance, platform, &alloc, r.pattern, "1f1b*");
         out.push((plan, r.stage_groups));
     }
     out
@@ -307,17 +298,8 @@ fn non_contiguous_allocations_run_and_match() {
         }
         let platform = Platform::new(2, 1e15, bw);
         let graph = BatchGraph::new(&instance, &platform, &alloc);
-        let plan = Plan {
-            instance: instance.clone(),
-            instance_hash: instance.content_hash(),
-            platform: platform.clone(),
-            algorithm: "sequential".into(),
-            planned_period: None,
-            placement: Placement::Stages(alloc.clone()),
-            pattern: Some(sequential_pattern(&graph)),
-            lower_bound: None,
-            solve_seconds: None,
-        };
+        let pattern = sequential_pattern(&graph);
+        let plan = plan_file(&instance, platform.clone(), &alloc, pattern, "sequential");
         let j = judge(&instance, &platform, &alloc, plan.pattern.as_ref().unwrap());
         assert!(j.valid, "{:?}", j.violations);
         let r = execute(&plan, &net, &data, &options(batches)).unwrap();

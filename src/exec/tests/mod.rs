@@ -5,3 +5,26 @@
 
 mod executor;
 mod profile;
+
+use crate::model::{Allocation, Instance, Pattern, Placement, Plan, Platform};
+
+/// The plan file of `algorithm`'s `pattern` of `allocation`, as `pipeopt plan` writes one.
+fn plan_file(
+    instance: &Instance,
+    platform: Platform,
+    allocation: &Allocation,
+    pattern: Pattern,
+    algorithm: &str,
+) -> Plan {
+    Plan {
+        instance: instance.clone(),
+        instance_hash: instance.content_hash(),
+        platform,
+        algorithm: algorithm.into(),
+        planned_period: None,
+        placement: Placement::Stages(allocation.clone()),
+        pattern: Some(pattern),
+        lower_bound: None,
+        solve_seconds: None,
+    }
+}

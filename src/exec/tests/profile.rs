@@ -4,10 +4,11 @@
 //! shapes and sizes the descriptions promise, the profile is an exact-size instance, and a
 //! real network runs a plan with gradients equal to the sequential run's.
 
+use super::plan_file;
 use crate::exec::profile::{profile, profile_ops, ProfileOptions};
 use crate::exec::torchnet::{batches, build, BuildOptions};
 use crate::exec::{alloc, execute, tensor_bytes, ExecOptions};
-use crate::model::{Allocation, Placement, Plan, Platform};
+use crate::model::{Allocation, Platform};
 use crate::nets::{analytic_instance, network, op_instance, DType, DeviceModel};
 use crate::schedule::one_f_one_b_star::min_period_fitting;
 use tch::{Device, Kind, Tensor};
@@ -218,17 +219,7 @@ fn resnet50_runs_a_pipelined_plan_with_exact_gradients() {
     let alloc = Allocation::from_starts(&[0, l / 3, 2 * l / 3], l).unwrap();
     let platform = Platform::new(3, 1e12, 12e9);
     let r = min_period_fitting(&instance, &platform, &alloc).unwrap();
-    let plan = Plan {
-        instance: instance.clone(),
-        instance_hash: instance.content_hash(),
-        platform,
-        algorithm: "1f1b*".into(),
-        planned_period: None,
-        placement: Placement::Stages(alloc.clone()),
-        pattern: Some(r.pattern),
-        lower_bound: None,
-        solve_seconds: None,
-    };
+    let plan = plan_file(&instance, platform, &alloc, r.pattern, "1f1b*");
     let net = build(&desc, CPU);
     let batches_n = 5;
     let data = batches(&desc, 2, batches_n, 40, DType::F32, Device::Cpu);
