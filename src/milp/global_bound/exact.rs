@@ -66,8 +66,9 @@ pub fn decide_period(
         let undecided = |why: &str, skipped: &[Premise]| {
             Decision::Undecided(match skipped.first() {
                 Some(Premise::Excluded { assignment, .. }) => format!(
-                    "{why}; no exact answer for {} assignment(s), the first {assignment:?}",
-                    skipped.len()
+                    "{why}; no exact answer for {} assignment(s), the first: {}",
+                    skipped.len(),
+                    runs_text(assignment)
                 ),
                 _ => why.to_string(),
             })
@@ -117,4 +118,41 @@ pub fn decide_period(
         }
     }
     decision
+}
+
+/// An assignment (`assignment[l]`: the processor of layer `l + 1`) as its runs of
+/// consecutive layers, for a report: "layers 1-4 on 0, 5-89 on 1, 90-174 on 0".
+fn runs_text(assignment: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (l, &p) in assignment.iter().enumerate() {
+        match runs.last_mut() {
+            Some((_, last, q)) if *q == p => *last = l + 1,
+            _ => runs.push((l + 1, l + 1, p)),
+        }
+    }
+    let runs: Vec<String> = runs
+        .iter()
+        .map(|&(first, last, p)| {
+            if first == last {
+                format!("{first} on {p}")
+            } else {
+                format!("{first}-{last} on {p}")
+            }
+        })
+        .collect();
+    format!("layers {}", runs.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_text;
+
+    #[test]
+    fn an_assignment_reads_as_its_runs() {
+        assert_eq!(
+            runs_text(&[0, 0, 0, 0, 1, 1, 0, 2]),
+            "layers 1-4 on 0, 5-6 on 1, 7 on 0, 8 on 2"
+        );
+        assert_eq!(runs_text(&[3]), "layers 1 on 3");
+    }
 }
