@@ -78,7 +78,7 @@ impl Portfolio<'_> {
         if !self.closed() && !applies {
             self.stop(Stop::ChainTooLong(layers));
         }
-        let charges = stash_charges(self.instance());
+        let charges = applies.then(|| stash_charges(self.instance())).flatten();
         // Whether the extension moved the deadline (once at most).
         let mut extended = false;
         while !self.closed() && applies {
