@@ -228,15 +228,15 @@ impl Portfolio<'_> {
         question: Question,
     ) -> crate::error::Result<Verdict> {
         let limit = self.question_time(question);
+        if limit.is_zero() {
+            return Ok(Verdict::Unknown);
+        }
         let (instance, platform) = (self.problem.instance, self.problem.platform);
         let exact = Scope::default();
         let Some(milp) = PatternMilp::new(instance, platform, allocation, question.target, &exact)
         else {
             return Ok(Verdict::Unknown);
         };
-        if limit.is_zero() {
-            return Ok(Verdict::Unknown);
-        }
         self.schedules += 1;
         let r = milp.model.solve(&self.milp(limit), Some(limit))?;
         if matches!(
