@@ -133,6 +133,26 @@ pub fn assignment_structures(instance: &Instance, assignment: &[usize]) -> (Allo
     (finest, mergeable)
 }
 
+/// The stage structures a scheduling MILP over an assignment decides between: those of
+/// [`assignment_structures`] where it charges the stashes themselves; where it charges
+/// per-layer stash charges instead (`pattern_milp::Scope::stash_charges`, for tensors shared
+/// further apart than neighbours), a stage per layer with any two consecutive layers of one
+/// processor free to merge.
+pub fn charged_structures(
+    instance: &Instance,
+    assignment: &[usize],
+    charged: bool,
+) -> (Allocation, Vec<bool>) {
+    if !charged {
+        return assignment_structures(instance, assignment);
+    }
+    let n = assignment.len();
+    let consecutive = (0..n)
+        .map(|l| l + 1 < n && assignment[l] == assignment[l + 1])
+        .collect();
+    (finest_stages(assignment), consecutive)
+}
+
 /// One stage per layer, on its processor in `assignment`.
 pub fn finest_stages(assignment: &[usize]) -> Allocation {
     Allocation::new(

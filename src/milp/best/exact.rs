@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use super::{Incumbent, Portfolio, Stop, PRECISION};
-use crate::milp::fixed_allocation::{assignment_structures, finest_stages};
+use crate::milp::fixed_allocation::charged_structures;
 use crate::milp::global_bound::{
     decide_period, stash_charges, Decision, Relaxation, Verdict, CLOSING_GAP,
 };
@@ -44,21 +44,12 @@ fn check_scope(
     a: &[usize],
     charges: Option<&StashCharges>,
 ) -> (Allocation, Scope) {
-    match charges {
-        None => {
-            let (finest, mergeable) = assignment_structures(instance, a);
-            (finest, Scope::every_stage_structure(mergeable))
-        }
-        Some(charges) => {
-            let n = a.len();
-            let consecutive = (0..n).map(|l| l + 1 < n && a[l] == a[l + 1]).collect();
-            let scope = Scope {
-                stash_charges: Some(charges.clone()),
-                ..Scope::every_stage_structure(consecutive)
-            };
-            (finest_stages(a), scope)
-        }
-    }
+    let (finest, mergeable) = charged_structures(instance, a, charges.is_some());
+    let scope = Scope {
+        stash_charges: charges.cloned(),
+        ..Scope::every_stage_structure(mergeable)
+    };
+    (finest, scope)
 }
 
 /// One question of the exact checks: its period, and whether it may take only a third of

@@ -60,11 +60,11 @@
 //!    When it stops with time left and the general MILP on groups was cut short, that MILP
 //!    runs again (at most 3 s), and the search again around its plan if it is better.
 //! 8. **The descent**, on chains whose tensors are shared further apart than neighbours
-//!    (op-level chains), with the time left: the relaxation probed at
-//!    one period at a time, `DESCENT_STEP` (8%) below the shorter of the incumbent and the
-//!    last period where an assignment passed (the step halved after a probe left undecided,
-//!    down to 2%), each probe within 0.3 s; each assignment that passes is scheduled below
-//!    the incumbent (its runs), and a plan found starts one more local search. A probe that
+//!    (op-level chains), with the time left: the relaxation probed at one period at a time,
+//!    `DESCENT_STEP` (8%) below the shorter of the incumbent and the last period where an
+//!    assignment passed (the step halved after a probe left undecided, down to 2%), each
+//!    probe within 0.3 s; each assignment that passes is scheduled below the incumbent (its
+//!    runs), and a plan found starts one more local search. A probe that
 //!    passes none proves that no plan is that short: the bound rises to it. What the exact
 //!    checks find on the other chains, quicker: an assignment that passes the closed forms
 //!    near the threshold often schedules near it, and the bound's bisection, which works up

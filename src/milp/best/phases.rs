@@ -481,17 +481,16 @@ impl Portfolio<'_> {
     }
 
     /// Phase 8, on chains whose tensors are shared further apart than neighbours (op-level
-    /// chains), with the time left: the descent. The
-    /// relaxation is probed `DESCENT_STEP` below the shorter of the incumbent's period and
-    /// the last period where an assignment passed, each assignment that passes scheduled
-    /// below the incumbent (its runs); a probe left undecided halves the step, down to
-    /// `DESCENT_LEAST_STEP`; a probe that passes no assignment proves that no plan is that
-    /// short (the bound rises to it) and ends the descent. A plan found is the start of
-    /// one more local search. What the exact checks find on the other chains, quicker
-    /// (op chains are too long for them): an assignment that passes the closed forms near the threshold often
-    /// schedules near it, while the bound's bisection, which works up from below, passes
-    /// few (its probes near the threshold end undecided), and single-layer moves do not
-    /// reach it. On ResNet-50 on 4 processors at 6 GiB, 24 GB/s, the other phases end at
+    /// chains), with the time left: the descent. The relaxation is probed `DESCENT_STEP`
+    /// below the shorter of the incumbent's period and the last period where an assignment
+    /// passed, each assignment that passes scheduled below the incumbent (its runs); a probe
+    /// left undecided halves the step, down to `DESCENT_LEAST_STEP`; a probe that passes no
+    /// assignment proves that no plan is that short (the bound rises to it) and ends the
+    /// descent. A plan found is the start of one more local search. What the exact checks
+    /// find on the other chains, quicker (op chains are too long for them): an assignment
+    /// that passes the closed forms near the threshold often schedules near it, while the
+    /// bound's bisection, which works up from below, passes few (its probes near the
+    /// threshold end undecided), and single-layer moves do not reach it. On ResNet-50 on 4 processors at 6 GiB, 24 GB/s, the other phases end at
     /// 126.2 ms and the descent's assignments reach 98.3 ms (cuts inside three bottlenecks,
     /// the stem and the last block on one processor).
     pub(super) fn descent(&mut self, relax: &Relaxation) -> crate::error::Result<()> {

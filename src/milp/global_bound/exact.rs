@@ -10,6 +10,7 @@ use super::premises::Premise;
 use super::probe::{probe, relaxation_milp, Learnt, Probe};
 use super::relaxation::Relaxation;
 use super::search;
+use crate::milp::fixed_allocation::runs_of;
 
 /// What an exact check says of one assignment at the period [`decide_period`] asks about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,20 +124,14 @@ pub fn decide_period(
 /// An assignment (`assignment[l]`: the processor of layer `l + 1`) as its runs of
 /// consecutive layers, for a report: "layers 1-4 on 0, 5-89 on 1, 90-174 on 0".
 fn runs_text(assignment: &[usize]) -> String {
-    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-    for (l, &p) in assignment.iter().enumerate() {
-        match runs.last_mut() {
-            Some((_, last, q)) if *q == p => *last = l + 1,
-            _ => runs.push((l + 1, l + 1, p)),
-        }
-    }
-    let runs: Vec<String> = runs
+    let runs: Vec<String> = runs_of(assignment)
+        .stages
         .iter()
-        .map(|&(first, last, p)| {
-            if first == last {
-                format!("{first} on {p}")
+        .map(|s| {
+            if s.first == s.last {
+                format!("{} on {}", s.first, s.processor)
             } else {
-                format!("{first}-{last} on {p}")
+                format!("{}-{} on {}", s.first, s.last, s.processor)
             }
         })
         .collect();

@@ -527,7 +527,7 @@ pub(super) fn focused_milp(
     focus: Focus,
     period: f64,
 ) -> Option<crate::milp::pattern_milp::PatternMilp> {
-    use crate::milp::fixed_allocation::{assignment_structures, finest_stages};
+    use crate::milp::fixed_allocation::charged_structures;
     use crate::milp::pattern_milp::{PatternMilp, Scope};
     let Focus {
         assignment,
@@ -539,16 +539,8 @@ pub(super) fn focused_milp(
     // consecutive layers of one processor free to merge where they share a tensor, or,
     // with tensors shared further apart, wherever they are consecutive, each layer charged
     // the relaxation's charges (docs/bounds.md, "Tensors shared further apart").
-    let (allocation, mut mergeable) = match &s.stash_charges {
-        None => assignment_structures(&s.instance, assignment),
-        Some(_) => {
-            let n = assignment.len();
-            let consecutive = (0..n)
-                .map(|l| l + 1 < n && assignment[l] == assignment[l + 1])
-                .collect();
-            (finest_stages(assignment), consecutive)
-        }
-    };
+    let (allocation, mut mergeable) =
+        charged_structures(&s.instance, assignment, s.stash_charges.is_some());
     for (l, m) in mergeable.iter_mut().enumerate() {
         *m &= group.contains(&assignment[l]);
     }
